@@ -1,0 +1,633 @@
+//! One connection to one MCP server: handshake, request ids, routing, timeouts.
+//!
+//! The transport's reader thread calls [`Router::deliver`] for every message:
+//! a response goes straight to the channel of the caller waiting for it (found
+//! by id in the pending map), a progress notification to the same channel
+//! (resetting that caller's timer), a `ping` is answered on the spot, and
+//! everything else (server requests, other notifications) is queued for the
+//! `{server}-events` thread so that the reader never waits on the host.
+//!
+//! Many callers may be in flight at once; each waits on its own channel with a
+//! deadline. Ids are never reused, so a late response finds no waiter and is
+//! dropped. When the transport closes, every waiter is woken at once with the
+//! reason, and later requests fail without being sent.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
+use serde_json::{json, Map, Value};
+
+use crate::error::{CloseReason, Error, Timeout};
+use crate::host::{self, DefaultHost, Host};
+use crate::jsonrpc::{self, Message, Notification, Request, RequestId, RpcError};
+use crate::protocol::{
+    Progress, ServerInfo, Tool, ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
+};
+use crate::threads::NamedThread;
+use crate::transport::{self, Endpoint, Inbox, Outgoing};
+
+pub use crate::transport::stdio::StdioCommand;
+
+/// How long `close` waits for the events thread (it may be inside the host).
+const EVENTS_JOIN_WAIT: Duration = Duration::from_secs(1);
+/// A server that pages forever is cut off here.
+const MAX_PAGES: usize = 1000;
+
+/// How to reach a server.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Transport {
+    /// A child process speaking over its stdin and stdout.
+    Stdio(StdioCommand),
+}
+
+/// Settings of one connection.
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// The default per-request timeout.
+    pub request_timeout: Duration,
+    /// The most a request may run when progress keeps resetting its timer.
+    pub max_total_timeout: Duration,
+    /// Answers server→client requests and sees notifications.
+    pub host: Arc<dyn Host>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            request_timeout: Duration::from_secs(60),
+            max_total_timeout: Duration::from_secs(600),
+            host: Arc::new(DefaultHost),
+        }
+    }
+}
+
+/// A progress callback.
+pub type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
+
+/// Per-call settings; the defaults come from [`ClientOptions`].
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    /// This call's timeout, reset by each progress notification.
+    pub timeout: Option<Duration>,
+    /// This call's ceiling when progress keeps resetting the timer.
+    pub max_total_timeout: Option<Duration>,
+    /// Called on this thread for each progress notification.
+    pub progress: Option<ProgressCallback>,
+    /// Lets another thread give up on the call.
+    pub cancel: Option<CancelHandle>,
+}
+
+/// Cancels calls from another thread. Clones share one state; once
+/// cancelled, every call using it (now or later) ends with `Error::Cancelled`.
+#[derive(Clone)]
+pub struct CancelHandle {
+    trigger: Arc<Mutex<Option<Sender<()>>>>,
+    cancelled: Receiver<()>,
+}
+
+impl CancelHandle {
+    /// A handle that has not been cancelled.
+    pub fn new() -> CancelHandle {
+        let (trigger, cancelled) = crossbeam_channel::bounded(0);
+        CancelHandle { trigger: Arc::new(Mutex::new(Some(trigger))), cancelled }
+    }
+
+    /// Cancels: waiting calls return at once and the server is told.
+    pub fn cancel(&self) {
+        // Dropping the only sender disconnects the channel, which wakes
+        // every receiver at once.
+        self.trigger.lock().unwrap().take(); // Poisoned only if a holder panicked.
+    }
+
+    /// True once `cancel` was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.trigger.lock().unwrap().is_none() // Poisoned only if a holder panicked.
+    }
+}
+
+impl Default for CancelHandle {
+    fn default() -> Self {
+        CancelHandle::new()
+    }
+}
+
+/// A connection to one MCP server.
+pub struct Client {
+    router: Arc<Router>,
+    endpoint: Box<dyn Endpoint>,
+    events_thread: Mutex<Option<NamedThread>>,
+    info: OnceLock<ServerInfo>,
+    skipped_frames: Arc<AtomicU64>,
+    options: ClientOptions,
+}
+
+impl Client {
+    /// Starts the transport and runs the `initialize` handshake.
+    ///
+    /// # Errors
+    /// Spawn failures, a handshake that fails or times out (after
+    /// `options.request_timeout`), or a revision tether does not speak.
+    pub fn connect(
+        server: &str,
+        transport: &Transport,
+        options: ClientOptions,
+    ) -> Result<Client, Error> {
+        let timeout = options.request_timeout;
+        let client = Client::start(server, transport, options)?;
+        client.initialize(timeout)?;
+        Ok(client)
+    }
+
+    /// Starts the transport without the handshake; call [`Client::initialize`] next.
+    ///
+    /// # Errors
+    /// [`Error::Spawn`] when the server cannot be started.
+    pub fn start(
+        server: &str,
+        transport: &Transport,
+        options: ClientOptions,
+    ) -> Result<Client, Error> {
+        let (outgoing_sender, outgoing) = crossbeam_channel::unbounded();
+        let (events_sender, events) = crossbeam_channel::unbounded();
+        let router = Arc::new(Router {
+            server: server.to_owned(),
+            next_id: AtomicU64::new(1),
+            state: Mutex::new(PendingState::default()),
+            outgoing: outgoing_sender.clone(),
+            events: events_sender,
+        });
+        let skipped_frames = Arc::new(AtomicU64::new(0));
+        let endpoint: Box<dyn Endpoint> = match transport {
+            Transport::Stdio(command) => Box::new(transport::stdio::spawn(
+                server,
+                command,
+                Arc::clone(&router) as Arc<dyn Inbox>,
+                outgoing_sender.clone(),
+                outgoing,
+                Arc::clone(&skipped_frames),
+            )?),
+        };
+        let events_thread = NamedThread::spawn(format!("{server}-events"), {
+            let server = server.to_owned();
+            let host = Arc::clone(&options.host);
+            move || events_loop(&server, &*host, &events, &outgoing_sender)
+        });
+        let client = Client {
+            router,
+            endpoint,
+            events_thread: Mutex::new(None),
+            info: OnceLock::new(),
+            skipped_frames,
+            options,
+        };
+        match events_thread {
+            Ok(thread) => *client.events_thread.lock().unwrap() = Some(thread), // Poisoned only if a holder panicked.
+            Err(err) => return Err(Error::Io(err)),
+        }
+        Ok(client)
+    }
+
+    /// Runs `initialize` and sends `notifications/initialized`.
+    ///
+    /// # Errors
+    /// A failed or timed-out handshake, a malformed result, or an unsupported
+    /// revision (the connection is then closed).
+    pub fn initialize(&self, timeout: Duration) -> Result<&ServerInfo, Error> {
+        let params = json!({
+            "protocolVersion": LATEST_PROTOCOL_VERSION,
+            "capabilities": host::client_capabilities(&*self.options.host),
+            "clientInfo": {"name": "tether", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let options = CallOptions {
+            timeout: Some(timeout),
+            max_total_timeout: Some(timeout),
+            ..CallOptions::default()
+        };
+        let result = self
+            .request("initialize", Some(params), &options)
+            .map_err(|err| self.explain_silence(err))?;
+        let info = ServerInfo::from_initialize_result(&result).map_err(Error::Protocol)?;
+        if !SUPPORTED_PROTOCOL_VERSIONS.contains(&info.protocol_version.as_str()) {
+            let _ = self.close();
+            return Err(Error::UnsupportedProtocol(info.protocol_version));
+        }
+        log::info!(
+            "{}: connected to {} {} (protocol {})",
+            self.router.server,
+            info.name,
+            info.version,
+            info.protocol_version
+        );
+        self.notify("notifications/initialized", None)?;
+        Ok(self.info.get_or_init(|| info))
+    }
+
+    /// A server that sent only garbage times out; say so rather than just "timed out".
+    fn explain_silence(&self, err: Error) -> Error {
+        let skipped = self.skipped_frames.load(Ordering::Relaxed);
+        match err {
+            Error::Timeout(_) if skipped > 0 => {
+                Error::Protocol(format!("no valid answer to initialize; the server wrote {skipped} lines that are not JSON-RPC"))
+            }
+            other => other,
+        }
+    }
+
+    /// What the server said about itself, once initialized.
+    pub fn server_info(&self) -> Option<&ServerInfo> {
+        self.info.get()
+    }
+
+    /// The server's name in the configuration.
+    pub fn server_name(&self) -> &str {
+        &self.router.server
+    }
+
+    /// The last 64 KiB the server wrote to stderr (stdio only).
+    pub fn stderr_tail(&self) -> Option<String> {
+        self.endpoint.stderr_tail()
+    }
+
+    /// Why the connection closed, if it did.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.router.state.lock().unwrap().closed.clone() // Poisoned only if a holder panicked.
+    }
+
+    /// Sends a request and waits for its result.
+    ///
+    /// A `tools/call` (or any request with a progress callback) carries a
+    /// progress token, so the server's progress resets the timer.
+    ///
+    /// # Errors
+    /// [`Error::Rpc`] for an error answer, [`Error::Timeout`] (the server is
+    /// sent `notifications/cancelled`), [`Error::Cancelled`], or
+    /// [`Error::Disconnected`] the moment the connection closes.
+    pub fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        options: &CallOptions,
+    ) -> Result<Value, Error> {
+        let id = self.router.next_id.fetch_add(1, Ordering::Relaxed) as i64;
+        let mut params = params;
+        if options.progress.is_some() || method == "tools/call" {
+            attach_progress_token(&mut params, id);
+        }
+        let (sender, replies) = crossbeam_channel::unbounded();
+        self.router.register(id, sender)?;
+        let frame = jsonrpc::encode_request(&RequestId::Number(id), method, params.as_ref());
+        drop(params);
+        if self.router.outgoing.send(Outgoing::Frame(frame)).is_err() {
+            self.router.forget(id);
+            return Err(Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof)));
+        }
+        self.wait(id, method, &replies, options)
+    }
+
+    fn wait(
+        &self,
+        id: i64,
+        method: &str,
+        replies: &Receiver<Reply>,
+        options: &CallOptions,
+    ) -> Result<Value, Error> {
+        let timeout = options.timeout.unwrap_or(self.options.request_timeout);
+        let ceiling =
+            options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
+        let started = Instant::now();
+        let hard_deadline = started + ceiling;
+        let mut deadline = started + timeout;
+        loop {
+            let wake = match &options.cancel {
+                None => match replies.recv_deadline(deadline) {
+                    Ok(reply) => Wake::Reply(reply),
+                    Err(RecvTimeoutError::Timeout) => Wake::TimedOut,
+                    Err(RecvTimeoutError::Disconnected) => {
+                        Wake::Reply(Reply::Closed(CloseReason::Eof))
+                    }
+                },
+                Some(cancel) => select! {
+                    recv(replies) -> reply => Wake::Reply(reply.unwrap_or(Reply::Closed(CloseReason::Eof))),
+                    recv(cancel.cancelled) -> _ => Wake::Cancelled,
+                    default(deadline.saturating_duration_since(Instant::now())) => Wake::TimedOut,
+                },
+            };
+            match wake {
+                Wake::Reply(Reply::Done(Ok(result))) => return Ok(result),
+                Wake::Reply(Reply::Done(Err(error))) => return Err(Error::Rpc(error)),
+                Wake::Reply(Reply::Closed(reason)) => return Err(Error::Disconnected(reason)),
+                Wake::Reply(Reply::Progress(params)) => {
+                    if let Some(callback) = &options.progress {
+                        callback(&Progress::from_params(&params));
+                    }
+                    deadline = (Instant::now() + timeout).min(hard_deadline);
+                }
+                Wake::TimedOut => {
+                    // The answer may have raced the deadline.
+                    if let Ok(Reply::Done(outcome)) = replies.try_recv() {
+                        return outcome.map_err(Error::Rpc);
+                    }
+                    self.abandon(id, method, "timed out");
+                    return Err(Error::Timeout(Timeout {
+                        step: method.to_owned(),
+                        after: started.elapsed(),
+                    }));
+                }
+                Wake::Cancelled => {
+                    self.abandon(id, method, "cancelled by the client");
+                    return Err(Error::Cancelled);
+                }
+            }
+        }
+    }
+
+    /// Forgets a request we stopped waiting for and tells the server.
+    fn abandon(&self, id: i64, method: &str, reason: &str) {
+        self.router.forget(id);
+        // The spec forbids cancelling initialize.
+        if method != "initialize" {
+            let _ = self.notify(
+                "notifications/cancelled",
+                Some(json!({"requestId": id, "reason": reason})),
+            );
+        }
+    }
+
+    /// Sends a notification.
+    ///
+    /// # Errors
+    /// [`Error::Disconnected`] when the connection is closed.
+    pub fn notify(&self, method: &str, params: Option<Value>) -> Result<(), Error> {
+        if let Some(reason) = self.close_reason() {
+            return Err(Error::Disconnected(reason));
+        }
+        let frame = jsonrpc::encode_notification(method, params.as_ref());
+        self.router
+            .outgoing
+            .send(Outgoing::Frame(frame))
+            .map_err(|_| Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof)))
+    }
+
+    /// Lists every tool, following `nextCursor` to the end.
+    ///
+    /// # Errors
+    /// Request errors, a malformed page, a repeated cursor, or more than
+    /// 1000 pages.
+    pub fn list_tools(&self, options: &CallOptions) -> Result<Vec<Tool>, Error> {
+        let pages = self.list_all("tools/list", "tools", options)?;
+        pages
+            .into_iter()
+            .map(|tool| {
+                serde_json::from_value(tool)
+                    .map_err(|err| Error::Protocol(format!("bad tool in tools/list: {err}")))
+            })
+            .collect()
+    }
+
+    /// Runs a paginated list request and gathers the `key` arrays of all pages.
+    ///
+    /// # Errors
+    /// As [`Client::list_tools`].
+    pub fn list_all(
+        &self,
+        method: &str,
+        key: &str,
+        options: &CallOptions,
+    ) -> Result<Vec<Value>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut seen_cursors = HashSet::new();
+        for _ in 0..MAX_PAGES {
+            let params = cursor.as_ref().map(|cursor| json!({"cursor": cursor}));
+            let mut page = self.request(method, params, options)?;
+            match page.get_mut(key).map(Value::take) {
+                Some(Value::Array(page_items)) => items.extend(page_items),
+                _ => return Err(Error::Protocol(format!("{method} result has no {key:?} array"))),
+            }
+            match page.get("nextCursor") {
+                None | Some(Value::Null) => return Ok(items),
+                Some(Value::String(next)) => {
+                    if !seen_cursors.insert(next.clone()) {
+                        return Err(Error::Protocol(format!(
+                            "{method}: the server repeated the cursor {next:?}"
+                        )));
+                    }
+                    cursor = Some(next.clone());
+                }
+                Some(other) => {
+                    return Err(Error::Protocol(format!(
+                        "{method}: nextCursor is not a string: {other}"
+                    )))
+                }
+            }
+        }
+        Err(Error::Protocol(format!("{method}: more than {MAX_PAGES} pages")))
+    }
+
+    /// Calls a tool by the server's own name.
+    ///
+    /// A result with `isError` is `Ok`: it is the tool's error, for the model.
+    ///
+    /// # Errors
+    /// As [`Client::request`].
+    pub fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Result<ToolResult, Error> {
+        let raw = self.request(
+            "tools/call",
+            Some(json!({"name": name, "arguments": arguments})),
+            options,
+        )?;
+        if !raw.is_object() {
+            return Err(Error::Protocol(format!("tools/call result is not an object: {raw}")));
+        }
+        Ok(ToolResult { raw })
+    }
+
+    /// Closes the connection: pending requests fail at once, then the
+    /// transport ends (for stdio: stdin, SIGTERM, SIGKILL, reap) and every
+    /// thread is joined. Idempotent.
+    ///
+    /// # Errors
+    /// Errors from ending the transport (waiting for the process).
+    pub fn close(&self) -> Result<(), Error> {
+        self.router.closed(CloseReason::Shutdown);
+        let result = self.endpoint.close();
+        let _ = self.router.events.send(Event::Stop);
+        if let Some(thread) = self.events_thread.lock().unwrap().take() {
+            // Poisoned only if a holder panicked.
+            thread.join_within(EVENTS_JOIN_WAIT);
+        }
+        result.map_err(Error::Io)
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Err(err) = self.close() {
+            log::warn!("{}: close failed: {err}", self.router.server);
+        }
+    }
+}
+
+fn attach_progress_token(params: &mut Option<Value>, id: i64) {
+    let object = params.get_or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(map) = object {
+        let meta = map.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            meta.insert("progressToken".to_owned(), Value::from(id));
+        }
+    }
+}
+
+enum Wake {
+    Reply(Reply),
+    TimedOut,
+    Cancelled,
+}
+
+/// What the reader sends a waiting caller.
+enum Reply {
+    Done(Result<Value, RpcError>),
+    Progress(Value),
+    Closed(CloseReason),
+}
+
+/// What the reader queues for the events thread.
+enum Event {
+    Request(Request),
+    Notification(Notification),
+    Stop,
+}
+
+#[derive(Default)]
+struct PendingState {
+    waiters: HashMap<i64, Sender<Reply>>,
+    closed: Option<CloseReason>,
+}
+
+/// The reader's side of a connection: routes each incoming message.
+struct Router {
+    server: String,
+    next_id: AtomicU64,
+    state: Mutex<PendingState>,
+    outgoing: Sender<Outgoing>,
+    events: Sender<Event>,
+}
+
+impl Router {
+    fn register(&self, id: i64, waiter: Sender<Reply>) -> Result<(), Error> {
+        let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        if let Some(reason) = &state.closed {
+            return Err(Error::Disconnected(reason.clone()));
+        }
+        state.waiters.insert(id, waiter);
+        Ok(())
+    }
+
+    fn forget(&self, id: i64) {
+        self.state.lock().unwrap().waiters.remove(&id); // Poisoned only if a holder panicked.
+    }
+
+    fn deliver_response(&self, id: RequestId, outcome: Result<Value, RpcError>) {
+        let waiter = match &id {
+            RequestId::Number(n) => self.state.lock().unwrap().waiters.remove(n), // Poisoned only if a holder panicked.
+            RequestId::String(_) => None,
+        };
+        match waiter {
+            Some(waiter) => {
+                let _ = waiter.send(Reply::Done(outcome));
+            }
+            None => log::debug!(
+                "{}: dropped a response to unknown or abandoned request {id}",
+                self.server
+            ),
+        }
+    }
+
+    fn deliver_progress(&self, params: Option<Value>) {
+        let params = params.unwrap_or(Value::Null);
+        let token = params.get("progressToken").and_then(Value::as_i64);
+        // Poisoned only if a holder panicked.
+        let waiter =
+            token.and_then(|token| self.state.lock().unwrap().waiters.get(&token).cloned());
+        match waiter {
+            Some(waiter) => {
+                let _ = waiter.send(Reply::Progress(params));
+            }
+            None => log::debug!("{}: progress for no pending request: {params}", self.server),
+        }
+    }
+}
+
+impl Inbox for Router {
+    fn deliver(&self, message: Message) {
+        match message {
+            Message::Response(response) => self.deliver_response(response.id, response.outcome),
+            Message::Notification(notification)
+                if notification.method == "notifications/progress" =>
+            {
+                self.deliver_progress(notification.params);
+            }
+            Message::Request(request) if request.method == "ping" => {
+                let frame = jsonrpc::encode_response(&request.id, &Ok(json!({})));
+                let _ = self.outgoing.send(Outgoing::Frame(frame));
+            }
+            Message::Request(request) => {
+                let _ = self.events.send(Event::Request(request));
+            }
+            Message::Notification(notification) => {
+                let _ = self.events.send(Event::Notification(notification));
+            }
+        }
+    }
+
+    fn closed(&self, reason: CloseReason) {
+        let waiters = {
+            let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            if state.closed.is_some() {
+                return;
+            }
+            log::info!("{}: connection closed: {reason}", self.server);
+            state.closed = Some(reason.clone());
+            std::mem::take(&mut state.waiters)
+        };
+        for waiter in waiters.into_values() {
+            let _ = waiter.send(Reply::Closed(reason.clone()));
+        }
+        let _ = self.events.send(Event::Stop);
+    }
+}
+
+fn events_loop(
+    server: &str,
+    host: &dyn Host,
+    events: &Receiver<Event>,
+    outgoing: &Sender<Outgoing>,
+) {
+    for event in events {
+        match event {
+            Event::Request(request) => {
+                let params = request.params.unwrap_or(Value::Null);
+                let outcome = host::answer(host, server, &request.method, &params);
+                if let Err(error) = &outcome {
+                    log::debug!("{server}: answered {} with an error: {error}", request.method);
+                }
+                let frame = jsonrpc::encode_response(&request.id, &outcome);
+                let _ = outgoing.send(Outgoing::Frame(frame));
+            }
+            Event::Notification(notification) => {
+                log::debug!("{server}: notification {}", notification.method);
+                host.notification(server, &notification);
+            }
+            Event::Stop => return,
+        }
+    }
+}

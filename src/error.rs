@@ -1,0 +1,177 @@
+//! The one error type of the crate.
+//!
+//! Shaped by where failures happen (spawning, the wire, the protocol, the
+//! server's own answer, time, configuration) so that a caller can decide what
+//! to do by matching, and the CLI can map each to an exit code. Context such as
+//! the server's name is added by wrapping (`Error::Server`), never by formatting.
+
+use std::fmt;
+use std::io;
+use std::time::Duration;
+
+use crate::jsonrpc::RpcError;
+
+/// Everything that can go wrong talking to an MCP server.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server command could not be started.
+    Spawn {
+        /// The program that was to be run.
+        command: String,
+        /// Why the operating system refused.
+        source: io::Error,
+    },
+    /// Reading from or writing to the transport failed.
+    Io(io::Error),
+    /// The server sent something that is not the MCP we speak (bad initialize
+    /// result, a repeated cursor, a result of the wrong shape).
+    Protocol(String),
+    /// The server negotiated a protocol revision tether does not speak.
+    UnsupportedProtocol(String),
+    /// The server answered with a JSON-RPC error object.
+    Rpc(RpcError),
+    /// No answer within the allowed time.
+    Timeout(Timeout),
+    /// The caller cancelled the request through its cancel handle.
+    Cancelled,
+    /// The connection is gone: no more responses will arrive.
+    Disconnected(CloseReason),
+    /// No connected server offers a tool with this name.
+    UnknownTool(String),
+    /// No server of this name is configured.
+    UnknownServer(String),
+    /// The server is configured but is not connected (failed, disabled, …).
+    NotConnected {
+        /// The server's state, as `status` shows it.
+        state: String,
+    },
+    /// The configuration is invalid.
+    Config(String),
+    /// Adds the server name to an error from below.
+    Server {
+        /// The configured name of the server.
+        name: String,
+        /// What went wrong.
+        source: Box<Error>,
+    },
+}
+
+/// Which wait ran out, and after how long.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeout {
+    /// The request method (or step, such as `start`) that timed out.
+    pub step: String,
+    /// How long tether waited.
+    pub after: Duration,
+}
+
+/// Why a connection closed; cloned into every request it fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The server closed its output (it exited or crashed).
+    Eof,
+    /// The server sent a frame larger than the limit; it was not read.
+    FrameTooLarge {
+        /// The announced or reached size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Reading or writing failed.
+    Io(String),
+    /// The host closed the connection.
+    Shutdown,
+}
+
+impl Error {
+    /// The innermost error, past any `Server` wrappers.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::Server { source, .. } => source.root(),
+            other => other,
+        }
+    }
+
+    /// Wraps this error with the name of the server it came from.
+    pub fn for_server(self, name: &str) -> Error {
+        match self {
+            already @ Error::Server { .. } => already,
+            other => Error::Server { name: name.to_owned(), source: Box::new(other) },
+        }
+    }
+
+    /// True when the server could not be reached or broke the protocol
+    /// (the CLI's exit code 3), as opposed to bad input from the user.
+    pub fn is_server_failure(&self) -> bool {
+        !matches!(
+            self.root(),
+            Error::UnknownTool(_) | Error::UnknownServer(_) | Error::Config(_) | Error::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Spawn { command, .. } => write!(f, "could not start `{command}`"),
+            Error::Io(_) => f.write_str("i/o error"),
+            Error::Protocol(what) => write!(f, "protocol error: {what}"),
+            Error::UnsupportedProtocol(version) => {
+                write!(
+                    f,
+                    "server speaks protocol revision {version:?}, which tether does not support"
+                )
+            }
+            Error::Rpc(rpc) => write!(f, "server error {}: {}", rpc.code, rpc.message),
+            Error::Timeout(timeout) => {
+                write!(
+                    f,
+                    "timed out after {:.1} s waiting for {}",
+                    timeout.after.as_secs_f64(),
+                    timeout.step
+                )
+            }
+            Error::Cancelled => f.write_str("cancelled"),
+            Error::Disconnected(reason) => write!(f, "connection closed: {reason}"),
+            Error::UnknownTool(name) => write!(f, "no tool named {name:?}"),
+            Error::UnknownServer(name) => write!(f, "no server named {name:?} is configured"),
+            Error::NotConnected { state } => write!(f, "server is not connected ({state})"),
+            Error::Config(what) => write!(f, "invalid configuration: {what}"),
+            Error::Server { name, source } => write!(f, "server {name:?}: {source}"),
+        }
+    }
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseReason::Eof => f.write_str("the server closed its output (exited or crashed)"),
+            CloseReason::FrameTooLarge { size, limit } => {
+                write!(f, "frame too large ({size} bytes or more; the limit is {limit})")
+            }
+            CloseReason::Io(what) => write!(f, "i/o error: {what}"),
+            CloseReason::Shutdown => f.write_str("shut down by the host"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Spawn { source, .. } => Some(source),
+            Error::Io(source) => Some(source),
+            // The server wrapper's own Display already includes the inner
+            // message, so it reports the inner error's causes, not itself.
+            Error::Server { source, .. } => source.source(),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(source: io::Error) -> Self {
+        Error::Io(source)
+    }
+}

@@ -1,0 +1,113 @@
+//! What the host answers when a server asks the client something.
+//!
+//! Servers may send requests back (`roots/list`, `sampling/createMessage`,
+//! `elicitation/create`). The host decides; tether only carries the answer.
+//! A capability is declared in `initialize` only when the host says it handles
+//! it, so a host that installs nothing declares only roots (an empty list).
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::jsonrpc::{Notification, RpcError, METHOD_NOT_FOUND};
+
+/// A root: a directory or file the host lets servers work within.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Root {
+    /// A `file://` URI.
+    pub uri: String,
+    /// A display name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// The host's side of server→client requests and notifications.
+///
+/// Every method has a default: no roots, sampling and elicitation declined,
+/// notifications ignored. Methods run on the connection's `{server}-events`
+/// thread, never on its reader, so a slow answer (a person typing) blocks no
+/// response to another request.
+pub trait Host: Send + Sync {
+    /// The roots reported for `roots/list`.
+    fn roots(&self) -> Vec<Root> {
+        Vec::new()
+    }
+
+    /// Whether `sampling/createMessage` is handled (declares the capability).
+    fn handles_sampling(&self) -> bool {
+        false
+    }
+
+    /// Answers `sampling/createMessage` from `server`.
+    ///
+    /// # Errors
+    /// The JSON-RPC error to send back; the default declines.
+    fn create_message(&self, server: &str, params: &Value) -> Result<Value, RpcError> {
+        let _ = (server, params);
+        Err(declined("sampling"))
+    }
+
+    /// Whether `elicitation/create` is handled (declares the capability).
+    fn handles_elicitation(&self) -> bool {
+        false
+    }
+
+    /// Answers `elicitation/create` from `server`.
+    ///
+    /// # Errors
+    /// The JSON-RPC error to send back; the default declines.
+    fn elicit(&self, server: &str, params: &Value) -> Result<Value, RpcError> {
+        let _ = (server, params);
+        Err(declined("elicitation"))
+    }
+
+    /// Sees every notification that is not a response's progress.
+    fn notification(&self, server: &str, notification: &Notification) {
+        let _ = (server, notification);
+    }
+}
+
+/// A host that takes every default.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DefaultHost;
+
+impl Host for DefaultHost {}
+
+fn declined(what: &str) -> RpcError {
+    RpcError {
+        code: METHOD_NOT_FOUND,
+        message: format!("this client does not support {what}"),
+        data: None,
+    }
+}
+
+/// The `capabilities` object tether declares for this host.
+pub(crate) fn client_capabilities(host: &dyn Host) -> Value {
+    let mut capabilities = json!({"roots": {}});
+    if host.handles_sampling() {
+        capabilities["sampling"] = json!({});
+    }
+    if host.handles_elicitation() {
+        capabilities["elicitation"] = json!({"form": {}, "url": {}});
+    }
+    capabilities
+}
+
+/// Answers one server→client request.
+pub(crate) fn answer(
+    host: &dyn Host,
+    server: &str,
+    method: &str,
+    params: &Value,
+) -> Result<Value, RpcError> {
+    match method {
+        "ping" => Ok(json!({})),
+        "roots/list" => Ok(json!({"roots": host.roots()})),
+        "sampling/createMessage" => host.create_message(server, params),
+        "elicitation/create" => host.elicit(server, params),
+        other => Err(RpcError {
+            code: METHOD_NOT_FOUND,
+            message: format!("method not found: {other}"),
+            data: None,
+        }),
+    }
+}

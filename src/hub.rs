@@ -1,0 +1,592 @@
+//! The hub: every configured server, connected in parallel, behind one registry.
+//!
+//! Each enabled server is started on its own `{server}-start` thread; a
+//! server's start is bounded by its `startTimeout` (every request of the
+//! handshake gets only what is left of it), so `Hub::start` returns on time
+//! even when a server hangs. A server that fails is recorded with its error
+//! and stderr tail and skipped. The start threads hold only the shared state,
+//! never the hub itself, so dropping the last `Hub` handle shuts everything
+//! down. Locks guard plain data and are never held while talking to a server.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::client::{CallOptions, Client, ClientOptions, Transport};
+use crate::clock;
+use crate::config::{Config, FailedEntry, Scope, ServerConfig, TransportConfig};
+use crate::environment;
+use crate::error::Error;
+use crate::host::{DefaultHost, Host};
+use crate::protocol::{ServerInfo, Tool, ToolResult};
+use crate::registry::{NameStyle, RegisteredTool, ToolRegistry};
+
+/// How the hub starts and names things.
+#[derive(Clone)]
+pub struct HubOptions {
+    /// Return from `Hub::start` at once; servers connect in the background.
+    pub background: bool,
+    /// `mcp__server__tool` or `server__tool`.
+    pub name_style: NameStyle,
+    /// Answers server→client requests.
+    pub host: Arc<dyn Host>,
+}
+
+impl Default for HubOptions {
+    fn default() -> Self {
+        HubOptions {
+            background: false,
+            name_style: NameStyle::default(),
+            host: Arc::new(DefaultHost),
+        }
+    }
+}
+
+/// A server's state, as `status` and `tether list` show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    /// Starting.
+    Connecting,
+    /// Connected; its tools are in the registry.
+    Ready,
+    /// Could not start, or its entry is invalid; see `error`.
+    Failed,
+    /// `enabled: false`.
+    Disabled,
+    /// A project server in a project that is not trusted.
+    Untrusted,
+    /// An HTTP server that needs `tether login`.
+    NeedsLogin,
+}
+
+impl ServerState {
+    /// The word `tether list` prints.
+    pub fn label(self) -> &'static str {
+        match self {
+            ServerState::Connecting => "connecting",
+            ServerState::Ready => "connected",
+            ServerState::Failed => "failed",
+            ServerState::Disabled => "disabled",
+            ServerState::Untrusted => "untrusted",
+            ServerState::NeedsLogin => "needs login",
+        }
+    }
+}
+
+/// One server's status.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerStatus {
+    /// The configured name.
+    pub name: String,
+    /// Where the entry came from.
+    pub scope: Scope,
+    /// `stdio`, `http` or `sse`.
+    pub transport: &'static str,
+    /// The state.
+    pub state: ServerState,
+    /// The negotiated protocol revision, once connected.
+    pub protocol_version: Option<String>,
+    /// The server's own name.
+    pub server_name: Option<String>,
+    /// The server's version.
+    pub server_version: Option<String>,
+    /// The first line of the server's instructions.
+    pub instructions: Option<String>,
+    /// The server's tool names (its own names).
+    pub tools: Vec<String>,
+    /// Whether the server offers resources.
+    pub resources: bool,
+    /// Whether the server offers prompts.
+    pub prompts: bool,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// What to do about it.
+    pub hint: Option<String>,
+    /// Warnings about its entry.
+    pub warnings: Vec<String>,
+    /// The end of a failed stdio server's stderr.
+    pub stderr_tail: Option<String>,
+    /// When the state was reached (RFC 3339).
+    pub since: String,
+}
+
+/// Every configured server behind one tool registry. Cheap to clone; the
+/// last clone dropped shuts everything down.
+#[derive(Clone)]
+pub struct Hub {
+    core: Arc<HubCore>,
+}
+
+struct HubCore {
+    shared: Arc<Shared>,
+    starters: Mutex<Vec<JoinHandle<()>>>,
+    shut_down: AtomicBool,
+}
+
+struct Shared {
+    slots: Vec<Arc<Slot>>,
+    by_name: HashMap<String, usize>,
+    failed_entries: Vec<FailedEntry>,
+    registry: Mutex<Arc<ToolRegistry>>,
+    options: HubOptions,
+    shutting_down: AtomicBool,
+    pending_starts: Mutex<usize>,
+    all_started: Condvar,
+}
+
+struct Slot {
+    config: ServerConfig,
+    state: Mutex<SlotState>,
+}
+
+struct SlotState {
+    state: ServerState,
+    client: Option<Arc<Client>>,
+    tools: Arc<Vec<Tool>>,
+    info: Option<ServerInfo>,
+    error: Option<String>,
+    hint: Option<String>,
+    warnings: Vec<String>,
+    stderr_tail: Option<String>,
+    since: SystemTime,
+}
+
+impl Hub {
+    /// Connects every enabled server of `config` in parallel and returns when
+    /// each is connected or has failed (at most its start timeout), or at once
+    /// with `options.background`.
+    pub fn start(config: Config, options: HubOptions) -> Hub {
+        let mut slots = Vec::new();
+        let mut by_name = HashMap::new();
+        for server in config.servers {
+            let state =
+                if server.enabled { ServerState::Connecting } else { ServerState::Disabled };
+            by_name.insert(server.name.clone(), slots.len());
+            slots.push(Arc::new(Slot {
+                config: server,
+                state: Mutex::new(SlotState {
+                    state,
+                    client: None,
+                    tools: Arc::new(Vec::new()),
+                    info: None,
+                    error: None,
+                    hint: None,
+                    warnings: Vec::new(),
+                    stderr_tail: None,
+                    since: SystemTime::now(),
+                }),
+            }));
+        }
+        let enabled: Vec<Arc<Slot>> =
+            slots.iter().filter(|slot| slot.config.enabled).cloned().collect();
+        let shared = Arc::new(Shared {
+            slots,
+            by_name,
+            failed_entries: config.failed,
+            registry: Mutex::new(Arc::new(ToolRegistry::default())),
+            options,
+            shutting_down: AtomicBool::new(false),
+            pending_starts: Mutex::new(enabled.len()),
+            all_started: Condvar::new(),
+        });
+        let mut starters = Vec::new();
+        for slot in enabled {
+            let thread_shared = Arc::clone(&shared);
+            let thread_slot = Arc::clone(&slot);
+            let started = thread::Builder::new()
+                .name(format!("{}-start", slot.config.name))
+                .spawn(move || thread_shared.start_server(&thread_slot));
+            match started {
+                Ok(handle) => starters.push(handle),
+                Err(err) => shared.settle_failed(&slot, Error::Io(err), None),
+            }
+        }
+        let hub = Hub {
+            core: Arc::new(HubCore {
+                shared,
+                starters: Mutex::new(starters),
+                shut_down: AtomicBool::new(false),
+            }),
+        };
+        if !hub.core.shared.options.background {
+            hub.wait_started();
+        }
+        hub
+    }
+
+    /// Waits until every server has connected or failed. Returns at once for
+    /// a hub started in the foreground.
+    pub fn wait_started(&self) {
+        let shared = &self.core.shared;
+        let longest =
+            shared.slots.iter().map(|slot| slot.config.start_timeout).max().unwrap_or_default();
+        // Each start is bounded by its own timeout; the slack covers spawning.
+        let deadline = Instant::now() + longest + Duration::from_secs(5);
+        let mut pending = shared.pending_starts.lock().unwrap(); // Poisoned only if a holder panicked.
+        while *pending > 0 {
+            let now = Instant::now();
+            if now >= deadline {
+                log::warn!("{} server(s) still starting past their start timeout", *pending);
+                return;
+            }
+            pending = shared.all_started.wait_timeout(pending, deadline - now).unwrap().0;
+        }
+    }
+
+    /// The registry as it is now: every tool of every connected server.
+    pub fn tools(&self) -> Vec<RegisteredTool> {
+        self.core.shared.registry().tools().to_vec()
+    }
+
+    /// Calls a tool by its qualified name. Safe from many threads at once;
+    /// calls to different servers never wait on each other.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTool`], or the call's error wrapped with the server's name.
+    pub fn call(
+        &self,
+        qualified_name: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Result<ToolResult, Error> {
+        let (server, tool_name) = {
+            let registry = self.core.shared.registry();
+            let entry = registry
+                .get(qualified_name)
+                .ok_or_else(|| Error::UnknownTool(qualified_name.to_owned()))?;
+            (entry.server.clone(), entry.tool.name.clone())
+        };
+        let client = self.core.shared.client(&server)?;
+        client.call_tool(&tool_name, arguments, options).map_err(|err| err.for_server(&server))
+    }
+
+    /// Calls a server's tool by the server's own name for it (or its
+    /// qualified name), as `tether call` does.
+    ///
+    /// # Errors
+    /// [`Error::UnknownServer`], [`Error::NotConnected`], [`Error::UnknownTool`]
+    /// when the server did not list the tool, or the call's error; all but the
+    /// first wrapped with the server's name.
+    pub fn call_server_tool(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Result<ToolResult, Error> {
+        let shared = &self.core.shared;
+        let slot = shared.slot(server).ok_or_else(|| Error::UnknownServer(server.to_owned()))?;
+        let name = &slot.config.name;
+        let client = shared.client(name)?;
+        let tools = Arc::clone(&slot.state.lock().unwrap().tools); // Poisoned only if a holder panicked.
+        let tool_name = if tools.iter().any(|listed| listed.name == tool) {
+            tool.to_owned()
+        } else {
+            let registry = shared.registry();
+            match registry.get(tool).filter(|entry| &entry.server == name) {
+                Some(entry) => entry.tool.name.clone(),
+                None => return Err(Error::UnknownTool(tool.to_owned()).for_server(name)),
+            }
+        };
+        client.call_tool(&tool_name, arguments, options).map_err(|err| err.for_server(name))
+    }
+
+    /// The connection to one server, when it is connected (for requests the
+    /// hub does not wrap).
+    ///
+    /// # Errors
+    /// [`Error::UnknownServer`] or [`Error::NotConnected`].
+    pub fn client(&self, server: &str) -> Result<Arc<Client>, Error> {
+        self.core.shared.client(server)
+    }
+
+    /// One entry per configured server, in configuration order, then the
+    /// entries that could not be used.
+    pub fn status(&self) -> Vec<ServerStatus> {
+        let shared = &self.core.shared;
+        let mut statuses: Vec<ServerStatus> =
+            shared.slots.iter().map(|slot| slot.status()).collect();
+        statuses.extend(shared.failed_entries.iter().map(|entry| ServerStatus {
+            name: entry.name.clone(),
+            scope: entry.scope,
+            transport: "-",
+            state: ServerState::Failed,
+            protocol_version: None,
+            server_name: None,
+            server_version: None,
+            instructions: None,
+            tools: Vec::new(),
+            resources: false,
+            prompts: false,
+            error: Some(entry.error.clone()),
+            hint: entry.source.as_ref().map(|file| format!("fix the entry in {}", file.display())),
+            warnings: Vec::new(),
+            stderr_tail: None,
+            since: clock::rfc3339(SystemTime::now()),
+        }));
+        statuses
+    }
+
+    /// Closes every connection (in parallel) and joins every thread; no server
+    /// process is left. Idempotent; also run when the last handle is dropped.
+    pub fn shutdown(&self) {
+        self.core.shutdown();
+    }
+}
+
+impl HubCore {
+    fn shutdown(&self) {
+        if self.shut_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let shared = &self.shared;
+        // Set before looking at the slots: a start thread that registers its
+        // client after this point sees the flag and closes it itself.
+        shared.shutting_down.store(true, Ordering::SeqCst);
+        let clients: Vec<Arc<Client>> = shared
+            .slots
+            .iter()
+            .filter_map(|slot| slot.state.lock().unwrap().client.take()) // Poisoned only if a holder panicked.
+            .collect();
+        thread::scope(|scope| {
+            for client in &clients {
+                let closer = thread::Builder::new()
+                    .name(format!("{}-close", client.server_name()))
+                    .spawn_scoped(scope, move || client.close());
+                if closer.is_err() {
+                    let _ = client.close();
+                }
+            }
+        });
+        let starters = std::mem::take(&mut *self.starters.lock().unwrap()); // Poisoned only if a holder panicked.
+        for starter in starters {
+            let _ = starter.join();
+        }
+    }
+}
+
+impl Drop for HubCore {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Shared {
+    fn registry(&self) -> Arc<ToolRegistry> {
+        Arc::clone(&self.registry.lock().unwrap()) // Poisoned only if a holder panicked.
+    }
+
+    fn slot(&self, name: &str) -> Option<&Arc<Slot>> {
+        match self.by_name.get(name) {
+            Some(&index) => Some(&self.slots[index]),
+            None => {
+                let key = crate::config::name_key(name);
+                self.slots.iter().find(|slot| crate::config::name_key(&slot.config.name) == key)
+            }
+        }
+    }
+
+    fn client(&self, server: &str) -> Result<Arc<Client>, Error> {
+        let slot = self.slot(server).ok_or_else(|| Error::UnknownServer(server.to_owned()))?;
+        let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        match (&state.client, state.state) {
+            (Some(client), ServerState::Ready) => Ok(Arc::clone(client)),
+            _ => Err(Error::NotConnected { state: state.state.label().to_owned() }
+                .for_server(&slot.config.name)),
+        }
+    }
+
+    /// The body of a `{server}-start` thread.
+    fn start_server(&self, slot: &Slot) {
+        let config = &slot.config;
+        let deadline = Instant::now() + config.start_timeout;
+        let transport = match &config.transport {
+            TransportConfig::Stdio(stdio) => Transport::Stdio(environment::stdio_command(
+                &config.name,
+                stdio,
+                &environment::host_environment(),
+            )),
+        };
+        let client_options = ClientOptions {
+            request_timeout: config.timeout,
+            max_total_timeout: config.max_total_timeout,
+            host: Arc::clone(&self.options.host),
+        };
+        let client = match Client::start(&config.name, &transport, client_options) {
+            Ok(client) => Arc::new(client),
+            Err(err) => return self.settle_failed(slot, err, None),
+        };
+        slot.state.lock().unwrap().client = Some(Arc::clone(&client)); // Poisoned only if a holder panicked.
+        if self.shutting_down.load(Ordering::SeqCst) {
+            let _ = client.close();
+            return self.settle_failed(
+                slot,
+                Error::Disconnected(crate::error::CloseReason::Shutdown),
+                None,
+            );
+        }
+        match connect(&client, config, deadline) {
+            Ok((info, tools, warnings)) => {
+                {
+                    let mut state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+                    state.state = ServerState::Ready;
+                    state.tools = Arc::new(tools);
+                    state.info = Some(info);
+                    state.warnings = warnings;
+                    state.since = SystemTime::now();
+                }
+                self.rebuild_registry();
+                self.settled();
+            }
+            Err(err) => {
+                let err = match err {
+                    Error::Timeout(mut timeout) => {
+                        timeout.step =
+                            format!("{} (start timeout {:?})", timeout.step, config.start_timeout);
+                        Error::Timeout(timeout)
+                    }
+                    other => other,
+                };
+                self.settle_failed(slot, err, Some(&client));
+                // The state is final; now end the process, which may take
+                // the full grace periods for a server that ignores signals.
+                let _ = client.close();
+            }
+        }
+    }
+
+    fn settle_failed(&self, slot: &Slot, err: Error, client: Option<&Client>) {
+        let name = &slot.config.name;
+        log::info!("{name}: failed to start: {}", error_chain(&err));
+        {
+            let mut state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            state.hint = hint_for(&err, &slot.config);
+            state.error = Some(error_chain(&err));
+            state.stderr_tail =
+                client.and_then(Client::stderr_tail).filter(|tail| !tail.trim().is_empty());
+            state.state = ServerState::Failed;
+            state.client = None;
+            state.since = SystemTime::now();
+        }
+        self.settled();
+    }
+
+    fn settled(&self) {
+        let mut pending = self.pending_starts.lock().unwrap(); // Poisoned only if a holder panicked.
+        *pending = pending.saturating_sub(1);
+        self.all_started.notify_all();
+    }
+
+    fn rebuild_registry(&self) {
+        let ready: Vec<(String, Arc<Vec<Tool>>)> = self
+            .slots
+            .iter()
+            .filter_map(|slot| {
+                let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+                (state.state == ServerState::Ready)
+                    .then(|| (slot.config.name.clone(), Arc::clone(&state.tools)))
+            })
+            .collect();
+        let registry = ToolRegistry::build(
+            ready.iter().map(|(name, tools)| (name.as_str(), tools.as_slice())),
+            self.options.name_style,
+        );
+        *self.registry.lock().unwrap() = Arc::new(registry); // Poisoned only if a holder panicked.
+    }
+}
+
+impl Slot {
+    fn status(&self) -> ServerStatus {
+        let state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        let info = state.info.as_ref();
+        ServerStatus {
+            name: self.config.name.clone(),
+            scope: self.config.scope,
+            transport: self.config.transport_name(),
+            state: state.state,
+            protocol_version: info.map(|info| info.protocol_version.clone()),
+            server_name: info.map(|info| info.name.clone()),
+            server_version: info.map(|info| info.version.clone()),
+            instructions: info.and_then(|info| info.instructions_first_line().map(str::to_owned)),
+            tools: state.tools.iter().map(|tool| tool.name.clone()).collect(),
+            resources: info.is_some_and(|info| info.has_capability("resources")),
+            prompts: info.is_some_and(|info| info.has_capability("prompts")),
+            error: state.error.clone(),
+            hint: state.hint.clone(),
+            warnings: state.warnings.clone(),
+            stderr_tail: state.stderr_tail.clone(),
+            since: clock::rfc3339(state.since),
+        }
+    }
+}
+
+/// Handshake and first tool list, each step given what is left of the start timeout.
+fn connect(
+    client: &Client,
+    config: &ServerConfig,
+    deadline: Instant,
+) -> Result<(ServerInfo, Vec<Tool>, Vec<String>), Error> {
+    let remaining =
+        || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let info = client.initialize(remaining())?.clone();
+    let mut warnings = Vec::new();
+    let mut tools = if info.has_capability("tools") {
+        let options = CallOptions {
+            timeout: Some(remaining()),
+            max_total_timeout: Some(remaining()),
+            ..CallOptions::default()
+        };
+        client.list_tools(&options)?
+    } else {
+        Vec::new()
+    };
+    if let Some(allowed) = &config.tools {
+        for name in allowed {
+            if !tools.iter().any(|tool| &tool.name == name) {
+                warnings.push(format!("\"tools\" names {name:?}, which the server does not offer"));
+            }
+        }
+        tools.retain(|tool| allowed.contains(&tool.name));
+    }
+    Ok((info, tools, warnings))
+}
+
+/// An error and its causes on one line.
+pub fn error_chain(err: &Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn hint_for(err: &Error, config: &ServerConfig) -> Option<String> {
+    let file = config
+        .source
+        .as_ref()
+        .map_or_else(|| "the configuration".to_owned(), |path| path.display().to_string());
+    match err.root() {
+        Error::Spawn { command, source } if source.kind() == std::io::ErrorKind::NotFound => {
+            Some(format!(
+                "check that `{command}` is installed and on PATH, or give its full path in {file}"
+            ))
+        }
+        Error::Timeout(timeout)
+            if timeout.step.starts_with("initialize") || timeout.step.starts_with("tools/list") =>
+        {
+            Some(format!("raise \"startTimeout\" in {file}"))
+        }
+        Error::Timeout(_) => Some(format!("raise \"timeout\" in {file}")),
+        Error::Disconnected(_) => Some("the server exited; its stderr is below".to_owned()),
+        _ => None,
+    }
+}

@@ -1,0 +1,271 @@
+//! JSON-RPC 2.0 messages, as MCP uses them.
+//!
+//! Knows nothing of MCP methods. Incoming bytes are classified once into
+//! [`Message`]; outgoing messages are encoded straight from borrowed parts into
+//! bytes, so the per-call path never clones a request's arguments.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A request id: MCP allows numbers and strings (never null).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequestId {
+    /// A numeric id; tether's own requests use these.
+    Number(i64),
+    /// A string id.
+    String(String),
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpcError {
+    /// The error code (`-32601` method not found, …).
+    pub code: i64,
+    /// A short description from the server.
+    #[serde(default)]
+    pub message: String,
+    /// Extra information from the server, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+/// A request from the other side, which expects a response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The id to answer with.
+    pub id: RequestId,
+    /// The method name.
+    pub method: String,
+    /// The parameters, if any.
+    pub params: Option<Value>,
+}
+
+/// A notification: no response expected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notification {
+    /// The method name.
+    pub method: String,
+    /// The parameters, if any.
+    pub params: Option<Value>,
+}
+
+/// A response to one of our requests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// The id of the request it answers.
+    pub id: RequestId,
+    /// The result, or the error the server returned.
+    pub outcome: Result<Value, RpcError>,
+}
+
+/// One incoming message, classified.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// A server→client request.
+    Request(Request),
+    /// A notification.
+    Notification(Notification),
+    /// A response to a request of ours.
+    Response(Response),
+}
+
+/// The JSON-RPC error code for an unknown method.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+
+#[derive(Deserialize)]
+struct Incoming {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Value>,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<RpcError>,
+}
+
+impl Message {
+    /// Parses one frame's bytes.
+    ///
+    /// # Errors
+    /// A description of what is wrong, for the log: not JSON, not UTF-8, or a
+    /// JSON value that is not a JSON-RPC message (a batch, a bad id, …).
+    pub fn parse(bytes: &[u8]) -> Result<Message, String> {
+        let incoming: Incoming = serde_json::from_slice(bytes).map_err(|err| err.to_string())?;
+        let id = match incoming.id {
+            None => None,
+            Some(Value::Number(number)) => match number.as_i64() {
+                Some(n) => Some(RequestId::Number(n)),
+                None => return Err(format!("unsupported id {number}")),
+            },
+            Some(Value::String(text)) => Some(RequestId::String(text)),
+            Some(other) => return Err(format!("unsupported id {other}")),
+        };
+        match (incoming.method, id) {
+            (Some(method), Some(id)) => {
+                Ok(Message::Request(Request { id, method, params: incoming.params }))
+            }
+            (Some(method), None) => {
+                Ok(Message::Notification(Notification { method, params: incoming.params }))
+            }
+            (None, Some(id)) => {
+                let outcome = match incoming.error {
+                    Some(error) => Err(error),
+                    None => Ok(incoming.result.unwrap_or(Value::Null)),
+                };
+                Ok(Message::Response(Response { id, outcome }))
+            }
+            (None, None) => Err("neither a method nor an id".to_owned()),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct OutgoingRequest<'a> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+struct OutgoingNotification<'a> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+struct OutgoingResult<'a> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    result: &'a Value,
+}
+
+#[derive(Serialize)]
+struct OutgoingError<'a> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    error: &'a RpcError,
+}
+
+fn to_bytes<T: Serialize>(message: &T) -> Vec<u8> {
+    // Serializing these plain structs into a Vec cannot fail: every key is a
+    // string and a Value is always representable.
+    serde_json::to_vec(message).expect("JSON-RPC message serializes")
+}
+
+/// Encodes a request as one JSON text (no newline).
+pub fn encode_request(id: &RequestId, method: &str, params: Option<&Value>) -> Vec<u8> {
+    to_bytes(&OutgoingRequest { jsonrpc: "2.0", id, method, params })
+}
+
+/// Encodes a notification as one JSON text (no newline).
+pub fn encode_notification(method: &str, params: Option<&Value>) -> Vec<u8> {
+    to_bytes(&OutgoingNotification { jsonrpc: "2.0", method, params })
+}
+
+/// Encodes a response as one JSON text (no newline).
+pub fn encode_response(id: &RequestId, outcome: &Result<Value, RpcError>) -> Vec<u8> {
+    match outcome {
+        Ok(result) => to_bytes(&OutgoingResult { jsonrpc: "2.0", id, result }),
+        Err(error) => to_bytes(&OutgoingError { jsonrpc: "2.0", id, error }),
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestId::Number(n) => write!(f, "{n}"),
+            RequestId::String(text) => write!(f, "{text:?}"),
+        }
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(input: &str, expected: Message) {
+        assert_eq!(Message::parse(input.as_bytes()).unwrap(), expected);
+    }
+
+    #[test]
+    fn classifies_response_with_result() {
+        check(
+            r#"{"jsonrpc":"2.0","id":7,"result":{"ok":true}}"#,
+            Message::Response(Response {
+                id: RequestId::Number(7),
+                outcome: Ok(json!({"ok": true})),
+            }),
+        );
+    }
+
+    #[test]
+    fn classifies_response_with_error() {
+        check(
+            r#"{"jsonrpc":"2.0","id":"x","error":{"code":-32601,"message":"nope"}}"#,
+            Message::Response(Response {
+                id: RequestId::String("x".into()),
+                outcome: Err(RpcError { code: -32601, message: "nope".into(), data: None }),
+            }),
+        );
+    }
+
+    #[test]
+    fn classifies_request_and_notification() {
+        check(
+            r#"{"jsonrpc":"2.0","id":"s1","method":"ping"}"#,
+            Message::Request(Request {
+                id: RequestId::String("s1".into()),
+                method: "ping".into(),
+                params: None,
+            }),
+        );
+        check(
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}"#,
+            Message::Notification(Notification {
+                method: "notifications/progress".into(),
+                params: Some(json!({"progress": 1})),
+            }),
+        );
+    }
+
+    #[test]
+    fn rejects_non_messages() {
+        for input in ["[1,2]", r#"{"hello":"world"}"#, r#"{"id":null,"result":1}"#, "nope", "\u{0}"]
+        {
+            assert!(Message::parse(input.as_bytes()).is_err(), "{input}");
+        }
+        assert!(Message::parse(b"\xff\xfe").is_err());
+    }
+
+    #[test]
+    fn encodes_without_cloning_params() {
+        let params = json!({"name": "echo"});
+        let bytes = encode_request(&RequestId::Number(1), "tools/call", Some(&params));
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#
+        );
+        let bytes = encode_notification("notifications/initialized", None);
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+        );
+    }
+}

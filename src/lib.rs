@@ -1,0 +1,63 @@
+//! tether: a synchronous, thread-based Model Context Protocol client.
+//!
+//! tether connects to MCP servers (over stdio today), discovers their tools
+//! and hands them to a host's agent loop through a thread-safe registry. There
+//! is no async runtime: each connection has a reader and a writer thread
+//! joined by channels, and every call blocks the calling thread only.
+//!
+//! ```no_run
+//! use tether::{CallOptions, Config, Hub, HubOptions};
+//!
+//! let config = Config::load(&tether::default_config_dir().unwrap());
+//! let hub = Hub::start(config, HubOptions::default());
+//! for tool in hub.tools() {
+//!     println!("{}", tool.qualified_name);
+//! }
+//! let result = hub.call("mcp__demo__echo", serde_json::json!({"text": "hi"}), &CallOptions::default())?;
+//! println!("{}", result.to_text());
+//! hub.shutdown();
+//! # Ok::<(), tether::Error>(())
+//! ```
+//!
+//! For one server and no configuration, [`Client::connect`] is the lower level.
+//!
+//! # Logging
+//! Through the `log` crate: `warn` for misconfiguration and misbehaving
+//! servers, `info` for connect and disconnect, `debug` for state changes and
+//! server stderr lines, `trace` for every frame on the wire. Values of
+//! environment variables handed to servers are never logged.
+
+#![deny(missing_docs)]
+
+mod client;
+mod clock;
+mod config;
+mod environment;
+mod error;
+mod framing;
+mod host;
+mod hub;
+mod jsonrpc;
+mod protocol;
+mod registry;
+mod threads;
+mod transport;
+
+pub use client::{
+    CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback, StdioCommand, Transport,
+};
+pub use clock::rfc3339;
+pub use config::{
+    default_config_dir, Config, FailedEntry, Scope, ServerConfig, StdioConfig, TransportConfig,
+    DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT,
+};
+pub use environment::{host_environment, is_base_variable, stdio_command};
+pub use error::{CloseReason, Error, Timeout};
+pub use framing::MAX_FRAME;
+pub use host::{DefaultHost, Host, Root};
+pub use hub::{error_chain, Hub, HubOptions, ServerState, ServerStatus};
+pub use jsonrpc::{Notification, Request, RequestId, RpcError};
+pub use protocol::{
+    Progress, ServerInfo, Tool, ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
+};
+pub use registry::{qualified_name, NameStyle, RegisteredTool, ToolRegistry, MAX_TOOL_NAME};

@@ -1,0 +1,7 @@
+//! The `tether` binary; everything is in `cli`.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,0 +1,224 @@
+//! The MCP shapes tether reads and writes: revisions, the initialize
+//! handshake's result, tools, tool results and progress.
+//!
+//! Results are kept as the server sent them (`serde_json::Value`) behind typed
+//! accessors: nothing is lost for `--json`, and the per-call path does no
+//! conversion the caller did not ask for.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The revision tether offers.
+pub const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// Every revision tether accepts from a server, newest first.
+pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
+    &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// What a server told us about itself in `initialize`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ServerInfo {
+    /// The negotiated protocol revision.
+    pub protocol_version: String,
+    /// The server's own name (`serverInfo.name`).
+    pub name: String,
+    /// The server's version (`serverInfo.version`).
+    pub version: String,
+    /// The server's `instructions`, if any.
+    pub instructions: Option<String>,
+    /// The server's capabilities object, as sent.
+    pub capabilities: Value,
+}
+
+impl ServerInfo {
+    /// Reads an `initialize` result.
+    pub(crate) fn from_initialize_result(result: &Value) -> Result<ServerInfo, String> {
+        let protocol_version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .ok_or("the initialize result has no protocolVersion")?
+            .to_owned();
+        let text =
+            |value: Option<&Value>| value.and_then(Value::as_str).unwrap_or_default().to_owned();
+        let server_info = result.get("serverInfo");
+        Ok(ServerInfo {
+            protocol_version,
+            name: text(server_info.and_then(|info| info.get("name"))),
+            version: text(server_info.and_then(|info| info.get("version"))),
+            instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
+            capabilities: result.get("capabilities").cloned().unwrap_or(Value::Null),
+        })
+    }
+
+    /// True when the server declared this capability (`tools`, `resources`, …).
+    pub fn has_capability(&self, name: &str) -> bool {
+        self.capabilities.get(name).is_some_and(|value| !value.is_null())
+    }
+
+    /// The first non-empty line of the instructions.
+    pub fn instructions_first_line(&self) -> Option<&str> {
+        self.instructions
+            .as_deref()
+            .and_then(|text| text.lines().map(str::trim).find(|line| !line.is_empty()))
+    }
+}
+
+/// A tool as the server lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tool {
+    /// The server's own name for the tool.
+    pub name: String,
+    /// A display title, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What the tool does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of its arguments.
+    #[serde(default = "empty_object_schema")]
+    pub input_schema: Value,
+    /// The JSON Schema of its `structuredContent`, if declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Hints (`readOnlyHint`, …): for the host's policy only, never trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+}
+
+fn empty_object_schema() -> Value {
+    serde_json::json!({"type": "object"})
+}
+
+/// The result of `tools/call`, as the server sent it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    /// The whole result object.
+    pub raw: Value,
+}
+
+impl ToolResult {
+    /// True when the tool reported an error (a tool error, not a transport one).
+    pub fn is_error(&self) -> bool {
+        self.raw.get("isError").and_then(Value::as_bool).unwrap_or(false)
+    }
+
+    /// The content blocks.
+    pub fn content(&self) -> &[Value] {
+        self.raw.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The `structuredContent`, if any.
+    pub fn structured_content(&self) -> Option<&Value> {
+        self.raw.get("structuredContent")
+    }
+
+    /// The text blocks joined by newlines, with a one-line note for each
+    /// block that is not text (what a terminal can show).
+    pub fn to_text(&self) -> String {
+        let mut parts = Vec::new();
+        for block in self.content() {
+            parts.push(describe_block(block));
+        }
+        if parts.is_empty() {
+            if let Some(structured) = self.structured_content() {
+                parts.push(structured.to_string());
+            }
+        }
+        parts.join("\n")
+    }
+}
+
+/// A block's text, or a one-line note saying what it is.
+fn describe_block(block: &Value) -> String {
+    let kind = block.get("type").and_then(Value::as_str).unwrap_or("?");
+    let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or("?");
+    let encoded_size =
+        |name: &str| block.get(name).and_then(Value::as_str).map_or(0, |data| data.len() / 4 * 3);
+    match kind {
+        "text" => field("text").to_owned(),
+        "image" | "audio" => {
+            format!("[{kind}: {}, about {} bytes]", field("mimeType"), encoded_size("data"))
+        }
+        "resource_link" => format!("[resource link: {}]", field("uri")),
+        "resource" => {
+            let resource = block.get("resource").cloned().unwrap_or(Value::Null);
+            match resource.get("text").and_then(Value::as_str) {
+                Some(text) => text.to_owned(),
+                None => format!(
+                    "[resource: {}, {}]",
+                    resource.get("uri").and_then(Value::as_str).unwrap_or("?"),
+                    resource.get("mimeType").and_then(Value::as_str).unwrap_or("binary")
+                ),
+            }
+        }
+        other => format!("[{other} block]"),
+    }
+}
+
+/// A `notifications/progress` update for a request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// How far along (grows with each update).
+    pub progress: f64,
+    /// The total, when known.
+    pub total: Option<f64>,
+    /// A human-readable message, if any.
+    pub message: Option<String>,
+}
+
+impl Progress {
+    pub(crate) fn from_params(params: &Value) -> Progress {
+        Progress {
+            progress: params.get("progress").and_then(Value::as_f64).unwrap_or(0.0),
+            total: params.get("total").and_then(Value::as_f64),
+            message: params.get("message").and_then(Value::as_str).map(str::to_owned),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_initialize_result() {
+        let info = ServerInfo::from_initialize_result(&json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "demo", "version": "1.2"},
+            "instructions": "\n  Counts words.\nMore."
+        }))
+        .unwrap();
+        assert_eq!(info.protocol_version, "2025-06-18");
+        assert_eq!(info.name, "demo");
+        assert!(info.has_capability("tools"));
+        assert!(!info.has_capability("resources"));
+        assert_eq!(info.instructions_first_line(), Some("Counts words."));
+        assert!(ServerInfo::from_initialize_result(&json!({})).is_err());
+    }
+
+    #[test]
+    fn result_text_describes_every_block() {
+        let result = ToolResult {
+            raw: json!({"content": [
+                {"type": "text", "text": "hello"},
+                {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+                {"type": "resource_link", "uri": "file:///x"},
+                {"type": "weird"}
+            ], "isError": true}),
+        };
+        assert!(result.is_error());
+        assert_eq!(
+            result.to_text(),
+            "hello\n[image: image/png, about 3 bytes]\n[resource link: file:///x]\n[weird block]"
+        );
+    }
+
+    #[test]
+    fn tool_without_schema_gets_an_object_schema() {
+        let tool: Tool = serde_json::from_value(json!({"name": "t"})).unwrap();
+        assert_eq!(tool.input_schema, json!({"type": "object"}));
+    }
+}

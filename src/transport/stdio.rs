@@ -1,0 +1,464 @@
+//! The stdio transport: a server as a child process.
+//!
+//! The child runs in its own process group so that shutdown reaches whatever
+//! it started (`npx`, `uvx` and shell wrappers start the real server as a
+//! grandchild). On Linux it also gets `PR_SET_PDEATHSIG`, so a tether killed
+//! outright takes the server with it. That signal fires when the *thread* that
+//! forked dies, not the process, so every child is forked by one process-long
+//! thread, `tether-spawner`, instead of the short-lived thread that asked.
+//!
+//! Each connection has three named threads: `{server}-reader` (frames from
+//! stdout, straight into the inbox), `{server}-writer` (frames to stdin,
+//! flushed once per burst) and `{server}-stderr` (drains stderr into a 64 KiB
+//! tail so that a chatty server never blocks). A blocking read cannot be
+//! cancelled, so shutdown ends the process and the reads end with it.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::error::{CloseReason, Error};
+use crate::framing::{self, FrameError, FrameReader, MAX_FRAME};
+use crate::jsonrpc::Message;
+use crate::threads::NamedThread;
+use crate::transport::{Endpoint, Inbox, Outgoing};
+
+/// How long a server gets to exit after its stdin closes, and again after
+/// SIGTERM, before the next step.
+const GRACE: Duration = Duration::from_secs(2);
+/// How much of the server's stderr is kept for error messages.
+const STDERR_TAIL: usize = 64 * 1024;
+/// How long shutdown waits for an I/O thread whose pipe some escaped process
+/// still holds open before leaving it behind.
+const JOIN_WAIT: Duration = Duration::from_secs(1);
+
+/// A fully resolved command: what to run, with exactly this environment.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StdioCommand {
+    /// The program: a path, or a name looked up in the environment's `PATH`.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The complete environment of the child (nothing else is inherited).
+    pub env: Vec<(String, String)>,
+    /// The working directory; tether's own when `None`.
+    pub cwd: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for StdioCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The environment may hold secrets: show only the names.
+        let names: Vec<&str> = self.env.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("StdioCommand")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env", &names)
+            .field("cwd", &self.cwd)
+            .finish()
+    }
+}
+
+/// A running server process and the threads that talk to it.
+pub(crate) struct StdioEndpoint {
+    server: String,
+    pid: i32,
+    child: Mutex<Option<Child>>,
+    outgoing: Sender<Outgoing>,
+    threads: Mutex<Vec<NamedThread>>,
+    stderr_tail: Arc<Mutex<Tail>>,
+    closing: AtomicBool,
+}
+
+/// Starts the server and its I/O threads.
+///
+/// # Errors
+/// [`Error::Spawn`] when the program cannot be started; [`Error::Io`] when a
+/// thread cannot be created.
+pub(crate) fn spawn(
+    server: &str,
+    command: &StdioCommand,
+    inbox: Arc<dyn Inbox>,
+    outgoing_sender: Sender<Outgoing>,
+    outgoing: Receiver<Outgoing>,
+    skipped_frames: Arc<AtomicU64>,
+) -> Result<StdioEndpoint, Error> {
+    let spawn_error = |source| Error::Spawn { command: command.program.clone(), source };
+    if let Some(cwd) = &command.cwd {
+        if !cwd.is_dir() {
+            let message = format!("working directory {} does not exist", cwd.display());
+            return Err(spawn_error(io::Error::new(io::ErrorKind::NotFound, message)));
+        }
+    }
+    let mut child = spawn_child(command).map_err(spawn_error)?;
+    let pid = child.id() as i32;
+    log::info!("{server}: started `{}` (pid {pid})", command.program);
+
+    // spawn_child pipes all three streams, so they are present.
+    let stdin = child.stdin.take().expect("stdin is piped");
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let stderr_tail = Arc::new(Mutex::new(Tail::default()));
+
+    let endpoint = StdioEndpoint {
+        server: server.to_owned(),
+        pid,
+        child: Mutex::new(Some(child)),
+        outgoing: outgoing_sender,
+        threads: Mutex::new(Vec::new()),
+        stderr_tail: Arc::clone(&stderr_tail),
+        closing: AtomicBool::new(false),
+    };
+    let threads = [
+        NamedThread::spawn(format!("{server}-reader"), {
+            let server = server.to_owned();
+            move || read_loop(&server, stdout, &*inbox, &skipped_frames)
+        }),
+        NamedThread::spawn(format!("{server}-writer"), {
+            let server = server.to_owned();
+            move || write_loop(&server, stdin, outgoing)
+        }),
+        NamedThread::spawn(format!("{server}-stderr"), {
+            let server = server.to_owned();
+            move || drain_stderr(&server, stderr, &stderr_tail)
+        }),
+    ];
+    let mut started = Vec::new();
+    let mut failure = None;
+    for thread in threads {
+        match thread {
+            Ok(thread) => started.push(thread),
+            Err(err) => failure = Some(err),
+        }
+    }
+    *endpoint.threads.lock().unwrap() = started; // Poisoned only if a holder panicked.
+    if let Some(err) = failure {
+        let _ = endpoint.close();
+        return Err(Error::Io(err));
+    }
+    Ok(endpoint)
+}
+
+impl Endpoint for StdioEndpoint {
+    fn close(&self) -> io::Result<()> {
+        if self.closing.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let _ = self.outgoing.send(Outgoing::Close);
+        let child = self.child.lock().unwrap().take(); // Poisoned only if a holder panicked.
+        let result = match child {
+            Some(mut child) => end_process_group(&self.server, self.pid, &mut child).map(|_| ()),
+            None => Ok(()),
+        };
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap());
+        for thread in threads {
+            thread.join_within(JOIN_WAIT);
+        }
+        result
+    }
+
+    fn stderr_tail(&self) -> Option<String> {
+        Some(self.stderr_tail.lock().unwrap().text()) // Poisoned only if a holder panicked.
+    }
+}
+
+impl Drop for StdioEndpoint {
+    fn drop(&mut self) {
+        if let Err(err) = self.close() {
+            log::warn!("{}: closing the server failed: {err}", self.server);
+        }
+    }
+}
+
+struct SpawnJob {
+    command: Command,
+    reply: Sender<io::Result<Child>>,
+}
+
+/// Forks on the long-lived spawner thread (see the module docs for why).
+fn spawn_child(stdio_command: &StdioCommand) -> io::Result<Child> {
+    let mut command = Command::new(&stdio_command.program);
+    command
+        .args(&stdio_command.args)
+        .env_clear()
+        .envs(stdio_command.env.iter().map(|(name, value)| (name, value)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    if let Some(cwd) = &stdio_command.cwd {
+        command.current_dir(cwd);
+    }
+    set_parent_death_signal(&mut command);
+
+    let (reply, answer) = crossbeam_channel::bounded(1);
+    spawner()
+        .send(SpawnJob { command, reply })
+        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+    answer.recv().map_err(|_| io::Error::other("the spawner thread is gone"))?
+}
+
+fn spawner() -> &'static Sender<SpawnJob> {
+    static SPAWNER: OnceLock<Sender<SpawnJob>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (jobs, queue) = crossbeam_channel::unbounded::<SpawnJob>();
+        // This thread lives as long as the process: it must, for the parent
+        // death signal to mean "tether died". It is the one thread never joined.
+        thread::Builder::new()
+            .name("tether-spawner".to_owned())
+            .spawn(move || {
+                for mut job in queue {
+                    let _ = job.reply.send(job.command.spawn());
+                }
+            })
+            .expect("the operating system refused to create the spawner thread");
+        jobs
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn set_parent_death_signal(command: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (prctl, getppid, _exit).
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // tether may have died between fork and prctl: then nobody is
+            // left to end this server, so it must not start.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn set_parent_death_signal(_command: &mut Command) {}
+
+fn read_loop(server: &str, stdout: ChildStdout, inbox: &dyn Inbox, skipped_frames: &AtomicU64) {
+    let mut reader = FrameReader::new(BufReader::with_capacity(64 * 1024, stdout));
+    let reason = loop {
+        match reader.next_frame() {
+            Ok(Some(frame)) => match Message::parse(frame) {
+                Ok(message) => {
+                    log::trace!("{server} <- {}", String::from_utf8_lossy(frame));
+                    inbox.deliver(message);
+                }
+                Err(why) => {
+                    let skipped = skipped_frames.fetch_add(1, Ordering::Relaxed) + 1;
+                    let shown =
+                        String::from_utf8_lossy(&frame[..frame.len().min(200)]).into_owned();
+                    if skipped <= 10 {
+                        log::warn!(
+                            "{server}: skipped a line that is not JSON-RPC ({why}): {shown}"
+                        );
+                    } else {
+                        log::debug!(
+                            "{server}: skipped a line that is not JSON-RPC ({why}): {shown}"
+                        );
+                    }
+                }
+            },
+            Ok(None) => break CloseReason::Eof,
+            Err(FrameError::TooLarge { size }) => {
+                log::warn!("{server}: refused a frame of {size} bytes or more");
+                break CloseReason::FrameTooLarge { size, limit: MAX_FRAME };
+            }
+            Err(FrameError::Io(err)) => break CloseReason::Io(err.to_string()),
+        }
+    };
+    log::debug!("{server}: reader stopped: {reason}");
+    inbox.closed(reason);
+}
+
+fn write_loop(server: &str, stdin: ChildStdin, outgoing: Receiver<Outgoing>) {
+    let mut output = BufWriter::with_capacity(64 * 1024, stdin);
+    let result = (|| -> io::Result<()> {
+        while let Ok(first) = outgoing.recv() {
+            // Write everything already queued, then flush once: with many
+            // calls in flight this saves a system call per message.
+            let mut next = Some(first);
+            while let Some(item) = next {
+                match item {
+                    Outgoing::Frame(bytes) => {
+                        log::trace!("{server} -> {}", String::from_utf8_lossy(&bytes));
+                        framing::write_line(&mut output, &bytes)?;
+                    }
+                    Outgoing::Close => return output.flush(),
+                }
+                next = outgoing.try_recv().ok();
+            }
+            output.flush()?;
+        }
+        Ok(())
+    })();
+    if let Err(err) = result {
+        log::debug!("{server}: writer stopped: {err}");
+    }
+    // Dropping `output` closes the server's stdin.
+}
+
+fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &Mutex<Tail>) {
+    let mut chunk = vec![0u8; 16 * 1024];
+    let mut partial_line = Vec::new();
+    loop {
+        let n = match stderr.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        tail.lock().unwrap().push(&chunk[..n]); // Poisoned only if a holder panicked.
+        if log::log_enabled!(log::Level::Debug) {
+            partial_line.extend_from_slice(&chunk[..n]);
+            while let Some(end) = partial_line.iter().position(|&byte| byte == b'\n') {
+                let line: Vec<u8> = partial_line.drain(..=end).collect();
+                log::debug!("{server} stderr: {}", String::from_utf8_lossy(&line).trim_end());
+            }
+            if partial_line.len() > 4096 {
+                partial_line.clear();
+            }
+        }
+    }
+}
+
+/// The last bytes of a stream, bounded.
+#[derive(Default)]
+struct Tail {
+    bytes: VecDeque<u8>,
+}
+
+impl Tail {
+    fn push(&mut self, chunk: &[u8]) {
+        let chunk = &chunk[chunk.len().saturating_sub(STDERR_TAIL)..];
+        let overflow = (self.bytes.len() + chunk.len()).saturating_sub(STDERR_TAIL);
+        self.bytes.drain(..overflow);
+        self.bytes.extend(chunk);
+    }
+
+    fn text(&self) -> String {
+        let (front, back) = self.bytes.as_slices();
+        let mut joined = Vec::with_capacity(self.bytes.len());
+        joined.extend_from_slice(front);
+        joined.extend_from_slice(back);
+        String::from_utf8_lossy(&joined).into_owned()
+    }
+}
+
+/// Ends the server: its stdin is already closing; wait, SIGTERM the group,
+/// wait, SIGKILL the group, reap. The group is signalled even when the
+/// server exited on its own, since its children may not have.
+fn end_process_group(server: &str, pgid: i32, child: &mut Child) -> io::Result<ExitStatus> {
+    let status = match wait_for_exit(child, GRACE)? {
+        Some(status) => status,
+        None => {
+            log::debug!("{server}: still running {GRACE:?} after stdin closed; sending SIGTERM");
+            signal_group(pgid, libc::SIGTERM);
+            match wait_for_exit(child, GRACE)? {
+                Some(status) => status,
+                None => {
+                    log::warn!("{server}: ignored SIGTERM; sending SIGKILL");
+                    signal_group(pgid, libc::SIGKILL);
+                    child.wait()?
+                }
+            }
+        }
+    };
+    if group_has_live_members(pgid) {
+        log::debug!("{server}: the server left processes behind; ending them");
+        signal_group(pgid, libc::SIGTERM);
+        let deadline = Instant::now() + GRACE;
+        let mut pause = Duration::from_millis(1);
+        while group_has_live_members(pgid) {
+            if Instant::now() >= deadline {
+                signal_group(pgid, libc::SIGKILL);
+                break;
+            }
+            thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(25));
+        }
+    }
+    log::info!("{server}: stopped ({status})");
+    Ok(status)
+}
+
+fn wait_for_exit(child: &mut Child, within: Duration) -> io::Result<Option<ExitStatus>> {
+    let deadline = Instant::now() + within;
+    let mut pause = Duration::from_micros(200);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(None);
+        }
+        thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(25));
+    }
+}
+
+fn signal_group(pgid: i32, signal: libc::c_int) {
+    // SAFETY: killpg has no memory-safety preconditions. The group id is the
+    // pid of a child we spawned with process_group(0).
+    unsafe {
+        libc::killpg(pgid, signal);
+    }
+}
+
+/// True while some process of the group is alive (not a zombie awaiting its
+/// new parent's reaping).
+fn group_has_live_members(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    if unsafe { libc::killpg(pgid, 0) } != 0 {
+        return false;
+    }
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+            return false;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // Fields after the parenthesised command: state ppid pgrp ...
+        let Some(after_name) = stat.rfind(')').map(|at| &stat[at + 1..]) else {
+            return false;
+        };
+        let mut fields = after_name.split_whitespace();
+        let state = fields.next().unwrap_or("Z");
+        let group = fields.nth(1).and_then(|pgrp| pgrp.parse::<i32>().ok());
+        group == Some(pgid) && state != "Z" && state != "X"
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_last_bytes() {
+        let mut tail = Tail::default();
+        tail.push(&vec![b'a'; STDERR_TAIL - 2]);
+        tail.push(b"bcde");
+        let text = tail.text();
+        assert_eq!(text.len(), STDERR_TAIL);
+        assert!(text.ends_with("bcde") && text.starts_with("aa"));
+        tail.push(&vec![b'z'; STDERR_TAIL * 3]);
+        assert_eq!(tail.text(), "z".repeat(STDERR_TAIL));
+    }
+}
