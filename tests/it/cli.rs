@@ -1,0 +1,249 @@
+//! The `tether` binary: each command's output and exit code, and that no
+//! server outlives it, also when it gets a signal or is killed outright.
+
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::{
+    config_dir, fixture, misbehave_entry, run_tether, run_tether_with_stdin, stderr_of, stdout_of,
+    tether_bin, Tag,
+};
+
+const WITHIN: Duration = Duration::from_secs(20);
+
+fn demo_entry() -> Value {
+    json!({"command": fixture("demo-server")})
+}
+
+#[test]
+fn call_prints_the_text_and_exits_0() {
+    let dir = config_dir(json!({"demo": demo_entry()}));
+    let (output, _) = run_tether(
+        dir.path(),
+        &["call", "demo", "count_words", r#"{"text": "one two three"}"#],
+        WITHIN,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(stdout_of(&output), "3 words, 13 characters\n");
+}
+
+#[test]
+fn call_reads_arguments_from_stdin_and_accepts_qualified_names() {
+    let dir = config_dir(json!({"demo": demo_entry()}));
+    let (output, _) = run_tether_with_stdin(
+        dir.path(),
+        &["call", "demo", "mcp__demo__echo", "-"],
+        Some(r#"{"text":"piped"}"#),
+        WITHIN,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(stdout_of(&output), "piped\n");
+}
+
+#[test]
+fn call_json_prints_the_whole_result() {
+    let dir = config_dir(json!({"demo": demo_entry()}));
+    let (output, _) = run_tether(
+        dir.path(),
+        &["call", "demo", "count_words", r#"{"text":"a b"}"#, "--json"],
+        WITHIN,
+    );
+    assert_eq!(output.status.code(), Some(0));
+    let result: Value = serde_json::from_str(&stdout_of(&output)).unwrap();
+    assert_eq!(result["structuredContent"]["words"], 2);
+}
+
+#[test]
+fn a_tool_error_exits_1_and_prints_its_text() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let (output, _) = run_tether(dir.path(), &["call", "fx", "fail"], WITHIN);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(stdout_of(&output), "something went wrong\n");
+    tag.assert_gone();
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = config_dir(json!({"demo": demo_entry()}));
+    for (args, expected) in [
+        (vec!["call", "nosuch", "echo"], "no server named \"nosuch\""),
+        (vec!["call", "demo", "nosuch"], "no tool named \"nosuch\""),
+        (vec!["call", "demo", "echo", "{not json"], "not valid JSON"),
+        (vec!["call", "demo", "echo", "[1]"], "must be a JSON object"),
+        (vec!["call", "demo"], "usage"),
+        (vec!["frobnicate"], "unknown command"),
+        (vec!["list", "--bogus"], "invalid option"),
+    ] {
+        let (output, _) = run_tether(dir.path(), &args, WITHIN);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr_of(&output));
+        assert!(stderr_of(&output).contains(expected), "{args:?}: {}", stderr_of(&output));
+        assert!(stdout_of(&output).is_empty());
+    }
+}
+
+#[test]
+fn an_invalid_entry_is_a_usage_error_for_call_and_a_failure_in_list() {
+    let dir = config_dir(json!({"demo": demo_entry(), "typo": {"comand": "x"}}));
+    let (output, _) = run_tether(dir.path(), &["call", "typo", "echo"], WITHIN);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr_of(&output).contains("did you mean \"command\""), "{}", stderr_of(&output));
+    let (output, _) = run_tether(dir.path(), &["list"], WITHIN);
+    assert_eq!(output.status.code(), Some(1));
+    let out = stdout_of(&output);
+    assert!(out.contains("demo  connected"), "{out}");
+    assert!(out.contains("typo  failed") && out.contains("unknown field \"comand\""), "{out}");
+}
+
+#[test]
+fn server_failures_exit_3_with_the_server_named() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({
+        "crashy": misbehave_entry(&tag, &["--crash-on-call", "1"]),
+        "dies": misbehave_entry(&tag, &["--exit-during-initialize"]),
+        "huge": misbehave_entry(&tag, &[]),
+        "silent": misbehave_entry(&tag, &["--never-answer"]),
+        "missing": {"command": "/nonexistent/mcp-server"},
+    }));
+    for (args, expected) in [
+        (vec!["call", "crashy", "echo", r#"{"text":"x"}"#], "server \"crashy\": connection closed"),
+        (vec!["call", "dies", "echo"], "fatal: cannot start"),
+        (vec!["call", "huge", "huge", r#"{"bytes": 20971520}"#], "frame too large"),
+        (vec!["call", "silent", "echo", r#"{"text":"x"}"#, "--timeout", "0.5"], "timed out"),
+        (vec!["call", "missing", "echo"], "could not start `/nonexistent/mcp-server`"),
+    ] {
+        let (output, elapsed) = run_tether(dir.path(), &args, WITHIN);
+        assert_eq!(output.status.code(), Some(3), "{args:?}: {}", stderr_of(&output));
+        assert!(stderr_of(&output).contains(expected), "{args:?}: {}", stderr_of(&output));
+        assert!(elapsed < Duration::from_secs(5), "{args:?} took {elapsed:?}");
+    }
+    tag.assert_gone();
+}
+
+#[test]
+fn list_shows_every_server_and_exits_1_when_one_is_down() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({
+        "demo": demo_entry(),
+        "broken": misbehave_entry(&tag, &["--exit-during-initialize"]),
+        "off": {"command": "x", "enabled": false},
+    }));
+    let (output, _) = run_tether(dir.path(), &["list"], WITHIN);
+    assert_eq!(output.status.code(), Some(1));
+    let out = stdout_of(&output);
+    assert!(
+        out.contains("demo    connected   stdio  user     2 tools: count_words, echo"),
+        "{out}"
+    );
+    assert!(out.contains("broken  failed"), "{out}");
+    assert!(out.contains("| fatal: cannot start"), "{out}");
+    assert!(out.contains("off     disabled"), "{out}");
+
+    let (output, _) = run_tether(dir.path(), &["list", "--json"], WITHIN);
+    let statuses: Vec<Value> = serde_json::from_str(&stdout_of(&output)).unwrap();
+    assert_eq!(statuses.len(), 3);
+    assert_eq!(statuses[0]["state"], "ready");
+    assert_eq!(statuses[0]["server_name"], "demo-server");
+    assert_eq!(statuses[1]["state"], "failed");
+    tag.assert_gone();
+}
+
+#[test]
+fn list_exits_0_when_all_connect() {
+    let dir = config_dir(json!({"demo": demo_entry()}));
+    let (output, _) = run_tether(dir.path(), &["list"], WITHIN);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+}
+
+#[test]
+fn tools_shows_qualified_names() {
+    let dir = config_dir(json!({"demo": demo_entry()}));
+    let (output, _) = run_tether(dir.path(), &["tools"], WITHIN);
+    assert_eq!(output.status.code(), Some(0));
+    let out = stdout_of(&output);
+    assert!(out.starts_with("mcp__demo__count_words  direct  Count the words"), "{out}");
+    let (output, _) = run_tether(dir.path(), &["tools", "--server", "demo", "--json"], WITHIN);
+    let tools: Vec<Value> = serde_json::from_str(&stdout_of(&output)).unwrap();
+    assert_eq!(tools[1]["name"], "mcp__demo__echo");
+    assert_eq!(tools[1]["tool"], "echo");
+}
+
+#[test]
+fn no_config_file_means_no_servers() {
+    let dir = crate::support::TempDir::new();
+    let (output, _) = run_tether(dir.path(), &["list"], WITHIN);
+    assert_eq!(output.status.code(), Some(0));
+    assert!(stderr_of(&output).contains("No servers configured"));
+}
+
+/// Starts `tether call` on a slow tool and waits until its server (and the
+/// server's grandchild) are running.
+fn start_slow_call(tag: &Tag, flags: &[&str]) -> (std::process::Child, crate::support::TempDir) {
+    let dir = config_dir(json!({"fx": misbehave_entry(tag, flags)}));
+    let child = Command::new(tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["call", "fx", "sleep", r#"{"ms": 30000}"#])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let expected = if flags.contains(&"--grandchild") { 2 } else { 1 };
+    tag.wait_for_processes(expected, Duration::from_secs(10));
+    // Let the call reach the server.
+    thread::sleep(Duration::from_millis(300));
+    (child, dir)
+}
+
+fn wait_exit(child: &mut std::process::Child, within: Duration) -> Option<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().or_else(|| {
+                use std::os::unix::process::ExitStatusExt;
+                status.signal().map(|signal| 128 + signal)
+            });
+        }
+        if Instant::now() >= deadline {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("tether did not exit within {within:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn sigterm_mid_call_leaves_nothing_behind() {
+    let tag = Tag::new();
+    let (mut child, _dir) = start_slow_call(&tag, &["--grandchild"]);
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(128 + libc::SIGTERM));
+    tag.assert_gone();
+}
+
+#[test]
+fn sigint_and_sighup_mid_call_leave_nothing_behind() {
+    for signal in [libc::SIGINT, libc::SIGHUP] {
+        let tag = Tag::new();
+        let (mut child, _dir) = start_slow_call(&tag, &["--grandchild", "--ignore-sigterm"]);
+        unsafe { libc::kill(child.id() as i32, signal) };
+        // The grandchild ignores SIGTERM: it takes the grace period, then SIGKILL.
+        assert_eq!(wait_exit(&mut child, Duration::from_secs(8)), Some(128 + signal));
+        tag.assert_gone();
+    }
+}
+
+#[test]
+fn sigkill_of_tether_takes_the_server_with_it() {
+    let tag = Tag::new();
+    let (mut child, _dir) = start_slow_call(&tag, &[]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // PR_SET_PDEATHSIG: the kernel kills the server when tether dies.
+    tag.assert_gone_within(Duration::from_secs(2));
+}

@@ -1,0 +1,202 @@
+//! The hub: servers started in parallel, failures recorded and skipped, the
+//! registry's names, calls from many threads, and shutdown leaving nothing.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tether::{
+    CallOptions, Config, Error, Hub, HubOptions, ServerConfig, ServerState, MAX_TOOL_NAME,
+};
+
+use crate::support::{assert_quick, fixture, Tag};
+
+fn misbehave_server(name: &str, tag: &Tag, flags: &[&str]) -> ServerConfig {
+    let mut args = vec!["--tag", tag.0.as_str()];
+    args.extend_from_slice(flags);
+    ServerConfig::stdio(name, &fixture("misbehave").display().to_string(), &args)
+}
+
+#[test]
+fn a_failing_server_is_recorded_and_the_others_work() {
+    let tag = Tag::new();
+    let mut hanging = misbehave_server("hangs", &tag, &["--hang-initialize"]);
+    hanging.start_timeout = Duration::from_millis(700);
+    let config = Config::new()
+        .with_server(misbehave_server("good", &tag, &[]))
+        .with_server(misbehave_server("broken", &tag, &["--exit-during-initialize"]))
+        .with_server(hanging)
+        .with_server(ServerConfig::stdio("missing", "/nonexistent/server", &[]));
+    let started = Instant::now();
+    let hub = Hub::start(config, HubOptions::default());
+    // Parallel start: bounded by the slowest start timeout, not the sum.
+    assert_quick(started, Duration::from_secs(2), "starting four servers");
+    let status = hub.status();
+    let state = |name: &str| status.iter().find(|s| s.name == name).unwrap().clone();
+    assert_eq!(state("good").state, ServerState::Ready);
+    assert_eq!(state("good").protocol_version.as_deref(), Some("2025-11-25"));
+    let broken = state("broken");
+    assert_eq!(broken.state, ServerState::Failed);
+    assert!(
+        broken.stderr_tail.as_deref().unwrap_or("").contains("fatal: cannot start"),
+        "{broken:?}"
+    );
+    let hangs = state("hangs");
+    assert_eq!(hangs.state, ServerState::Failed);
+    assert!(hangs.error.as_deref().unwrap().contains("timed out"), "{hangs:?}");
+    assert!(hangs.hint.as_deref().unwrap().contains("startTimeout"), "{hangs:?}");
+    let missing = state("missing");
+    assert!(missing.error.as_deref().unwrap().contains("could not start"), "{missing:?}");
+    assert!(missing.hint.as_deref().unwrap().contains("installed"), "{missing:?}");
+
+    let result = hub
+        .call("mcp__good__echo", json!({"text": "still here"}), &CallOptions::default())
+        .unwrap();
+    assert_eq!(result.to_text(), "still here");
+    let err = hub.call("mcp__broken__echo", json!({}), &CallOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::UnknownTool(_)), "{err:?}");
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+#[test]
+fn one_hanging_server_never_delays_another() {
+    let tag = Tag::new();
+    let config = Config::new()
+        .with_server(misbehave_server("stuck", &tag, &["--never-answer"]))
+        .with_server(misbehave_server("quick", &tag, &[]));
+    let hub = Hub::start(config, HubOptions::default());
+    let stuck = {
+        let hub = hub.clone();
+        thread::spawn(move || {
+            let options =
+                CallOptions { timeout: Some(Duration::from_secs(3)), ..CallOptions::default() };
+            hub.call("mcp__stuck__echo", json!({"text": "x"}), &options)
+        })
+    };
+    thread::sleep(Duration::from_millis(100));
+    for i in 0..20 {
+        let started = Instant::now();
+        let text = hub
+            .call("mcp__quick__echo", json!({"text": i.to_string()}), &CallOptions::default())
+            .unwrap();
+        assert_eq!(text.to_text(), i.to_string());
+        assert_quick(started, Duration::from_millis(500), "a call to the prompt server");
+    }
+    assert!(matches!(stuck.join().unwrap().unwrap_err().root(), Error::Timeout(_)));
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+#[test]
+fn sixteen_threads_call_through_the_hub() {
+    let tag = Tag::new();
+    let config = Config::new()
+        .with_server(misbehave_server("one", &tag, &[]))
+        .with_server(misbehave_server("two", &tag, &["--slow", "5"]));
+    let hub = Arc::new(Hub::start(config, HubOptions::default()));
+    let callers: Vec<_> = (0..16)
+        .map(|thread_index| {
+            let hub = Arc::clone(&hub);
+            thread::spawn(move || {
+                let server = if thread_index % 2 == 0 { "one" } else { "two" };
+                for call_index in 0..50 {
+                    let text = format!("{thread_index}/{call_index}");
+                    let tool = format!("mcp__{server}__echo");
+                    let result =
+                        hub.call(&tool, json!({"text": text}), &CallOptions::default()).unwrap();
+                    assert_eq!(result.to_text(), text);
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.join().unwrap();
+    }
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+#[test]
+fn odd_tool_names_get_valid_unique_names_that_map_back() {
+    let tag = Tag::new();
+    let hub = Hub::start(
+        Config::new().with_server(misbehave_server("odd", &tag, &["--odd-names"])),
+        HubOptions::default(),
+    );
+    let tools = hub.tools();
+    let mut names: Vec<&str> = tools.iter().map(|t| t.qualified_name.as_str()).collect();
+    for name in &names {
+        assert!(name.len() <= MAX_TOOL_NAME, "{name}");
+        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'), "{name}");
+    }
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), tools.len(), "qualified names must be unique");
+    for entry in &tools {
+        if entry.tool.name.starts_with("long_") || entry.tool.name.contains(['.', ' ', '/', 'ö']) {
+            let result =
+                hub.call(&entry.qualified_name, json!({}), &CallOptions::default()).unwrap();
+            assert_eq!(result.to_text(), format!("called {}", entry.tool.name));
+        }
+    }
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+#[test]
+fn the_tools_allow_list_keeps_only_named_tools_and_warns_about_the_rest() {
+    let tag = Tag::new();
+    let mut server = misbehave_server("few", &tag, &[]);
+    server.tools = Some(vec!["echo".into(), "no_such_tool".into()]);
+    let hub = Hub::start(Config::new().with_server(server), HubOptions::default());
+    let names: Vec<String> = hub.tools().into_iter().map(|t| t.qualified_name).collect();
+    assert_eq!(names, ["mcp__few__echo"]);
+    let status = &hub.status()[0];
+    assert!(status.warnings[0].contains("no_such_tool"), "{status:?}");
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+#[test]
+fn background_start_returns_at_once_and_dropping_the_hub_ends_everything() {
+    let tag = Tag::new();
+    let config = Config::new()
+        .with_server(misbehave_server("a", &tag, &["--grandchild"]))
+        .with_server(misbehave_server("b", &tag, &["--stderr-flood", "1"]));
+    let started = Instant::now();
+    let hub = Hub::start(config, HubOptions { background: true, ..HubOptions::default() });
+    assert_quick(started, Duration::from_millis(200), "a background start");
+    hub.wait_started();
+    assert!(hub.status().iter().all(|s| s.state == ServerState::Ready));
+    drop(hub);
+    tag.assert_gone();
+}
+
+#[test]
+fn disabled_servers_are_not_started() {
+    let tag = Tag::new();
+    let mut server = misbehave_server("off", &tag, &[]);
+    server.enabled = false;
+    let hub = Hub::start(Config::new().with_server(server), HubOptions::default());
+    assert_eq!(hub.status()[0].state, ServerState::Disabled);
+    assert!(tag.live_processes().is_empty());
+    hub.shutdown();
+}
+
+#[test]
+fn shutdown_during_start_ends_the_servers_being_started() {
+    let tag = Tag::new();
+    let mut server = misbehave_server("slow", &tag, &["--hang-initialize"]);
+    server.start_timeout = Duration::from_secs(30);
+    let hub = Hub::start(
+        Config::new().with_server(server),
+        HubOptions { background: true, ..HubOptions::default() },
+    );
+    tag.wait_for_processes(1, Duration::from_secs(2));
+    let started = Instant::now();
+    hub.shutdown();
+    assert_quick(started, Duration::from_secs(3), "shutting down a hub mid-start");
+    tag.assert_gone();
+}

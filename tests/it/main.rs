@@ -1,0 +1,8 @@
+//! tether's integration tests: real child processes, real pipes, real files.
+
+mod cli; // the `tether` binary: commands, output, exit codes, signals
+mod hub; // Hub: parallel start, failures recorded, registry, many callers
+mod interop; // third-party servers from npm and PyPI over stdio
+mod interop_setup; // installs those servers into target/ at pinned versions
+mod stdio; // Client over stdio against the misbehaving fixture
+mod support; // fixture binaries, process accounting, bounded waits

@@ -1,0 +1,558 @@
+//! The stdio client against the `misbehave` fixture: one test per failure
+//! path, each asserting the outcome, a time bound, and that no process of
+//! the test is left behind.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tether::{
+    CallOptions, CancelHandle, Client, ClientOptions, CloseReason, Error, Host, Notification, Root,
+    StdioCommand, Transport,
+};
+
+use crate::support::{assert_quick, base_env, fixture, misbehave, quick, Tag};
+
+fn connect(tag: &Tag, flags: &[&str]) -> Client {
+    Client::connect("fx", &misbehave(tag, flags), quick(5_000)).expect("connects")
+}
+
+fn echo(client: &Client, text: &str) -> Result<String, Error> {
+    client
+        .call_tool("echo", json!({"text": text}), &CallOptions::default())
+        .map(|result| result.to_text())
+}
+
+fn close_and_check(client: Client, tag: &Tag) {
+    let started = Instant::now();
+    client.close().unwrap();
+    assert_quick(started, Duration::from_secs(1), "closing a well-behaved server");
+    drop(client);
+    tag.assert_gone();
+}
+
+#[test]
+fn handshake_lists_tools_and_calls() {
+    let tag = Tag::new();
+    let client = connect(&tag, &[]);
+    let info = client.server_info().unwrap();
+    assert_eq!(info.protocol_version, "2025-11-25");
+    let tools = client.list_tools(&CallOptions::default()).unwrap();
+    assert!(tools.iter().any(|tool| tool.name == "echo"));
+    assert_eq!(echo(&client, "hello").unwrap(), "hello");
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn crash_mid_call_fails_the_pending_call_at_once() {
+    let tag = Tag::new();
+    let client =
+        Client::connect("fx", &misbehave(&tag, &["--crash-on-call", "2"]), quick(30_000)).unwrap();
+    assert_eq!(echo(&client, "one").unwrap(), "one");
+    let started = Instant::now();
+    let err = echo(&client, "two").unwrap_err();
+    assert_quick(started, Duration::from_secs(2), "a crash to fail the call (timeout is 30 s)");
+    assert!(matches!(err, Error::Disconnected(CloseReason::Eof)), "{err:?}");
+    // Later calls fail at once, without being sent.
+    assert!(matches!(echo(&client, "three"), Err(Error::Disconnected(_))));
+    assert!(client.stderr_tail().unwrap().contains("crashing now"));
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn exit_during_initialize_is_reported_with_stderr() {
+    let tag = Tag::new();
+    let started = Instant::now();
+    let client =
+        Client::start("fx", &misbehave(&tag, &["--exit-during-initialize"]), quick(30_000))
+            .unwrap();
+    let err = client.initialize(Duration::from_secs(30)).unwrap_err();
+    assert_quick(started, Duration::from_secs(2), "an exit during initialize to be noticed");
+    assert!(matches!(err, Error::Disconnected(CloseReason::Eof)), "{err:?}");
+    assert!(client.stderr_tail().unwrap().contains("fatal: cannot start"));
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn a_call_that_is_never_answered_times_out_and_later_calls_still_work() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--never-answer"]);
+    let started = Instant::now();
+    let options =
+        CallOptions { timeout: Some(Duration::from_millis(300)), ..CallOptions::default() };
+    let err = client.call_tool("echo", json!({"text": "x"}), &options).unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(2),
+        "{elapsed:?}"
+    );
+    match err {
+        Error::Timeout(timeout) => assert_eq!(timeout.step, "tools/call"),
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    // The connection survives a timeout: other requests still work.
+    assert!(client.request("ping", None, &CallOptions::default()).is_ok());
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn a_late_answer_is_dropped_and_does_not_confuse_the_next_call() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--slow", "400"]);
+    let options =
+        CallOptions { timeout: Some(Duration::from_millis(100)), ..CallOptions::default() };
+    assert!(matches!(
+        client.call_tool("echo", json!({"text": "late"}), &options),
+        Err(Error::Timeout(_))
+    ));
+    // The late answer to "late" arrives while this call waits; it must not be taken for it.
+    assert_eq!(echo(&client, "fresh").unwrap(), "fresh");
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn slow_answers_are_multiplexed_not_serialised() {
+    let tag = Tag::new();
+    let client = Arc::new(connect(&tag, &["--slow", "300"]));
+    let started = Instant::now();
+    let callers: Vec<_> = (0..16)
+        .map(|i| {
+            let client = Arc::clone(&client);
+            thread::spawn(move || echo(&client, &format!("call {i}")).unwrap())
+        })
+        .collect();
+    for (i, caller) in callers.into_iter().enumerate() {
+        assert_eq!(caller.join().unwrap(), format!("call {i}"));
+    }
+    // Sixteen 300 ms answers in flight at once take about 300 ms, not 4.8 s.
+    assert_quick(started, Duration::from_millis(1500), "16 slow calls in flight");
+    let client = Arc::into_inner(client).unwrap();
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn sixteen_threads_calling_at_once_each_get_their_own_answer() {
+    let tag = Tag::new();
+    let client = Arc::new(connect(&tag, &[]));
+    let callers: Vec<_> = (0..16)
+        .map(|thread_index| {
+            let client = Arc::clone(&client);
+            thread::spawn(move || {
+                for call_index in 0..200 {
+                    let text = format!("{thread_index}-{call_index}");
+                    assert_eq!(echo(&client, &text).unwrap(), text);
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.join().unwrap();
+    }
+    let client = Arc::into_inner(client).unwrap();
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn garbage_and_invalid_utf8_lines_are_skipped() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--garbage"]);
+    for i in 0..5 {
+        assert_eq!(echo(&client, &format!("x{i}")).unwrap(), format!("x{i}"));
+    }
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn a_server_that_sends_only_garbage_fails_initialize_with_a_reason() {
+    let tag = Tag::new();
+    let started = Instant::now();
+    let err =
+        Client::connect("fx", &misbehave(&tag, &["--garbage-only"]), quick(500)).err().unwrap();
+    assert_quick(started, Duration::from_secs(2), "initialize against garbage");
+    assert!(err.to_string().contains("not JSON-RPC"), "{err}");
+    tag.assert_gone();
+}
+
+#[test]
+fn responses_with_wrong_ids_are_ignored() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--wrong-ids"]);
+    assert_eq!(echo(&client, "a").unwrap(), "a");
+    assert_eq!(echo(&client, "b").unwrap(), "b");
+    close_and_check(client, &tag);
+}
+
+#[derive(Default)]
+struct RecordingHost {
+    notifications: Mutex<Vec<String>>,
+    roots: Vec<Root>,
+}
+
+impl Host for RecordingHost {
+    fn roots(&self) -> Vec<Root> {
+        self.roots.clone()
+    }
+
+    fn notification(&self, _server: &str, notification: &Notification) {
+        self.notifications.lock().unwrap().push(notification.method.clone());
+    }
+}
+
+#[test]
+fn interleaved_notifications_reach_the_host_and_calls_still_answer() {
+    let tag = Tag::new();
+    let host = Arc::new(RecordingHost::default());
+    let options = ClientOptions { host: host.clone(), ..quick(5_000) };
+    let client = Client::connect("fx", &misbehave(&tag, &["--notify", "6"]), options).unwrap();
+    for i in 0..3 {
+        assert_eq!(echo(&client, &i.to_string()).unwrap(), i.to_string());
+    }
+    close_and_check(client, &tag);
+    let seen = host.notifications.lock().unwrap().clone();
+    assert_eq!(seen.len(), 18, "{seen:?}");
+    assert!(seen.contains(&"notifications/message".to_owned()));
+    assert!(seen.contains(&"notifications/tools/list_changed".to_owned()));
+    assert!(seen.contains(&"notifications/whatever".to_owned()));
+}
+
+#[test]
+fn a_15_mib_frame_is_read() {
+    let tag = Tag::new();
+    let client = connect(&tag, &[]);
+    let bytes = 15 * 1024 * 1024;
+    let result =
+        client.call_tool("huge", json!({"bytes": bytes}), &CallOptions::default()).unwrap();
+    assert_eq!(result.to_text().len(), bytes);
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn a_20_mib_frame_is_refused_and_fails_the_connection() {
+    let tag = Tag::new();
+    let client = Client::connect("fx", &misbehave(&tag, &[]), quick(30_000)).unwrap();
+    let started = Instant::now();
+    let err = client
+        .call_tool("huge", json!({"bytes": 20 * 1024 * 1024}), &CallOptions::default())
+        .unwrap_err();
+    assert_quick(started, Duration::from_secs(5), "refusing a 20 MiB frame");
+    assert!(matches!(err, Error::Disconnected(CloseReason::FrameTooLarge { .. })), "{err:?}");
+    assert!(err.to_string().contains("frame too large"), "{err}");
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn content_length_framing_is_understood() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--content-length"]);
+    assert_eq!(echo(&client, "framed").unwrap(), "framed");
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn a_stderr_flood_never_blocks_the_server_and_only_the_tail_is_kept() {
+    let tag = Tag::new();
+    let started = Instant::now();
+    let client = connect(&tag, &["--stderr-flood", "8"]);
+    assert_quick(started, Duration::from_secs(5), "starting a server that floods stderr");
+    assert_eq!(echo(&client, "after flood").unwrap(), "after flood");
+    let tail = client.stderr_tail().unwrap();
+    assert!(tail.len() <= 64 * 1024, "{}", tail.len());
+    assert!(tail.contains("flood done"));
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn a_server_ignoring_stdin_eof_and_sigterm_is_killed() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--ignore-eof", "--ignore-sigterm"]);
+    let started = Instant::now();
+    client.close().unwrap();
+    let elapsed = started.elapsed();
+    // 2 s after stdin closes, SIGTERM; 2 s later, SIGKILL.
+    assert!(
+        elapsed >= Duration::from_millis(3900) && elapsed < Duration::from_secs(6),
+        "{elapsed:?}"
+    );
+    tag.assert_gone();
+}
+
+#[test]
+fn a_server_ignoring_eof_but_not_sigterm_ends_after_the_first_grace() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--ignore-eof"]);
+    let started = Instant::now();
+    client.close().unwrap();
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(1900) && elapsed < Duration::from_secs(3),
+        "{elapsed:?}"
+    );
+    tag.assert_gone();
+}
+
+#[test]
+fn grandchildren_are_ended_with_the_server() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--grandchild"]);
+    tag.wait_for_processes(2, Duration::from_secs(2));
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn grandchildren_that_ignore_sigterm_are_killed() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--grandchild", "--ignore-sigterm"]);
+    tag.wait_for_processes(2, Duration::from_secs(2));
+    let started = Instant::now();
+    client.close().unwrap();
+    // The server exits on EOF; its grandchild ignores SIGTERM, so SIGKILL follows the grace.
+    assert_quick(started, Duration::from_secs(4), "ending a stubborn grandchild");
+    tag.assert_gone();
+}
+
+#[test]
+fn is_error_results_are_results_not_errors() {
+    let tag = Tag::new();
+    let client = connect(&tag, &[]);
+    let result = client.call_tool("fail", json!({}), &CallOptions::default()).unwrap();
+    assert!(result.is_error());
+    assert_eq!(result.to_text(), "something went wrong");
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn image_content_is_described() {
+    let tag = Tag::new();
+    let client = connect(&tag, &[]);
+    let result = client.call_tool("image", json!({}), &CallOptions::default()).unwrap();
+    assert_eq!(result.content().len(), 2);
+    assert!(result.to_text().contains("[image: image/png"), "{}", result.to_text());
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn a_thousand_tools_over_ten_pages() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--many-tools", "1000", "--page-size", "101"]);
+    let tools = client.list_tools(&CallOptions::default()).unwrap();
+    assert!(tools.iter().filter(|tool| tool.name.starts_with("tool_")).count() == 1000);
+    assert_eq!(tools.last().unwrap().name, "tool_0999");
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn a_repeated_cursor_is_an_error_not_a_loop() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--endless-cursor", "same"]);
+    let started = Instant::now();
+    let err = client.list_tools(&CallOptions::default()).unwrap_err();
+    assert_quick(started, Duration::from_secs(1), "detecting a repeated cursor");
+    assert!(err.to_string().contains("repeated the cursor"), "{err}");
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn an_endless_stream_of_new_cursors_is_cut_off() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--endless-cursor", "new"]);
+    let started = Instant::now();
+    let err = client.list_tools(&CallOptions::default()).unwrap_err();
+    assert_quick(started, Duration::from_secs(10), "giving up on endless pages");
+    assert!(err.to_string().contains("more than 1000 pages"), "{err}");
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn server_requests_are_answered() {
+    let tag = Tag::new();
+    let host = Arc::new(RecordingHost {
+        roots: vec![Root { uri: "file:///work".into(), name: Some("work".into()) }],
+        ..RecordingHost::default()
+    });
+    let options = ClientOptions { host, ..quick(5_000) };
+    let client = Client::connect("fx", &misbehave(&tag, &["--server-requests"]), options).unwrap();
+    // The answers travel back asynchronously; poll the fixture's record of them.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let replies = loop {
+        let text = client
+            .call_tool("client_replies", json!({}), &CallOptions::default())
+            .unwrap()
+            .to_text();
+        let replies: Vec<Value> = serde_json::from_str(&text).unwrap();
+        if replies.len() == 4 || Instant::now() > deadline {
+            break replies;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let by_id =
+        |id: &str| replies.iter().find(|reply| reply["id"] == id).cloned().unwrap_or(Value::Null);
+    assert_eq!(by_id("s-ping")["result"], json!({}));
+    assert_eq!(
+        by_id("s-roots")["result"],
+        json!({"roots": [{"uri": "file:///work", "name": "work"}]})
+    );
+    assert_eq!(by_id("s-sampling")["error"]["code"], -32601);
+    assert_eq!(by_id("s-unknown")["error"]["code"], -32601);
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn default_roots_are_an_empty_list() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--server-requests"]);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let text = client
+            .call_tool("client_replies", json!({}), &CallOptions::default())
+            .unwrap()
+            .to_text();
+        let replies: Vec<Value> = serde_json::from_str(&text).unwrap();
+        if let Some(roots) = replies.iter().find(|reply| reply["id"] == "s-roots") {
+            assert_eq!(roots["result"], json!({"roots": []}));
+            break;
+        }
+        assert!(Instant::now() < deadline, "no roots/list answer recorded");
+        thread::sleep(Duration::from_millis(20));
+    }
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn an_unsupported_protocol_revision_is_refused() {
+    let tag = Tag::new();
+    let err = Client::connect("fx", &misbehave(&tag, &["--protocol", "2099-01-01"]), quick(5_000))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, Error::UnsupportedProtocol(version) if version == "2099-01-01"),
+        "{err:?}"
+    );
+    tag.assert_gone();
+}
+
+#[test]
+fn older_revisions_are_accepted() {
+    for version in ["2025-06-18", "2025-03-26", "2024-11-05"] {
+        let tag = Tag::new();
+        let client = connect(&tag, &["--protocol", version]);
+        assert_eq!(client.server_info().unwrap().protocol_version, version);
+        close_and_check(client, &tag);
+    }
+}
+
+#[test]
+fn progress_resets_the_timer_and_reaches_the_callback() {
+    let tag = Tag::new();
+    let client = connect(&tag, &[]);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&seen);
+    let options = CallOptions {
+        timeout: Some(Duration::from_millis(500)),
+        max_total_timeout: Some(Duration::from_secs(10)),
+        progress: Some(Arc::new(move |progress| {
+            assert!(progress.total == Some(6.0));
+            counter.fetch_add(1, Ordering::SeqCst);
+        })),
+        ..CallOptions::default()
+    };
+    // Six steps 250 ms apart: 1.5 s in all, three times the timeout.
+    let result =
+        client.call_tool("progress", json!({"steps": 6, "interval_ms": 250}), &options).unwrap();
+    assert_eq!(result.to_text(), "done");
+    assert_eq!(seen.load(Ordering::SeqCst), 6);
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn progress_cannot_extend_a_call_past_its_ceiling() {
+    let tag = Tag::new();
+    let client = connect(&tag, &[]);
+    let options = CallOptions {
+        timeout: Some(Duration::from_millis(500)),
+        max_total_timeout: Some(Duration::from_millis(800)),
+        ..CallOptions::default()
+    };
+    let started = Instant::now();
+    let err = client
+        .call_tool("progress", json!({"steps": 20, "interval_ms": 100}), &options)
+        .unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(matches!(err, Error::Timeout(_)), "{err:?}");
+    assert!(
+        elapsed >= Duration::from_millis(800) && elapsed < Duration::from_millis(1500),
+        "{elapsed:?}"
+    );
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn a_cancel_handle_ends_the_call_at_once() {
+    let tag = Tag::new();
+    let client = connect(&tag, &[]);
+    let cancel = CancelHandle::new();
+    let canceller = {
+        let cancel = cancel.clone();
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(100));
+            cancel.cancel();
+        })
+    };
+    let options = CallOptions { cancel: Some(cancel.clone()), ..CallOptions::default() };
+    let started = Instant::now();
+    let err = client.call_tool("sleep", json!({"ms": 3000}), &options).unwrap_err();
+    assert!(matches!(err, Error::Cancelled), "{err:?}");
+    assert_quick(started, Duration::from_millis(1000), "cancelling");
+    canceller.join().unwrap();
+    assert!(cancel.is_cancelled());
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn a_missing_program_is_a_spawn_error() {
+    let transport = Transport::Stdio(StdioCommand {
+        program: "/nonexistent/tether-test-server".into(),
+        args: vec![],
+        env: base_env(),
+        cwd: None,
+    });
+    let err = Client::connect("fx", &transport, quick(1_000)).err().unwrap();
+    assert!(
+        matches!(&err, Error::Spawn { command, .. } if command == "/nonexistent/tether-test-server"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn the_server_gets_only_the_environment_it_is_given_and_its_cwd() {
+    let tag = Tag::new();
+    let dir = crate::support::TempDir::new();
+    let mut env = base_env();
+    env.push(("FIXTURE_ONLY".into(), "yes".into()));
+    let transport = Transport::Stdio(StdioCommand {
+        program: fixture("misbehave").display().to_string(),
+        args: vec!["--tag".into(), tag.0.clone()],
+        env,
+        cwd: Some(dir.path().to_owned()),
+    });
+    let client = Client::connect("fx", &transport, quick(5_000)).unwrap();
+    let text = client.call_tool("env", json!({}), &CallOptions::default()).unwrap().to_text();
+    let seen: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
+    assert_eq!(seen["FIXTURE_ONLY"], "yes");
+    for name in seen.keys() {
+        assert!(name == "FIXTURE_ONLY" || tether::is_base_variable(name), "leaked variable {name}");
+    }
+    let cwd = client.call_tool("cwd", json!({}), &CallOptions::default()).unwrap().to_text();
+    assert_eq!(std::fs::canonicalize(cwd).unwrap(), std::fs::canonicalize(dir.path()).unwrap());
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn dropping_a_client_ends_its_server() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--grandchild"]);
+    tag.wait_for_processes(2, Duration::from_secs(2));
+    drop(client);
+    tag.assert_gone();
+}

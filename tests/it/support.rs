@@ -1,0 +1,267 @@
+//! Shared test support: fixture binaries, process accounting, bounded waits.
+//!
+//! Every fixture process gets a unique `--tag` in its argv (its grandchildren
+//! inherit it), so a test can prove that nothing it started is still alive by
+//! scanning `/proc`. Every wait here has a deadline.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tether::{ClientOptions, StdioCommand, Transport};
+
+/// The cargo target folder (`target/`).
+pub fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target/tmp has a parent").to_owned()
+}
+
+/// The path of a fixture binary, building the fixtures package once.
+pub fn fixture(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "tether-fixtures", "--bins"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the fixture servers failed");
+    });
+    let path = target_dir().join("debug").join(name);
+    assert!(path.exists(), "fixture {} missing", path.display());
+    path
+}
+
+/// The tether binary under test.
+pub fn tether_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tether")
+}
+
+/// A marker unique to one test, put in every fixture's argv.
+#[derive(Debug, Clone)]
+pub struct Tag(pub String);
+
+impl Tag {
+    pub fn new() -> Tag {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
+        Tag(format!(
+            "tag{}x{}x{nanos}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ))
+    }
+
+    /// Processes (not zombies) whose argv holds this tag.
+    pub fn live_processes(&self) -> Vec<(u32, String)> {
+        let mut found = Vec::new();
+        for entry in fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if !cmdline.contains(&self.0) {
+                continue;
+            }
+            let state = fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    stat.rfind(')')
+                        .map(|at| stat[at + 1..].trim_start().chars().next().unwrap_or('?'))
+                })
+                .unwrap_or('?');
+            if state != 'Z' && state != 'X' {
+                found.push((pid, cmdline));
+            }
+        }
+        found
+    }
+
+    /// Waits (at most `within`) until no live process carries the tag.
+    pub fn assert_gone_within(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let live = self.live_processes();
+            if live.is_empty() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                // Clean up so one failure does not leak into other tests.
+                for (pid, _) in &live {
+                    unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+                }
+                panic!("processes left behind: {live:?}");
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn assert_gone(&self) {
+        self.assert_gone_within(Duration::from_secs(1));
+    }
+
+    /// Waits until `count` live processes carry the tag.
+    pub fn wait_for_processes(&self, count: usize, within: Duration) -> Vec<(u32, String)> {
+        let deadline = Instant::now() + within;
+        loop {
+            let live = self.live_processes();
+            if live.len() >= count {
+                return live;
+            }
+            assert!(Instant::now() < deadline, "expected {count} processes, saw {live:?}");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Tag {
+    fn drop(&mut self) {
+        // Whatever a failed test left running, end it.
+        for (pid, _) in self.live_processes() {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+/// A minimal environment for fixtures.
+pub fn base_env() -> Vec<(String, String)> {
+    std::env::vars().filter(|(name, _)| tether::is_base_variable(name)).collect()
+}
+
+/// The `misbehave` fixture with these flags.
+pub fn misbehave(tag: &Tag, flags: &[&str]) -> Transport {
+    let mut args = vec!["--tag".to_owned(), tag.0.clone()];
+    args.extend(flags.iter().map(|flag| flag.to_string()));
+    Transport::Stdio(StdioCommand {
+        program: fixture("misbehave").display().to_string(),
+        args,
+        env: base_env(),
+        cwd: None,
+    })
+}
+
+/// Options with a short request timeout.
+pub fn quick(timeout_ms: u64) -> ClientOptions {
+    ClientOptions {
+        request_timeout: Duration::from_millis(timeout_ms),
+        max_total_timeout: Duration::from_millis(timeout_ms * 10),
+        ..ClientOptions::default()
+    }
+}
+
+/// Asserts that `elapsed` is below `limit`.
+pub fn assert_quick(started: Instant, limit: Duration, what: &str) {
+    let elapsed = started.elapsed();
+    assert!(elapsed < limit, "{what} took {elapsed:?}, more than {limit:?}");
+}
+
+/// A folder under target/tmp, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(&Tag::new().0);
+        fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A config folder whose `mcp.json` has these servers (`name → entry`).
+pub fn config_dir(servers: serde_json::Value) -> TempDir {
+    let dir = TempDir::new();
+    dir.write("mcp.json", &serde_json::json!({"mcpServers": servers}).to_string());
+    dir
+}
+
+/// A `misbehave` entry for a config file.
+pub fn misbehave_entry(tag: &Tag, flags: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--tag".to_owned(), tag.0.clone()];
+    args.extend(flags.iter().map(|flag| flag.to_string()));
+    serde_json::json!({"command": fixture("misbehave"), "args": args})
+}
+
+/// Runs the tether binary with a deadline; kills it (and fails) past it.
+pub fn run_tether(config_dir: &Path, args: &[&str], within: Duration) -> (Output, Duration) {
+    run_tether_with_stdin(config_dir, args, None, within)
+}
+
+pub fn run_tether_with_stdin(
+    config_dir: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+    within: Duration,
+) -> (Output, Duration) {
+    let started = Instant::now();
+    let mut child = Command::new(tether_bin())
+        .arg("--config-dir")
+        .arg(config_dir)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(text) = stdin {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    }
+    // Read the pipes on threads so a chatty child cannot block.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut buf).ok();
+        buf
+    });
+    let err = thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut stderr, &mut buf).ok();
+        buf
+    });
+    let deadline = started + within;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("tether {args:?} did not finish within {within:?}");
+        }
+        thread::sleep(Duration::from_millis(5));
+    };
+    let elapsed = started.elapsed();
+    let output = Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() };
+    (output, elapsed)
+}
+
+pub fn stdout_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
