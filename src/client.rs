@@ -27,7 +27,8 @@ use crate::protocol::{
     Progress, ServerInfo, Tool, ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
 };
 use crate::threads::NamedThread;
-use crate::transport::{self, Endpoint, Inbox, Outgoing};
+use crate::transport::outbox::Outbox;
+use crate::transport::{self, Endpoint, Inbox};
 
 pub use crate::transport::stdio::StdioCommand;
 
@@ -151,13 +152,13 @@ impl Client {
         transport: &Transport,
         options: ClientOptions,
     ) -> Result<Client, Error> {
-        let (outgoing_sender, outgoing) = crossbeam_channel::unbounded();
+        let outbox = Arc::new(Outbox::new(server));
         let (events_sender, events) = crossbeam_channel::unbounded();
         let router = Arc::new(Router {
             server: server.to_owned(),
             next_id: AtomicU64::new(1),
             state: Mutex::new(PendingState::default()),
-            outgoing: outgoing_sender.clone(),
+            outbox: Arc::clone(&outbox),
             events: events_sender,
         });
         let skipped_frames = Arc::new(AtomicU64::new(0));
@@ -166,15 +167,14 @@ impl Client {
                 server,
                 command,
                 Arc::clone(&router) as Arc<dyn Inbox>,
-                outgoing_sender.clone(),
-                outgoing,
+                Arc::clone(&outbox),
                 Arc::clone(&skipped_frames),
             )?),
         };
         let events_thread = NamedThread::spawn(format!("{server}-events"), {
             let server = server.to_owned();
             let host = Arc::clone(&options.host);
-            move || events_loop(&server, &*host, &events, &outgoing_sender)
+            move || events_loop(&server, &*host, &events, &outbox)
         });
         let client = Client {
             router,
@@ -281,7 +281,7 @@ impl Client {
         self.router.register(id, sender)?;
         let frame = jsonrpc::encode_request(&RequestId::Number(id), method, params.as_ref());
         drop(params);
-        if self.router.outgoing.send(Outgoing::Frame(frame)).is_err() {
+        if self.router.outbox.send(frame).is_err() {
             self.router.forget(id);
             return Err(Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof)));
         }
@@ -367,8 +367,8 @@ impl Client {
         }
         let frame = jsonrpc::encode_notification(method, params.as_ref());
         self.router
-            .outgoing
-            .send(Outgoing::Frame(frame))
+            .outbox
+            .send(frame)
             .map_err(|_| Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof)))
     }
 
@@ -518,7 +518,7 @@ struct Router {
     server: String,
     next_id: AtomicU64,
     state: Mutex<PendingState>,
-    outgoing: Sender<Outgoing>,
+    outbox: Arc<Outbox>,
     events: Sender<Event>,
 }
 
@@ -578,7 +578,7 @@ impl Inbox for Router {
             }
             Message::Request(request) if request.method == "ping" => {
                 let frame = jsonrpc::encode_response(&request.id, &Ok(json!({})));
-                let _ = self.outgoing.send(Outgoing::Frame(frame));
+                let _ = self.outbox.send(frame);
             }
             Message::Request(request) => {
                 let _ = self.events.send(Event::Request(request));
@@ -606,12 +606,7 @@ impl Inbox for Router {
     }
 }
 
-fn events_loop(
-    server: &str,
-    host: &dyn Host,
-    events: &Receiver<Event>,
-    outgoing: &Sender<Outgoing>,
-) {
+fn events_loop(server: &str, host: &dyn Host, events: &Receiver<Event>, outbox: &Outbox) {
     for event in events {
         match event {
             Event::Request(request) => {
@@ -621,7 +616,7 @@ fn events_loop(
                     log::debug!("{server}: answered {} with an error: {error}", request.method);
                 }
                 let frame = jsonrpc::encode_response(&request.id, &outcome);
-                let _ = outgoing.send(Outgoing::Frame(frame));
+                let _ = outbox.send(frame);
             }
             Event::Notification(notification) => {
                 log::debug!("{server}: notification {}", notification.method);

@@ -8,7 +8,7 @@
 //! refused before a byte of its body is read, and a line is read through a
 //! `Take` so that it stops at the limit.
 
-use std::io::{self, BufRead, Read, Write};
+use std::io::{self, BufRead, Read};
 
 /// The largest frame tether accepts: 16 MiB.
 pub const MAX_FRAME: usize = 16 * 1024 * 1024;
@@ -132,15 +132,6 @@ fn content_length(line: &[u8]) -> io::Result<Option<usize>> {
     value.parse::<usize>().map(Some).map_err(|_| {
         io::Error::new(io::ErrorKind::InvalidData, format!("bad Content-Length {value:?}"))
     })
-}
-
-/// Writes one message as a line; the caller flushes.
-///
-/// # Errors
-/// Whatever the writer returns.
-pub fn write_line(output: &mut impl Write, message: &[u8]) -> io::Result<()> {
-    output.write_all(message)?;
-    output.write_all(b"\n")
 }
 
 #[cfg(test)]

@@ -1,12 +1,13 @@
 //! Transports: the only code that touches processes and sockets.
 //!
-//! A transport is handed an [`Inbox`] to deliver what it reads and a channel
-//! of [`Outgoing`] frames to write, and gives back an [`Endpoint`] that can end
-//! it. Routing, ids and timeouts live above, in `client`, so that every
+//! A transport is handed an [`Inbox`] to deliver what it reads and an
+//! [`outbox::Outbox`] that callers write frames into, and gives back an
+//! [`Endpoint`] that can end it. Routing, ids and timeouts live above, in `client`, so that every
 //! transport behaves the same for a caller. The reader thread delivers straight
-//! into the inbox (no extra hop), which keeps a call to two thread hand-offs
-//! each way.
+//! into the inbox and callers write straight into the outbox, so a call costs
+//! one thread hand-off (reader to caller) beyond the server's own.
 
+pub(crate) mod outbox;
 pub(crate) mod stdio;
 
 use std::io;
@@ -20,14 +21,6 @@ pub(crate) trait Inbox: Send + Sync {
     fn deliver(&self, message: Message);
     /// The transport will deliver nothing more, for this reason.
     fn closed(&self, reason: CloseReason);
-}
-
-/// What the client gives a transport's writer.
-pub(crate) enum Outgoing {
-    /// One encoded JSON-RPC message, without framing.
-    Frame(Vec<u8>),
-    /// Stop writing and close the output (stdin of a server).
-    Close,
 }
 
 /// A running transport, as the client sees it once connected.

@@ -8,29 +8,30 @@
 //! thread, `tether-spawner`, instead of the short-lived thread that asked.
 //!
 //! Each connection has three named threads: `{server}-reader` (frames from
-//! stdout, straight into the inbox), `{server}-writer` (frames to stdin,
-//! flushed once per burst) and `{server}-stderr` (drains stderr into a 64 KiB
-//! tail so that a chatty server never blocks). A blocking read cannot be
+//! stdout, straight into the inbox), `{server}-writer` (drains the outbox's
+//! backlog when the pipe is full; see `outbox`) and `{server}-stderr` (drains
+//! stderr into a 64 KiB tail so that a chatty server never blocks). A blocking read cannot be
 //! cancelled, so shutdown ends the process and the reads end with it.
 
 use std::collections::VecDeque;
 use std::fs;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 
 use crate::error::{CloseReason, Error};
-use crate::framing::{self, FrameError, FrameReader, MAX_FRAME};
+use crate::framing::{FrameError, FrameReader, MAX_FRAME};
 use crate::jsonrpc::Message;
 use crate::threads::NamedThread;
-use crate::transport::{Endpoint, Inbox, Outgoing};
+use crate::transport::outbox::Outbox;
+use crate::transport::{Endpoint, Inbox};
 
 /// How long a server gets to exit after its stdin closes, and again after
 /// SIGTERM, before the next step.
@@ -72,7 +73,7 @@ pub(crate) struct StdioEndpoint {
     server: String,
     pid: i32,
     child: Mutex<Option<Child>>,
-    outgoing: Sender<Outgoing>,
+    outbox: Arc<Outbox>,
     threads: Mutex<Vec<NamedThread>>,
     stderr_tail: Arc<Mutex<Tail>>,
     closing: AtomicBool,
@@ -87,8 +88,7 @@ pub(crate) fn spawn(
     server: &str,
     command: &StdioCommand,
     inbox: Arc<dyn Inbox>,
-    outgoing_sender: Sender<Outgoing>,
-    outgoing: Receiver<Outgoing>,
+    outbox: Arc<Outbox>,
     skipped_frames: Arc<AtomicU64>,
 ) -> Result<StdioEndpoint, Error> {
     let spawn_error = |source| Error::Spawn { command: command.program.clone(), source };
@@ -107,12 +107,16 @@ pub(crate) fn spawn(
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
     let stderr_tail = Arc::new(Mutex::new(Tail::default()));
+    if let Err(err) = outbox.attach(stdin) {
+        let _ = end_process_group(server, pid, &mut child);
+        return Err(Error::Io(err));
+    }
 
     let endpoint = StdioEndpoint {
         server: server.to_owned(),
         pid,
         child: Mutex::new(Some(child)),
-        outgoing: outgoing_sender,
+        outbox: Arc::clone(&outbox),
         threads: Mutex::new(Vec::new()),
         stderr_tail: Arc::clone(&stderr_tail),
         closing: AtomicBool::new(false),
@@ -122,10 +126,7 @@ pub(crate) fn spawn(
             let server = server.to_owned();
             move || read_loop(&server, stdout, &*inbox, &skipped_frames)
         }),
-        NamedThread::spawn(format!("{server}-writer"), {
-            let server = server.to_owned();
-            move || write_loop(&server, stdin, outgoing)
-        }),
+        NamedThread::spawn(format!("{server}-writer"), move || outbox.run_writer()),
         NamedThread::spawn(format!("{server}-stderr"), {
             let server = server.to_owned();
             move || drain_stderr(&server, stderr, &stderr_tail)
@@ -152,7 +153,7 @@ impl Endpoint for StdioEndpoint {
         if self.closing.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let _ = self.outgoing.send(Outgoing::Close);
+        self.outbox.close();
         let child = self.child.lock().unwrap().take(); // Poisoned only if a holder panicked.
         let result = match child {
             Some(mut child) => end_process_group(&self.server, self.pid, &mut child).map(|_| ()),
@@ -281,33 +282,6 @@ fn read_loop(server: &str, stdout: ChildStdout, inbox: &dyn Inbox, skipped_frame
     };
     log::debug!("{server}: reader stopped: {reason}");
     inbox.closed(reason);
-}
-
-fn write_loop(server: &str, stdin: ChildStdin, outgoing: Receiver<Outgoing>) {
-    let mut output = BufWriter::with_capacity(64 * 1024, stdin);
-    let result = (|| -> io::Result<()> {
-        while let Ok(first) = outgoing.recv() {
-            // Write everything already queued, then flush once: with many
-            // calls in flight this saves a system call per message.
-            let mut next = Some(first);
-            while let Some(item) = next {
-                match item {
-                    Outgoing::Frame(bytes) => {
-                        log::trace!("{server} -> {}", String::from_utf8_lossy(&bytes));
-                        framing::write_line(&mut output, &bytes)?;
-                    }
-                    Outgoing::Close => return output.flush(),
-                }
-                next = outgoing.try_recv().ok();
-            }
-            output.flush()?;
-        }
-        Ok(())
-    })();
-    if let Err(err) = result {
-        log::debug!("{server}: writer stopped: {err}");
-    }
-    // Dropping `output` closes the server's stdin.
 }
 
 fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &Mutex<Tail>) {

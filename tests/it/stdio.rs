@@ -556,3 +556,43 @@ fn dropping_a_client_ends_its_server() {
     drop(client);
     tag.assert_gone();
 }
+
+#[test]
+fn frames_queue_in_order_while_a_server_stops_reading() {
+    let tag = Tag::new();
+    let client = Arc::new(connect(&tag, &["--stall-stdin", "700"]));
+    // Eight 200 KB requests at once: far more than a pipe holds, so most of
+    // them wait in the backlog for the writer thread.
+    let callers: Vec<_> = (0..8)
+        .map(|i| {
+            let client = Arc::clone(&client);
+            thread::spawn(move || {
+                let text = format!("{i}:{}", "y".repeat(200_000));
+                assert_eq!(echo(&client, &text).unwrap(), text);
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.join().unwrap();
+    }
+    let client = Arc::into_inner(client).unwrap();
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn a_server_that_never_reads_cannot_hold_a_call_or_close_past_their_bounds() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--stall-stdin", "60000"]);
+    let options =
+        CallOptions { timeout: Some(Duration::from_millis(500)), ..CallOptions::default() };
+    let started = Instant::now();
+    let err =
+        client.call_tool("echo", json!({"text": "z".repeat(1_000_000)}), &options).unwrap_err();
+    assert!(matches!(err, Error::Timeout(_)), "{err:?}");
+    assert_quick(started, Duration::from_millis(1500), "a call to a server that does not read");
+    let started = Instant::now();
+    client.close().unwrap();
+    // stdin closed, 2 s grace, SIGTERM: the sleeping server dies then.
+    assert_quick(started, Duration::from_secs(4), "closing a server that does not read");
+    tag.assert_gone();
+}

@@ -1,0 +1,256 @@
+//! Benchmarks tether against a raw pipe on the same server, in one run.
+//!
+//! ```text
+//! cargo run --release --example bench -- <cold|seq|conc> <N> <server-cmd> [args…]
+//! ```
+//!
+//! - `cold`: N times spawn + initialize + tools/list (then close, timed apart).
+//! - `seq`: N sequential `echo` calls with `{"text":"hello-<i>"}`, each checked.
+//! - `conc`: N `echo` calls with 16 in flight (16 threads for tether; one
+//!   thread keeping 16 requests pipelined for the raw pipe).
+//!
+//! The raw pipe baseline does the same line exchange with the same server
+//! with no library: one thread, pre-formatted lines, a substring check. The
+//! ratio is the figure to compare across machines; absolute times are not.
+//! The last stdout line is one JSON object for scripts.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tether::{CallOptions, Client, ClientOptions, StdioCommand, Transport};
+
+const IN_FLIGHT: usize = 16;
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+const TOOLS_LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() < 3 {
+        eprintln!("usage: bench <cold|seq|conc> <N> <server-cmd> [args…]");
+        std::process::exit(2);
+    }
+    let mode = args[0].as_str();
+    let n: usize = args[1].parse().expect("N is a number");
+    let server: Vec<String> = args[2..].to_vec();
+    let (raw, tether, errors, inflight) = match mode {
+        "cold" => {
+            let raw = best_of(n, || raw_cold(&server));
+            let (tether, close) = tether_cold(n, &server);
+            println!("tether close (stdin EOF, wait, reap, join): {:.3} ms median", ms(close));
+            (raw, tether, 0, 1)
+        }
+        "seq" => {
+            let raw = raw_seq(n, &server);
+            let (tether, errors) = tether_calls(n, 1, &server);
+            (raw, tether, errors, 1)
+        }
+        "conc" => {
+            let raw = raw_pipelined(n, &server);
+            let (tether, errors) = tether_calls(n, IN_FLIGHT, &server);
+            (raw, tether, errors, IN_FLIGHT)
+        }
+        other => {
+            eprintln!("unknown mode {other:?}: cold, seq or conc");
+            std::process::exit(2);
+        }
+    };
+    if mode == "cold" {
+        println!("raw pipe cold start: {:.3} ms (median of {n})", ms(raw));
+        println!("tether   cold start: {:.3} ms (median of {n})", ms(tether));
+        println!("difference: {:+.3} ms", ms(tether) - ms(raw));
+    } else {
+        let raw_rate = n as f64 / raw.as_secs_f64();
+        let tether_rate = n as f64 / tether.as_secs_f64();
+        println!("raw pipe: {n} calls in {:.1} ms = {raw_rate:.0} calls/s", ms(raw));
+        println!("tether:   {n} calls in {:.1} ms = {tether_rate:.0} calls/s", ms(tether));
+        println!("ratio tether/raw: {:.3}", tether_rate / raw_rate);
+    }
+    println!(
+        "{}",
+        json!({"client": "tether", "mode": mode, "n": n, "inflight": inflight, "ms": ms(tether), "errors": errors})
+    );
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn base_env() -> Vec<(String, String)> {
+    std::env::vars().filter(|(name, _)| tether::is_base_variable(name)).collect()
+}
+
+fn transport(server: &[String]) -> Transport {
+    Transport::Stdio(StdioCommand {
+        program: server[0].clone(),
+        args: server[1..].to_vec(),
+        env: base_env(),
+        cwd: None,
+    })
+}
+
+/// The median of `n` runs of `run`.
+fn best_of(n: usize, mut run: impl FnMut() -> Duration) -> Duration {
+    let mut times: Vec<Duration> = (0..n).map(|_| run()).collect();
+    times.sort();
+    times[times.len() / 2]
+}
+
+struct RawServer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+}
+
+impl RawServer {
+    fn spawn(server: &[String]) -> RawServer {
+        let mut child = Command::new(&server[0])
+            .args(&server[1..])
+            .env_clear()
+            .envs(base_env())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("server starts");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        RawServer { child, stdin, stdout, line: String::new() }
+    }
+
+    fn send(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn receive(&mut self) -> &str {
+        self.line.clear();
+        self.stdout.read_line(&mut self.line).unwrap();
+        &self.line
+    }
+
+    fn handshake(&mut self) {
+        self.send(INITIALIZE);
+        assert!(self.receive().contains("protocolVersion"));
+        self.send(INITIALIZED);
+        self.send(TOOLS_LIST);
+        assert!(self.receive().contains("echo"));
+    }
+
+    fn finish(self) {
+        let RawServer { mut child, stdin, .. } = self;
+        drop(stdin);
+        child.wait().unwrap();
+    }
+}
+
+fn call_line(id: usize) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello-{id}"}}}}}}"#,
+        id + 2
+    )
+}
+
+fn raw_cold(server: &[String]) -> Duration {
+    let started = Instant::now();
+    let mut raw = RawServer::spawn(server);
+    raw.handshake();
+    let elapsed = started.elapsed();
+    raw.finish();
+    elapsed
+}
+
+fn tether_cold(n: usize, server: &[String]) -> (Duration, Duration) {
+    let transport = transport(server);
+    let mut ready = Vec::new();
+    let mut closing = Vec::new();
+    for _ in 0..n {
+        let started = Instant::now();
+        let client =
+            Client::connect("bench", &transport, ClientOptions::default()).expect("connects");
+        let tools = client.list_tools(&CallOptions::default()).expect("lists tools");
+        assert!(tools.iter().any(|tool| tool.name == "echo"));
+        ready.push(started.elapsed());
+        let started = Instant::now();
+        client.close().expect("closes");
+        closing.push(started.elapsed());
+    }
+    ready.sort();
+    closing.sort();
+    (ready[n / 2], closing[n / 2])
+}
+
+fn raw_seq(n: usize, server: &[String]) -> Duration {
+    let mut raw = RawServer::spawn(server);
+    raw.handshake();
+    let lines: Vec<String> = (0..n).map(call_line).collect();
+    let started = Instant::now();
+    for (i, line) in lines.iter().enumerate() {
+        raw.send(line);
+        let expected = format!("hello-{i}\"");
+        assert!(raw.receive().contains(&expected));
+    }
+    let elapsed = started.elapsed();
+    raw.finish();
+    elapsed
+}
+
+fn raw_pipelined(n: usize, server: &[String]) -> Duration {
+    let mut raw = RawServer::spawn(server);
+    raw.handshake();
+    let lines: Vec<String> = (0..n).map(call_line).collect();
+    let started = Instant::now();
+    let mut sent = 0;
+    while sent < n.min(IN_FLIGHT) {
+        raw.send(&lines[sent]);
+        sent += 1;
+    }
+    for _ in 0..n {
+        assert!(raw.receive().contains("hello-"));
+        if sent < n {
+            raw.send(&lines[sent]);
+            sent += 1;
+        }
+    }
+    let elapsed = started.elapsed();
+    raw.finish();
+    elapsed
+}
+
+/// `n` echo calls spread over `threads` threads; returns the time and the
+/// number of wrong or failed answers.
+fn tether_calls(n: usize, threads: usize, server: &[String]) -> (Duration, usize) {
+    let client = Arc::new(
+        Client::connect("bench", &transport(server), ClientOptions::default()).expect("connects"),
+    );
+    client.list_tools(&CallOptions::default()).expect("lists tools");
+    let started = Instant::now();
+    let workers: Vec<_> = (0..threads)
+        .map(|worker| {
+            let client = Arc::clone(&client);
+            thread::spawn(move || {
+                let options = CallOptions::default();
+                let mut errors = 0;
+                for i in (worker..n).step_by(threads) {
+                    let text = format!("hello-{i}");
+                    match client.call_tool("echo", json!({"text": text}), &options) {
+                        Ok(result) if result.to_text() == text => {}
+                        _ => errors += 1,
+                    }
+                }
+                errors
+            })
+        })
+        .collect();
+    let errors = workers.into_iter().map(|worker| worker.join().unwrap()).sum();
+    let elapsed = started.elapsed();
+    client.close().expect("closes");
+    (elapsed, errors)
+}

@@ -1,0 +1,190 @@
+//! The write side of a stdio connection, with a write-through fast path.
+//!
+//! Handing every frame to a writer thread costs a thread switch per call,
+//! which on one CPU is a third of a round trip. So the pipe is non-blocking
+//! and a caller writes its frame straight into it when nothing is queued
+//! ahead: the lock is held across one non-blocking `write`, which never waits
+//! on the server. Only when the pipe is full (a server that does not read, or
+//! a burst) does the rest go to the backlog, and the `{server}-writer` thread
+//! owns the pipe until the backlog is empty, waiting with `poll` in short
+//! slices so that `close` is never stuck behind a server that stopped reading.
+//! Frames are written whole and in order: while the writer owns the pipe,
+//! every caller queues behind it.
+
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::process::ChildStdin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// How long the writer waits for room in the pipe before checking for close.
+const POLL_SLICE_MS: libc::c_int = 100;
+
+/// Frames to one server's stdin.
+pub(crate) struct Outbox {
+    server: String,
+    state: Mutex<State>,
+    backlog_ready: Condvar,
+    closed: AtomicBool,
+}
+
+#[derive(Default)]
+struct State {
+    pipe: Option<Arc<ChildStdin>>,
+    backlog: VecDeque<Vec<u8>>,
+    writer_owns_pipe: bool,
+}
+
+/// The outbox is closed: nothing more will be written.
+#[derive(Debug)]
+pub(crate) struct Closed;
+
+impl Outbox {
+    /// An outbox with no pipe yet; frames sent before `attach` are queued.
+    pub(crate) fn new(server: &str) -> Outbox {
+        Outbox {
+            server: server.to_owned(),
+            state: Mutex::new(State::default()),
+            backlog_ready: Condvar::new(),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Gives the outbox its pipe, made non-blocking.
+    pub(crate) fn attach(&self, pipe: ChildStdin) -> io::Result<()> {
+        set_nonblocking(&pipe)?;
+        let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        state.pipe = Some(Arc::new(pipe));
+        if !state.backlog.is_empty() {
+            self.backlog_ready.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Writes one frame (a newline is added), or queues it for the writer.
+    ///
+    /// # Errors
+    /// [`Closed`] once the outbox is closed or the pipe broke.
+    pub(crate) fn send(&self, mut frame: Vec<u8>) -> Result<(), Closed> {
+        frame.push(b'\n');
+        let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Closed);
+        }
+        if !state.writer_owns_pipe && state.backlog.is_empty() {
+            if let Some(pipe) = &state.pipe {
+                log::trace!(
+                    "{} -> {}",
+                    self.server,
+                    String::from_utf8_lossy(&frame[..frame.len() - 1])
+                );
+                match (&**pipe).write(&frame) {
+                    Ok(written) if written == frame.len() => return Ok(()),
+                    Ok(written) => {
+                        frame.drain(..written);
+                    }
+                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                    Err(err) => {
+                        log::debug!("{}: writing to the server failed: {err}", self.server);
+                        self.closed.store(true, Ordering::Release);
+                        state.pipe = None;
+                        return Err(Closed);
+                    }
+                }
+            }
+        }
+        state.backlog.push_back(frame);
+        self.backlog_ready.notify_one();
+        Ok(())
+    }
+
+    /// Closes the pipe (the server sees end of input); queued frames are
+    /// dropped. Idempotent.
+    pub(crate) fn close(&self) {
+        let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        self.closed.store(true, Ordering::Release);
+        state.pipe = None;
+        state.backlog.clear();
+        self.backlog_ready.notify_all();
+    }
+
+    /// The body of the `{server}-writer` thread: drains the backlog whenever
+    /// there is one, until the outbox closes.
+    pub(crate) fn run_writer(&self) {
+        loop {
+            let (pipe, batch) = {
+                let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+                loop {
+                    if self.closed.load(Ordering::Acquire) {
+                        state.writer_owns_pipe = false;
+                        return;
+                    }
+                    if !state.backlog.is_empty() && state.pipe.is_some() {
+                        break;
+                    }
+                    state.writer_owns_pipe = false;
+                    state = self.backlog_ready.wait(state).unwrap();
+                }
+                state.writer_owns_pipe = true;
+                let pipe = Arc::clone(state.pipe.as_ref().expect("checked above"));
+                (pipe, std::mem::take(&mut state.backlog))
+            };
+            for frame in batch {
+                if let Err(err) = self.write_all(&pipe, &frame) {
+                    if !self.closed.load(Ordering::Acquire) {
+                        log::debug!("{}: writing to the server failed: {err}", self.server);
+                    }
+                    self.close();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Writes a whole frame to the non-blocking pipe, waiting for room in
+    /// short slices so that a close is noticed.
+    fn write_all(&self, pipe: &ChildStdin, mut frame: &[u8]) -> io::Result<()> {
+        while !frame.is_empty() {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(io::Error::new(io::ErrorKind::BrokenPipe, "closed"));
+            }
+            match (&*pipe).write(frame) {
+                Ok(0) => {
+                    return Err(io::Error::new(io::ErrorKind::WriteZero, "pipe accepted nothing"))
+                }
+                Ok(written) => frame = &frame[written..],
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => wait_writable(pipe)?,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn set_nonblocking(pipe: &ChildStdin) -> io::Result<()> {
+    let fd = pipe.as_raw_fd();
+    // SAFETY: fcntl on a file descriptor we own, with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn wait_writable(pipe: &ChildStdin) -> io::Result<()> {
+    let mut poll_fd = libc::pollfd { fd: pipe.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let ready = unsafe { libc::poll(&mut poll_fd, 1, POLL_SLICE_MS) };
+    if ready < 0 {
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
