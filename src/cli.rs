@@ -56,6 +56,9 @@ const EXIT_SERVER: u8 = 3;
 
 /// Set once a signal arrived: errors from the shutdown it causes are not news.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// Set once stdout is a closed pipe (`tether tools | head -1`): output stops,
+/// but the command still ends its servers before exiting.
+static OUTPUT_CLOSED: AtomicBool = AtomicBool::new(false);
 
 #[derive(Debug, Default)]
 struct Args {
@@ -108,8 +111,17 @@ pub fn main() -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     };
     if std::env::var("TETHER_MCP").as_deref() == Ok("0") {
-        eprintln!("error: MCP is turned off (TETHER_MCP=0)");
-        return ExitCode::from(EXIT_USAGE);
+        // Off means off: no file is read and no server started.
+        return ExitCode::from(match command {
+            Command::Call { .. } => {
+                eprintln!("error: MCP is turned off (TETHER_MCP=0)");
+                EXIT_USAGE
+            }
+            _ => {
+                eprintln!("MCP is turned off (TETHER_MCP=0): no servers.");
+                EXIT_OK
+            }
+        });
     }
     let Some(config_dir) = args.config_dir.clone().or_else(tether::default_config_dir) else {
         eprintln!(
@@ -262,15 +274,24 @@ impl SignalWatch {
 
     /// Starts a hub that a signal will shut down.
     fn start_hub(&self, config: Config) -> Hub {
+        // The lock is held while the servers are spawned: a signal arriving
+        // meanwhile waits for it, then finds the hub and ends them.
+        let mut slot = self.hub.lock().unwrap(); // Poisoned only if a holder panicked.
         let hub = Hub::start(config, HubOptions { background: true, ..HubOptions::default() });
-        *self.hub.lock().unwrap() = Some(hub.clone()); // Poisoned only if a holder panicked.
+        *slot = Some(hub.clone());
+        drop(slot);
         hub.wait_started();
         hub
     }
 
     fn stop(self) {
-        if let Some(hub) = self.hub.lock().unwrap().take() {
-            hub.shutdown();
+        {
+            // Held through the shutdown, so that a signal during it waits
+            // for the servers to be gone instead of exiting halfway.
+            let slot = self.hub.lock().unwrap(); // Poisoned only if a holder panicked.
+            if let Some(hub) = slot.as_ref() {
+                hub.shutdown();
+            }
         }
         self.handle.close();
         let _ = self.thread.join();
@@ -279,10 +300,15 @@ impl SignalWatch {
 
 /// Writes to stdout; a closed pipe (`tether list | head`) is not an error.
 fn emit(text: &str) {
+    if OUTPUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
     let mut stdout = io::stdout().lock();
     if let Err(err) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
         if err.kind() == io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
+            OUTPUT_CLOSED.store(true, Ordering::Relaxed);
+        } else {
+            eprintln!("error: cannot write the output: {err}");
         }
     }
 }
@@ -297,10 +323,13 @@ fn report(err: &Error) -> u8 {
         eprintln!("  caused by: {cause}");
         source = cause.source();
     }
-    if err.is_server_failure() {
-        EXIT_SERVER
-    } else {
-        EXIT_USAGE
+    match err.root() {
+        // The server answered, correctly: the request was wrong.
+        Error::Rpc(rpc) if rpc.code == -32601 || rpc.code == -32602 => EXIT_USAGE,
+        // The server answered with an error of its own.
+        Error::Rpc(_) => EXIT_TOOL_ERROR,
+        _ if err.is_server_failure() => EXIT_SERVER,
+        _ => EXIT_USAGE,
     }
 }
 

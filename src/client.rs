@@ -13,11 +13,11 @@
 //! reason, and later requests fail without being sent.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TrySendError};
 use serde_json::{json, Map, Value};
 
 use crate::error::{CloseReason, Error, Timeout};
@@ -34,6 +34,11 @@ pub use crate::transport::stdio::StdioCommand;
 
 /// How long `close` waits for the events thread (it may be inside the host).
 const EVENTS_JOIN_WAIT: Duration = Duration::from_secs(1);
+/// Server requests and notifications waiting for the host; past this, a
+/// flooding server's notifications are dropped and its requests refused.
+const EVENTS_QUEUE: usize = 1024;
+/// Progress updates waiting for one caller; past this, they are dropped.
+const PROGRESS_QUEUE: usize = 16;
 /// A server that pages forever is cut off here.
 const MAX_PAGES: usize = 1000;
 
@@ -80,6 +85,9 @@ pub struct CallOptions {
     pub progress: Option<ProgressCallback>,
     /// Lets another thread give up on the call.
     pub cancel: Option<CancelHandle>,
+    /// An instant the call must not outlive, whatever the timeouts say (a
+    /// start timeout spread over several requests uses this).
+    pub deadline: Option<Instant>,
 }
 
 /// Cancels calls from another thread. Clones share one state; once
@@ -121,6 +129,7 @@ pub struct Client {
     router: Arc<Router>,
     endpoint: Box<dyn Endpoint>,
     events_thread: Mutex<Option<NamedThread>>,
+    events_thread_id: OnceLock<std::thread::ThreadId>,
     info: OnceLock<ServerInfo>,
     skipped_frames: Arc<AtomicU64>,
     options: ClientOptions,
@@ -153,7 +162,7 @@ impl Client {
         options: ClientOptions,
     ) -> Result<Client, Error> {
         let outbox = Arc::new(Outbox::new(server));
-        let (events_sender, events) = crossbeam_channel::unbounded();
+        let (events_sender, events) = crossbeam_channel::bounded(EVENTS_QUEUE);
         let router = Arc::new(Router {
             server: server.to_owned(),
             next_id: AtomicU64::new(1),
@@ -180,12 +189,16 @@ impl Client {
             router,
             endpoint,
             events_thread: Mutex::new(None),
+            events_thread_id: OnceLock::new(),
             info: OnceLock::new(),
             skipped_frames,
             options,
         };
         match events_thread {
-            Ok(thread) => *client.events_thread.lock().unwrap() = Some(thread), // Poisoned only if a holder panicked.
+            Ok(thread) => {
+                let _ = client.events_thread_id.set(thread.id());
+                *client.events_thread.lock().unwrap() = Some(thread); // Poisoned only if a holder panicked.
+            }
             Err(err) => return Err(Error::Io(err)),
         }
         Ok(client)
@@ -272,20 +285,27 @@ impl Client {
         params: Option<Value>,
         options: &CallOptions,
     ) -> Result<Value, Error> {
+        if options.cancel.as_ref().is_some_and(CancelHandle::is_cancelled) {
+            return Err(Error::Cancelled);
+        }
         let id = self.router.next_id.fetch_add(1, Ordering::Relaxed) as i64;
         let mut params = params;
         if options.progress.is_some() || method == "tools/call" {
             attach_progress_token(&mut params, id);
         }
         let (sender, replies) = crossbeam_channel::unbounded();
-        self.router.register(id, sender)?;
+        let waiter = Waiter { replies: sender, queued_progress: Arc::new(AtomicUsize::new(0)) };
+        let queued_progress = Arc::clone(&waiter.queued_progress);
+        self.router.register(id, waiter)?;
+        // Whatever happens from here (even a panicking progress callback),
+        // the pending entry goes when this call does.
+        let _pending = PendingGuard { router: &self.router, id };
         let frame = jsonrpc::encode_request(&RequestId::Number(id), method, params.as_ref());
         drop(params);
         if self.router.outbox.send(frame).is_err() {
-            self.router.forget(id);
             return Err(Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof)));
         }
-        self.wait(id, method, &replies, options)
+        self.wait(id, method, &replies, &queued_progress, options)
     }
 
     fn wait(
@@ -293,14 +313,18 @@ impl Client {
         id: i64,
         method: &str,
         replies: &Receiver<Reply>,
+        queued_progress: &AtomicUsize,
         options: &CallOptions,
     ) -> Result<Value, Error> {
         let timeout = options.timeout.unwrap_or(self.options.request_timeout);
         let ceiling =
             options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
         let started = Instant::now();
-        let hard_deadline = started + ceiling;
-        let mut deadline = started + timeout;
+        let mut hard_deadline = started + ceiling;
+        if let Some(deadline) = options.deadline {
+            hard_deadline = hard_deadline.min(deadline);
+        }
+        let mut deadline = (started + timeout).min(hard_deadline);
         loop {
             let wake = match &options.cancel {
                 None => match replies.recv_deadline(deadline) {
@@ -321,33 +345,54 @@ impl Client {
                 Wake::Reply(Reply::Done(Err(error))) => return Err(Error::Rpc(error)),
                 Wake::Reply(Reply::Closed(reason)) => return Err(Error::Disconnected(reason)),
                 Wake::Reply(Reply::Progress(params)) => {
+                    queued_progress.fetch_sub(1, Ordering::AcqRel);
                     if let Some(callback) = &options.progress {
                         callback(&Progress::from_params(&params));
                     }
                     deadline = (Instant::now() + timeout).min(hard_deadline);
                 }
                 Wake::TimedOut => {
-                    // The answer may have raced the deadline.
-                    if let Ok(Reply::Done(outcome)) = replies.try_recv() {
-                        return outcome.map_err(Error::Rpc);
+                    if let Some(outcome) = self.abandon(id, method, replies, "timed out") {
+                        return outcome;
                     }
-                    self.abandon(id, method, "timed out");
                     return Err(Error::Timeout(Timeout {
                         step: method.to_owned(),
                         after: started.elapsed(),
                     }));
                 }
                 Wake::Cancelled => {
-                    self.abandon(id, method, "cancelled by the client");
+                    if let Some(outcome) =
+                        self.abandon(id, method, replies, "cancelled by the client")
+                    {
+                        return outcome;
+                    }
                     return Err(Error::Cancelled);
                 }
             }
         }
     }
 
-    /// Forgets a request we stopped waiting for and tells the server.
-    fn abandon(&self, id: i64, method: &str, reason: &str) {
-        self.router.forget(id);
+    /// Forgets a request we stopped waiting for and tells the server; unless
+    /// its answer is already on the way, which is then returned instead.
+    fn abandon(
+        &self,
+        id: i64,
+        method: &str,
+        replies: &Receiver<Reply>,
+        reason: &str,
+    ) -> Option<Result<Value, Error>> {
+        if !self.router.forget(id) {
+            // The reader took the waiter out: it is sending the answer (or
+            // the close) right now, so this wait is short.
+            loop {
+                match replies.recv_timeout(Duration::from_secs(1)) {
+                    Ok(Reply::Progress(_)) => continue,
+                    Ok(Reply::Done(outcome)) => return Some(outcome.map_err(Error::Rpc)),
+                    Ok(Reply::Closed(reason)) => return Some(Err(Error::Disconnected(reason))),
+                    Err(_) => return None,
+                }
+            }
+        }
         // The spec forbids cancelling initialize.
         if method != "initialize" {
             let _ = self.notify(
@@ -355,6 +400,7 @@ impl Client {
                 Some(json!({"requestId": id, "reason": reason})),
             );
         }
+        None
     }
 
     /// Sends a notification.
@@ -410,6 +456,8 @@ impl Client {
             }
             match page.get("nextCursor") {
                 None | Some(Value::Null) => return Ok(items),
+                // Some servers end the list with an empty cursor.
+                Some(Value::String(next)) if next.is_empty() => return Ok(items),
                 Some(Value::String(next)) => {
                     if !seen_cursors.insert(next.clone()) {
                         return Err(Error::Protocol(format!(
@@ -460,10 +508,15 @@ impl Client {
     pub fn close(&self) -> Result<(), Error> {
         self.router.closed(CloseReason::Shutdown);
         let result = self.endpoint.close();
-        let _ = self.router.events.send(Event::Stop);
-        if let Some(thread) = self.events_thread.lock().unwrap().take() {
-            // Poisoned only if a holder panicked.
-            thread.join_within(EVENTS_JOIN_WAIT);
+        let _ = self.router.events.try_send(Event::Stop);
+        let on_events_thread = self.events_thread_id.get() == Some(&std::thread::current().id());
+        // A host may close from inside its own callback, on the events
+        // thread: that thread cannot join itself; it ends after the callback.
+        if !on_events_thread {
+            if let Some(thread) = self.events_thread.lock().unwrap().take() {
+                // Poisoned only if a holder panicked.
+                thread.join_within(EVENTS_JOIN_WAIT);
+            }
         }
         result.map_err(Error::Io)
     }
@@ -507,10 +560,29 @@ enum Event {
     Stop,
 }
 
+/// A caller waiting for its answer.
+struct Waiter {
+    replies: Sender<Reply>,
+    /// Progress updates sent but not yet taken; bounds the queue.
+    queued_progress: Arc<AtomicUsize>,
+}
+
 #[derive(Default)]
 struct PendingState {
-    waiters: HashMap<i64, Sender<Reply>>,
+    waiters: HashMap<i64, Waiter>,
     closed: Option<CloseReason>,
+}
+
+/// Removes a request's pending entry when its call ends, however it ends.
+struct PendingGuard<'a> {
+    router: &'a Router,
+    id: i64,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.router.forget(self.id);
+    }
 }
 
 /// The reader's side of a connection: routes each incoming message.
@@ -523,7 +595,7 @@ struct Router {
 }
 
 impl Router {
-    fn register(&self, id: i64, waiter: Sender<Reply>) -> Result<(), Error> {
+    fn register(&self, id: i64, waiter: Waiter) -> Result<(), Error> {
         let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
         if let Some(reason) = &state.closed {
             return Err(Error::Disconnected(reason.clone()));
@@ -532,8 +604,9 @@ impl Router {
         Ok(())
     }
 
-    fn forget(&self, id: i64) {
-        self.state.lock().unwrap().waiters.remove(&id); // Poisoned only if a holder panicked.
+    /// Removes a waiter; false when it was already gone (answered or closed).
+    fn forget(&self, id: i64) -> bool {
+        self.state.lock().unwrap().waiters.remove(&id).is_some() // Poisoned only if a holder panicked.
     }
 
     fn deliver_response(&self, id: RequestId, outcome: Result<Value, RpcError>) {
@@ -543,7 +616,7 @@ impl Router {
         };
         match waiter {
             Some(waiter) => {
-                let _ = waiter.send(Reply::Done(outcome));
+                let _ = waiter.replies.send(Reply::Done(outcome));
             }
             None => log::debug!(
                 "{}: dropped a response to unknown or abandoned request {id}",
@@ -556,11 +629,22 @@ impl Router {
         let params = params.unwrap_or(Value::Null);
         let token = params.get("progressToken").and_then(Value::as_i64);
         // Poisoned only if a holder panicked.
-        let waiter =
-            token.and_then(|token| self.state.lock().unwrap().waiters.get(&token).cloned());
+        let waiter = token.and_then(|token| {
+            let state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            state
+                .waiters
+                .get(&token)
+                .map(|waiter| (waiter.replies.clone(), Arc::clone(&waiter.queued_progress)))
+        });
         match waiter {
-            Some(waiter) => {
-                let _ = waiter.send(Reply::Progress(params));
+            Some((replies, queued)) => {
+                // A caller busy in its callback gets the updates it can take;
+                // a flood beyond that is dropped, never queued without bound.
+                if queued.fetch_add(1, Ordering::AcqRel) < PROGRESS_QUEUE {
+                    let _ = replies.send(Reply::Progress(params));
+                } else {
+                    queued.fetch_sub(1, Ordering::AcqRel);
+                }
             }
             None => log::debug!("{}: progress for no pending request: {params}", self.server),
         }
@@ -581,10 +665,21 @@ impl Inbox for Router {
                 let _ = self.outbox.send(frame);
             }
             Message::Request(request) => {
-                let _ = self.events.send(Event::Request(request));
+                if let Err(TrySendError::Full(Event::Request(request))) =
+                    self.events.try_send(Event::Request(request))
+                {
+                    let busy = RpcError {
+                        code: -32603,
+                        message: "the client is busy; try again".into(),
+                        data: None,
+                    };
+                    let _ = self.outbox.send(jsonrpc::encode_response(&request.id, &Err(busy)));
+                }
             }
             Message::Notification(notification) => {
-                let _ = self.events.send(Event::Notification(notification));
+                if self.events.try_send(Event::Notification(notification)).is_err() {
+                    log::warn!("{}: too many notifications queued; dropping one", self.server);
+                }
             }
         }
     }
@@ -600,9 +695,9 @@ impl Inbox for Router {
             std::mem::take(&mut state.waiters)
         };
         for waiter in waiters.into_values() {
-            let _ = waiter.send(Reply::Closed(reason.clone()));
+            let _ = waiter.replies.send(Reply::Closed(reason.clone()));
         }
-        let _ = self.events.send(Event::Stop);
+        let _ = self.events.try_send(Event::Stop);
     }
 }
 

@@ -126,7 +126,9 @@ pub struct Hub {
 struct HubCore {
     shared: Arc<Shared>,
     starters: Mutex<Vec<JoinHandle<()>>>,
-    shut_down: AtomicBool,
+    /// Held for the whole shutdown, so a second caller returns only once
+    /// every server is gone.
+    shut_down: Mutex<bool>,
 }
 
 struct Shared {
@@ -211,7 +213,7 @@ impl Hub {
             core: Arc::new(HubCore {
                 shared,
                 starters: Mutex::new(starters),
-                shut_down: AtomicBool::new(false),
+                shut_down: Mutex::new(false),
             }),
         };
         if !hub.core.shared.options.background {
@@ -342,9 +344,11 @@ impl Hub {
 
 impl HubCore {
     fn shutdown(&self) {
-        if self.shut_down.swap(true, Ordering::SeqCst) {
+        let mut shut_down = self.shut_down.lock().unwrap(); // Poisoned only if a holder panicked.
+        if *shut_down {
             return;
         }
+        *shut_down = true;
         let shared = &self.shared;
         // Set before looking at the slots: a start thread that registers its
         // client after this point sees the flag and closes it itself.
@@ -484,6 +488,10 @@ impl Shared {
     }
 
     fn rebuild_registry(&self) {
+        // Held from snapshot to store, so that two servers becoming ready at
+        // once cannot store their snapshots out of order. Only plain data is
+        // touched meanwhile (slot locks are never held while taking this one).
+        let mut registry = self.registry.lock().unwrap(); // Poisoned only if a holder panicked.
         let ready: Vec<(String, Arc<Vec<Tool>>)> = self
             .slots
             .iter()
@@ -493,11 +501,11 @@ impl Shared {
                     .then(|| (slot.config.name.clone(), Arc::clone(&state.tools)))
             })
             .collect();
-        let registry = ToolRegistry::build(
+        let rebuilt = ToolRegistry::build(
             ready.iter().map(|(name, tools)| (name.as_str(), tools.as_slice())),
             self.options.name_style,
         );
-        *self.registry.lock().unwrap() = Arc::new(registry); // Poisoned only if a holder panicked.
+        *registry = Arc::new(rebuilt);
     }
 }
 
@@ -505,11 +513,17 @@ impl Slot {
     fn status(&self) -> ServerStatus {
         let state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
         let info = state.info.as_ref();
+        // A server that dropped after it was ready shows as failed, with why.
+        let lost = state
+            .client
+            .as_ref()
+            .and_then(|client| client.close_reason().map(|reason| (reason, client.stderr_tail())))
+            .filter(|(reason, _)| *reason != crate::error::CloseReason::Shutdown);
         ServerStatus {
             name: self.config.name.clone(),
             scope: self.config.scope,
             transport: self.config.transport_name(),
-            state: state.state,
+            state: if lost.is_some() { ServerState::Failed } else { state.state },
             protocol_version: info.map(|info| info.protocol_version.clone()),
             server_name: info.map(|info| info.name.clone()),
             server_version: info.map(|info| info.version.clone()),
@@ -517,10 +531,16 @@ impl Slot {
             tools: state.tools.iter().map(|tool| tool.name.clone()).collect(),
             resources: info.is_some_and(|info| info.has_capability("resources")),
             prompts: info.is_some_and(|info| info.has_capability("prompts")),
-            error: state.error.clone(),
+            error: match &lost {
+                Some((reason, _)) => Some(format!("connection closed: {reason}")),
+                None => state.error.clone(),
+            },
             hint: state.hint.clone(),
             warnings: state.warnings.clone(),
-            stderr_tail: state.stderr_tail.clone(),
+            stderr_tail: match lost {
+                Some((_, tail)) => tail.filter(|tail| !tail.trim().is_empty()),
+                None => state.stderr_tail.clone(),
+            },
             since: clock::rfc3339(state.since),
         }
     }
@@ -539,7 +559,7 @@ fn connect(
     let mut tools = if info.has_capability("tools") {
         let options = CallOptions {
             timeout: Some(remaining()),
-            max_total_timeout: Some(remaining()),
+            deadline: Some(deadline),
             ..CallOptions::default()
         };
         client.list_tools(&options)?

@@ -86,7 +86,7 @@ struct Incoming {
     #[serde(default)]
     result: Option<Value>,
     #[serde(default)]
-    error: Option<RpcError>,
+    error: Option<Value>,
 }
 
 impl Message {
@@ -115,10 +115,20 @@ impl Message {
             }
             (None, Some(id)) => {
                 let outcome = match incoming.error {
-                    Some(error) => Err(error),
+                    // A malformed error object is still an error for that
+                    // request: the caller learns now, not at its timeout.
+                    Some(error) => Err(serde_json::from_value::<RpcError>(error.clone())
+                        .unwrap_or(RpcError {
+                            code: -32603,
+                            message: format!("malformed error from the server: {error}"),
+                            data: None,
+                        })),
                     None => Ok(incoming.result.unwrap_or(Value::Null)),
                 };
                 Ok(Message::Response(Response { id, outcome }))
+            }
+            (None, None) if incoming.error.is_some() => {
+                Err(format!("an error for no request: {}", incoming.error.unwrap_or_default()))
             }
             (None, None) => Err("neither a method nor an id".to_owned()),
         }
@@ -243,6 +253,16 @@ mod tests {
                 params: Some(json!({"progress": 1})),
             }),
         );
+    }
+
+    #[test]
+    fn a_malformed_error_is_still_an_error() {
+        let message = Message::parse(br#"{"jsonrpc":"2.0","id":3,"error":"boom"}"#).unwrap();
+        let Message::Response(Response { outcome: Err(error), .. }) = message else {
+            panic!("{message:?}")
+        };
+        assert_eq!(error.code, -32603);
+        assert!(error.message.contains("boom"));
     }
 
     #[test]

@@ -33,6 +33,11 @@ impl NamedThread {
         Ok(NamedThread { handle, done })
     }
 
+    /// The thread's id.
+    pub(crate) fn id(&self) -> thread::ThreadId {
+        self.handle.thread().id()
+    }
+
     /// Joins the thread if it ends within `wait`; otherwise logs and leaves it.
     pub(crate) fn join_within(self, wait: Duration) {
         let name = self.handle.thread().name().unwrap_or("?").to_owned();

@@ -9,7 +9,10 @@
 //! owns the pipe until the backlog is empty, waiting with `poll` in short
 //! slices so that `close` is never stuck behind a server that stopped reading.
 //! Frames are written whole and in order: while the writer owns the pipe,
-//! every caller queues behind it.
+//! every caller queues behind it. The backlog is bounded: a server that stops
+//! reading while more than 64 MiB waits for it is failed, not fed forever. A
+//! failed write closes the connection through the inbox, so that waiting
+//! callers learn at once.
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -18,8 +21,13 @@ use std::process::ChildStdin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use crate::error::CloseReason;
+use crate::transport::Inbox;
+
 /// How long the writer waits for room in the pipe before checking for close.
 const POLL_SLICE_MS: libc::c_int = 100;
+/// The most that may wait for a server that does not read.
+const MAX_BACKLOG: usize = 64 * 1024 * 1024;
 
 /// Frames to one server's stdin.
 pub(crate) struct Outbox {
@@ -33,7 +41,11 @@ pub(crate) struct Outbox {
 struct State {
     pipe: Option<Arc<ChildStdin>>,
     backlog: VecDeque<Vec<u8>>,
+    backlog_bytes: usize,
     writer_owns_pipe: bool,
+    /// Told when writing fails; taken on close, which breaks the cycle
+    /// between the connection's router and its outbox.
+    inbox: Option<Arc<dyn Inbox>>,
 }
 
 /// The outbox is closed: nothing more will be written.
@@ -51,11 +63,13 @@ impl Outbox {
         }
     }
 
-    /// Gives the outbox its pipe, made non-blocking.
-    pub(crate) fn attach(&self, pipe: ChildStdin) -> io::Result<()> {
+    /// Gives the outbox its pipe, made non-blocking, and the inbox to tell
+    /// when writing fails.
+    pub(crate) fn attach(&self, pipe: ChildStdin, inbox: Arc<dyn Inbox>) -> io::Result<()> {
         set_nonblocking(&pipe)?;
         let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
         state.pipe = Some(Arc::new(pipe));
+        state.inbox = Some(inbox);
         if !state.backlog.is_empty() {
             self.backlog_ready.notify_one();
         }
@@ -87,17 +101,35 @@ impl Outbox {
                     Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
                     Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                     Err(err) => {
-                        log::debug!("{}: writing to the server failed: {err}", self.server);
-                        self.closed.store(true, Ordering::Release);
-                        state.pipe = None;
+                        drop(state);
+                        self.fail(CloseReason::Io(format!("writing to the server failed: {err}")));
                         return Err(Closed);
                     }
                 }
             }
         }
+        if state.backlog_bytes + frame.len() > MAX_BACKLOG {
+            drop(state);
+            let queued = MAX_BACKLOG / (1024 * 1024);
+            self.fail(CloseReason::Io(format!(
+                "the server stopped reading its input ({queued} MiB queued)"
+            )));
+            return Err(Closed);
+        }
+        state.backlog_bytes += frame.len();
         state.backlog.push_back(frame);
         self.backlog_ready.notify_one();
         Ok(())
+    }
+
+    /// Closes the outbox and the connection, for this reason.
+    fn fail(&self, reason: CloseReason) {
+        log::debug!("{}: {reason}", self.server);
+        let inbox = self.state.lock().unwrap().inbox.take(); // Poisoned only if a holder panicked.
+        self.close();
+        if let Some(inbox) = inbox {
+            inbox.closed(reason);
+        }
     }
 
     /// Closes the pipe (the server sees end of input); queued frames are
@@ -106,7 +138,9 @@ impl Outbox {
         let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
         self.closed.store(true, Ordering::Release);
         state.pipe = None;
+        state.inbox = None;
         state.backlog.clear();
+        state.backlog_bytes = 0;
         self.backlog_ready.notify_all();
     }
 
@@ -128,15 +162,15 @@ impl Outbox {
                     state = self.backlog_ready.wait(state).unwrap();
                 }
                 state.writer_owns_pipe = true;
+                state.backlog_bytes = 0;
                 let pipe = Arc::clone(state.pipe.as_ref().expect("checked above"));
                 (pipe, std::mem::take(&mut state.backlog))
             };
             for frame in batch {
                 if let Err(err) = self.write_all(&pipe, &frame) {
                     if !self.closed.load(Ordering::Acquire) {
-                        log::debug!("{}: writing to the server failed: {err}", self.server);
+                        self.fail(CloseReason::Io(format!("writing to the server failed: {err}")));
                     }
-                    self.close();
                     return;
                 }
             }

@@ -19,8 +19,8 @@ use std::io::{self, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -70,13 +70,26 @@ impl std::fmt::Debug for StdioCommand {
 
 /// A running server process and the threads that talk to it.
 pub(crate) struct StdioEndpoint {
-    server: String,
-    pid: i32,
-    child: Mutex<Option<Child>>,
-    outbox: Arc<Outbox>,
+    process: Arc<ServerProcess>,
     threads: Mutex<Vec<NamedThread>>,
     stderr_tail: Arc<Mutex<Tail>>,
-    closing: AtomicBool,
+}
+
+/// The child, ended exactly once by whoever comes first: the reader when the
+/// server's output ends (so a crashed server does not linger as a zombie),
+/// or `close`. A second caller waits for the first to finish.
+struct ServerProcess {
+    server: String,
+    pid: i32,
+    state: Mutex<ProcessState>,
+    ended: Condvar,
+    outbox: Arc<Outbox>,
+}
+
+enum ProcessState {
+    Running(Child),
+    Ending,
+    Ended,
 }
 
 /// Starts the server and its I/O threads.
@@ -107,24 +120,34 @@ pub(crate) fn spawn(
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
     let stderr_tail = Arc::new(Mutex::new(Tail::default()));
-    if let Err(err) = outbox.attach(stdin) {
+    if let Err(err) = outbox.attach(stdin, Arc::clone(&inbox)) {
+        outbox.close();
         let _ = end_process_group(server, pid, &mut child);
         return Err(Error::Io(err));
     }
-
-    let endpoint = StdioEndpoint {
+    let process = Arc::new(ServerProcess {
         server: server.to_owned(),
         pid,
-        child: Mutex::new(Some(child)),
+        state: Mutex::new(ProcessState::Running(child)),
+        ended: Condvar::new(),
         outbox: Arc::clone(&outbox),
+    });
+    let endpoint = StdioEndpoint {
+        process: Arc::clone(&process),
         threads: Mutex::new(Vec::new()),
         stderr_tail: Arc::clone(&stderr_tail),
-        closing: AtomicBool::new(false),
     };
     let threads = [
         NamedThread::spawn(format!("{server}-reader"), {
             let server = server.to_owned();
-            move || read_loop(&server, stdout, &*inbox, &skipped_frames)
+            move || {
+                read_loop(&server, stdout, &*inbox, &skipped_frames);
+                // The connection is over: end the process now rather than at
+                // close, so that a crashed server is reaped at once.
+                if let Err(err) = process.end() {
+                    log::debug!("{server}: ending the server failed: {err}");
+                }
+            }
         }),
         NamedThread::spawn(format!("{server}-writer"), move || outbox.run_writer()),
         NamedThread::spawn(format!("{server}-stderr"), {
@@ -148,18 +171,43 @@ pub(crate) fn spawn(
     Ok(endpoint)
 }
 
+impl ServerProcess {
+    fn end(&self) -> io::Result<()> {
+        let mut child = {
+            let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            match std::mem::replace(&mut *state, ProcessState::Ending) {
+                ProcessState::Running(child) => child,
+                ProcessState::Ending => {
+                    // Another thread is ending it; its wait is bounded by the
+                    // grace periods, and so is ours.
+                    let deadline = Instant::now() + GRACE * 3;
+                    while matches!(*state, ProcessState::Ending) {
+                        let now = Instant::now();
+                        if now >= deadline {
+                            break;
+                        }
+                        state = self.ended.wait_timeout(state, deadline - now).unwrap().0;
+                    }
+                    return Ok(());
+                }
+                ProcessState::Ended => {
+                    *state = ProcessState::Ended;
+                    return Ok(());
+                }
+            }
+        };
+        self.outbox.close();
+        let result = end_process_group(&self.server, self.pid, &mut child);
+        *self.state.lock().unwrap() = ProcessState::Ended; // Poisoned only if a holder panicked.
+        self.ended.notify_all();
+        result.map(|_| ())
+    }
+}
+
 impl Endpoint for StdioEndpoint {
     fn close(&self) -> io::Result<()> {
-        if self.closing.swap(true, Ordering::SeqCst) {
-            return Ok(());
-        }
-        self.outbox.close();
-        let child = self.child.lock().unwrap().take(); // Poisoned only if a holder panicked.
-        let result = match child {
-            Some(mut child) => end_process_group(&self.server, self.pid, &mut child).map(|_| ()),
-            None => Ok(()),
-        };
-        let threads = std::mem::take(&mut *self.threads.lock().unwrap());
+        let result = self.process.end();
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap()); // Poisoned only if a holder panicked.
         for thread in threads {
             thread.join_within(JOIN_WAIT);
         }
@@ -174,7 +222,7 @@ impl Endpoint for StdioEndpoint {
 impl Drop for StdioEndpoint {
     fn drop(&mut self) {
         if let Err(err) = self.close() {
-            log::warn!("{}: closing the server failed: {err}", self.server);
+            log::warn!("{}: closing the server failed: {err}", self.process.server);
         }
     }
 }
@@ -331,25 +379,20 @@ impl Tail {
     }
 }
 
-/// Ends the server: its stdin is already closing; wait, SIGTERM the group,
-/// wait, SIGKILL the group, reap. The group is signalled even when the
-/// server exited on its own, since its children may not have.
+/// Ends the server, whose stdin is already closed: wait, SIGTERM the group,
+/// wait, SIGKILL the group; then the group again, since the server's children
+/// may outlive it; then reap. Exit is detected without reaping (`WNOWAIT`),
+/// so the leader stays a zombie while its group is signalled and the group id
+/// cannot be reused by an unrelated process meanwhile.
 fn end_process_group(server: &str, pgid: i32, child: &mut Child) -> io::Result<ExitStatus> {
-    let status = match wait_for_exit(child, GRACE)? {
-        Some(status) => status,
-        None => {
-            log::debug!("{server}: still running {GRACE:?} after stdin closed; sending SIGTERM");
-            signal_group(pgid, libc::SIGTERM);
-            match wait_for_exit(child, GRACE)? {
-                Some(status) => status,
-                None => {
-                    log::warn!("{server}: ignored SIGTERM; sending SIGKILL");
-                    signal_group(pgid, libc::SIGKILL);
-                    child.wait()?
-                }
-            }
+    if !wait_for_exit(pgid, GRACE) {
+        log::debug!("{server}: still running {GRACE:?} after stdin closed; sending SIGTERM");
+        signal_group(pgid, libc::SIGTERM);
+        if !wait_for_exit(pgid, GRACE) {
+            log::warn!("{server}: ignored SIGTERM; sending SIGKILL");
+            signal_group(pgid, libc::SIGKILL);
         }
-    };
+    }
     if group_has_live_members(pgid) {
         log::debug!("{server}: the server left processes behind; ending them");
         signal_group(pgid, libc::SIGTERM);
@@ -364,23 +407,38 @@ fn end_process_group(server: &str, pgid: i32, child: &mut Child) -> io::Result<E
             pause = (pause * 2).min(Duration::from_millis(25));
         }
     }
+    let status = child.wait()?;
     log::info!("{server}: stopped ({status})");
     Ok(status)
 }
 
-fn wait_for_exit(child: &mut Child, within: Duration) -> io::Result<Option<ExitStatus>> {
+/// True once the process has exited (it is left a zombie for `wait`).
+fn wait_for_exit(pid: i32, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     let mut pause = Duration::from_micros(200);
     loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
+        if has_exited(pid) {
+            return true;
         }
         let now = Instant::now();
         if now >= deadline {
-            return Ok(None);
+            return false;
         }
         thread::sleep(pause.min(deadline - now));
         pause = (pause * 2).min(Duration::from_millis(25));
+    }
+}
+
+fn has_exited(pid: i32) -> bool {
+    // SAFETY: waitid writes only into `info`, which lives for the call.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        if libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) != 0 {
+            // ECHILD: someone else (the host) reaped it; it is gone.
+            return io::Error::last_os_error().kind() != io::ErrorKind::Interrupted;
+        }
+        info.si_pid() != 0
     }
 }
 

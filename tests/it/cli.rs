@@ -241,9 +241,50 @@ fn sigint_and_sighup_mid_call_leave_nothing_behind() {
 #[test]
 fn sigkill_of_tether_takes_the_server_with_it() {
     let tag = Tag::new();
-    let (mut child, _dir) = start_slow_call(&tag, &[]);
+    // The server ignores the end of its input, so only the parent death
+    // signal can end it.
+    let (mut child, _dir) = start_slow_call(&tag, &["--ignore-eof"]);
     child.kill().unwrap();
     child.wait().unwrap();
     // PR_SET_PDEATHSIG: the kernel kills the server when tether dies.
     tag.assert_gone_within(Duration::from_secs(2));
+}
+
+#[test]
+fn a_closed_stdout_still_ends_every_server() {
+    let tag = Tag::new();
+    let dir =
+        config_dir(json!({"fx": misbehave_entry(&tag, &["--grandchild", "--many-tools", "2000"])}));
+    let mut child = Command::new(tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["tools", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read a little, then close the pipe, as `| head -c 100` would.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut start = [0u8; 100];
+    std::io::Read::read_exact(&mut stdout, &mut start).unwrap();
+    drop(stdout);
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(10)), Some(0));
+    tag.assert_gone();
+}
+
+#[test]
+fn tether_mcp_0_turns_everything_off() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let output = Command::new(tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .arg("list")
+        .env("TETHER_MCP", "0")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert!(output.stdout.is_empty());
+    assert!(tag.live_processes().is_empty());
 }

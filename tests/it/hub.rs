@@ -82,7 +82,7 @@ fn one_hanging_server_never_delays_another() {
             .call("mcp__quick__echo", json!({"text": i.to_string()}), &CallOptions::default())
             .unwrap();
         assert_eq!(text.to_text(), i.to_string());
-        assert_quick(started, Duration::from_millis(500), "a call to the prompt server");
+        assert_quick(started, Duration::from_secs(1), "a call to the prompt server");
     }
     assert!(matches!(stuck.join().unwrap().unwrap_err().root(), Error::Timeout(_)));
     hub.shutdown();
@@ -198,5 +198,22 @@ fn shutdown_during_start_ends_the_servers_being_started() {
     let started = Instant::now();
     hub.shutdown();
     assert_quick(started, Duration::from_secs(3), "shutting down a hub mid-start");
+    tag.assert_gone();
+}
+
+#[test]
+fn a_server_that_crashes_after_start_shows_as_failed_with_its_stderr() {
+    let tag = Tag::new();
+    let config = Config::new().with_server(misbehave_server("crashy", &tag, &["--crash-on-call", "1"]));
+    let hub = Hub::start(config, HubOptions::default());
+    assert_eq!(hub.status()[0].state, ServerState::Ready);
+    let err = hub.call("mcp__crashy__echo", json!({"text": "x"}), &CallOptions::default()).unwrap_err();
+    assert!(matches!(err.root(), Error::Disconnected(_)), "{err:?}");
+    assert!(err.to_string().contains("server \"crashy\""), "{err}");
+    let status = &hub.status()[0];
+    assert_eq!(status.state, ServerState::Failed);
+    assert!(status.error.as_deref().unwrap().contains("connection closed"), "{status:?}");
+    assert!(status.stderr_tail.as_deref().unwrap().contains("crashing now"), "{status:?}");
+    hub.shutdown();
     tag.assert_gone();
 }

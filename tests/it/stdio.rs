@@ -58,6 +58,12 @@ fn crash_mid_call_fails_the_pending_call_at_once() {
     // Later calls fail at once, without being sent.
     assert!(matches!(echo(&client, "three"), Err(Error::Disconnected(_))));
     assert!(client.stderr_tail().unwrap().contains("crashing now"));
+    // The crashed server is reaped at once, not left a zombie until close.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !tag.all_processes().is_empty() {
+        assert!(Instant::now() < deadline, "still there: {:?}", tag.all_processes());
+        thread::sleep(Duration::from_millis(10));
+    }
     close_and_check(client, &tag);
 }
 
@@ -109,6 +115,11 @@ fn a_late_answer_is_dropped_and_does_not_confuse_the_next_call() {
     ));
     // The late answer to "late" arrives while this call waits; it must not be taken for it.
     assert_eq!(echo(&client, "fresh").unwrap(), "fresh");
+    // The server was told that the first call was given up.
+    let cancelled = notifications_named(&client, "notifications/cancelled");
+    assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+    assert_eq!(cancelled[0]["params"]["reason"], "timed out");
+    assert!(cancelled[0]["params"]["requestId"].is_i64());
     close_and_check(client, &tag);
 }
 
@@ -127,7 +138,7 @@ fn slow_answers_are_multiplexed_not_serialised() {
         assert_eq!(caller.join().unwrap(), format!("call {i}"));
     }
     // Sixteen 300 ms answers in flight at once take about 300 ms, not 4.8 s.
-    assert_quick(started, Duration::from_millis(1500), "16 slow calls in flight");
+    assert_quick(started, Duration::from_millis(2500), "16 slow calls in flight");
     let client = Arc::into_inner(client).unwrap();
     close_and_check(client, &tag);
 }
@@ -506,7 +517,26 @@ fn a_cancel_handle_ends_the_call_at_once() {
     assert_quick(started, Duration::from_millis(1000), "cancelling");
     canceller.join().unwrap();
     assert!(cancel.is_cancelled());
+    let cancelled = notifications_named(&client, "notifications/cancelled");
+    assert_eq!(cancelled[0]["params"]["reason"], "cancelled by the client", "{cancelled:?}");
+    // A handle cancelled before the call: the call is not even sent.
+    let started = Instant::now();
+    assert!(matches!(
+        client.call_tool("sleep", json!({"ms": 3000}), &options),
+        Err(Error::Cancelled)
+    ));
+    assert_quick(started, Duration::from_millis(50), "a call with a cancelled handle");
     close_and_check(client, &tag);
+}
+
+/// The notifications the fixture received with this method.
+fn notifications_named(client: &Client, method: &str) -> Vec<Value> {
+    let text = client
+        .call_tool("client_notifications", json!({}), &CallOptions::default())
+        .unwrap()
+        .to_text();
+    let all: Vec<Value> = serde_json::from_str(&text).unwrap();
+    all.into_iter().filter(|n| n["method"] == method).collect()
 }
 
 #[test]

@@ -59,6 +59,19 @@ impl Tag {
 
     /// Processes (not zombies) whose argv holds this tag.
     pub fn live_processes(&self) -> Vec<(u32, String)> {
+        self.processes()
+            .into_iter()
+            .filter(|(_, _, state)| *state != 'Z' && *state != 'X')
+            .map(|(pid, cmd, _)| (pid, cmd))
+            .collect()
+    }
+
+    /// Processes whose argv holds this tag, zombies included.
+    pub fn all_processes(&self) -> Vec<(u32, String, char)> {
+        self.processes()
+    }
+
+    fn processes(&self) -> Vec<(u32, String, char)> {
         let mut found = Vec::new();
         for entry in fs::read_dir("/proc").unwrap().flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
@@ -76,9 +89,7 @@ impl Tag {
                         .map(|at| stat[at + 1..].trim_start().chars().next().unwrap_or('?'))
                 })
                 .unwrap_or('?');
-            if state != 'Z' && state != 'X' {
-                found.push((pid, cmdline));
-            }
+            found.push((pid, cmdline, state));
         }
         found
     }
