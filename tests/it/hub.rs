@@ -204,10 +204,12 @@ fn shutdown_during_start_ends_the_servers_being_started() {
 #[test]
 fn a_server_that_crashes_after_start_shows_as_failed_with_its_stderr() {
     let tag = Tag::new();
-    let config = Config::new().with_server(misbehave_server("crashy", &tag, &["--crash-on-call", "1"]));
+    let config =
+        Config::new().with_server(misbehave_server("crashy", &tag, &["--crash-on-call", "1"]));
     let hub = Hub::start(config, HubOptions::default());
     assert_eq!(hub.status()[0].state, ServerState::Ready);
-    let err = hub.call("mcp__crashy__echo", json!({"text": "x"}), &CallOptions::default()).unwrap_err();
+    let err =
+        hub.call("mcp__crashy__echo", json!({"text": "x"}), &CallOptions::default()).unwrap_err();
     assert!(matches!(err.root(), Error::Disconnected(_)), "{err:?}");
     assert!(err.to_string().contains("server \"crashy\""), "{err}");
     let status = &hub.status()[0];
