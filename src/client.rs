@@ -39,6 +39,8 @@ const EVENTS_JOIN_WAIT: Duration = Duration::from_secs(1);
 const EVENTS_QUEUE: usize = 1024;
 /// Progress updates waiting for one caller; past this, they are dropped.
 const PROGRESS_QUEUE: usize = 16;
+/// How long to wait for a closed server's stderr to end before showing it.
+const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// A server that pages forever is cut off here.
 const MAX_PAGES: usize = 1000;
 
@@ -262,7 +264,9 @@ impl Client {
 
     /// The last 64 KiB the server wrote to stderr (stdio only).
     pub fn stderr_tail(&self) -> Option<String> {
-        self.endpoint.stderr_tail()
+        // A server that is gone may still have its last words in the pipe.
+        let wait = if self.close_reason().is_some() { STDERR_SETTLE } else { Duration::ZERO };
+        self.endpoint.stderr_tail(wait)
     }
 
     /// Why the connection closed, if it did.

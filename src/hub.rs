@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::client::{CallOptions, Client, ClientOptions, Transport};
 use crate::clock;
-use crate::config::{Config, FailedEntry, Scope, ServerConfig, TransportConfig};
+use crate::config::{Config, FailedEntry, Scope, ServerConfig, TransportConfig, UntrustedServer};
 use crate::environment;
 use crate::error::Error;
 use crate::host::{DefaultHost, Host};
@@ -135,6 +135,7 @@ struct Shared {
     slots: Vec<Arc<Slot>>,
     by_name: HashMap<String, usize>,
     failed_entries: Vec<FailedEntry>,
+    untrusted: Vec<UntrustedServer>,
     registry: Mutex<Arc<ToolRegistry>>,
     options: HubOptions,
     shutting_down: AtomicBool,
@@ -191,6 +192,7 @@ impl Hub {
             slots,
             by_name,
             failed_entries: config.failed,
+            untrusted: config.untrusted,
             registry: Mutex::new(Arc::new(ToolRegistry::default())),
             options,
             shutting_down: AtomicBool::new(false),
@@ -332,6 +334,28 @@ impl Hub {
             stderr_tail: None,
             since: clock::rfc3339(SystemTime::now()),
         }));
+        statuses.extend(shared.untrusted.iter().map(|entry| ServerStatus {
+            name: entry.name.clone(),
+            scope: Scope::Project,
+            transport: "-",
+            state: ServerState::Untrusted,
+            protocol_version: None,
+            server_name: None,
+            server_version: None,
+            instructions: None,
+            tools: Vec::new(),
+            resources: false,
+            prompts: false,
+            error: None,
+            hint: Some(format!(
+                "the project is not trusted; it would run: {}; trust it with: tether trust {}",
+                entry.command_line,
+                entry.source.parent().map_or_else(|| ".".into(), |dir| dir.display().to_string())
+            )),
+            warnings: Vec::new(),
+            stderr_tail: None,
+            since: clock::rfc3339(SystemTime::now()),
+        }));
         statuses
     }
 
@@ -416,6 +440,10 @@ impl Shared {
                 stdio,
                 &environment::host_environment(),
             )),
+            TransportConfig::Remote(_) => {
+                let why = "remote servers (\"url\") need the HTTP transport, which this build does not have yet";
+                return self.settle_failed(slot, Error::Config(why.to_owned()), None);
+            }
         };
         let client_options = ClientOptions {
             request_timeout: config.timeout,

@@ -48,7 +48,8 @@ pub use client::{
 };
 pub use clock::rfc3339;
 pub use config::{
-    default_config_dir, Config, FailedEntry, Scope, ServerConfig, StdioConfig, TransportConfig,
+    default_config_dir, Config, ConfigFiles, ConfigLoader, Exposure, FailedEntry, ImportReport,
+    RemoteConfig, RemoteKind, Scope, ServerConfig, StdioConfig, TransportConfig, UntrustedServer,
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT,
 };
 pub use environment::{host_environment, is_base_variable, stdio_command};

@@ -27,6 +27,7 @@ pub(crate) trait Inbox: Send + Sync {
 pub(crate) trait Endpoint: Send + Sync {
     /// Ends the transport and joins its threads; idempotent.
     fn close(&self) -> io::Result<()>;
-    /// The last bytes the server wrote to stderr, if it has one.
-    fn stderr_tail(&self) -> Option<String>;
+    /// The last bytes the server wrote to stderr, if it has one; waits up
+    /// to `wait_for_end` for the stream to end first.
+    fn stderr_tail(&self, wait_for_end: std::time::Duration) -> Option<String>;
 }

@@ -72,7 +72,7 @@ impl std::fmt::Debug for StdioCommand {
 pub(crate) struct StdioEndpoint {
     process: Arc<ServerProcess>,
     threads: Mutex<Vec<NamedThread>>,
-    stderr_tail: Arc<Mutex<Tail>>,
+    stderr_tail: Arc<StderrTail>,
 }
 
 /// The child, ended exactly once by whoever comes first: the reader when the
@@ -119,7 +119,7 @@ pub(crate) fn spawn(
     let stdin = child.stdin.take().expect("stdin is piped");
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
-    let stderr_tail = Arc::new(Mutex::new(Tail::default()));
+    let stderr_tail = Arc::new(StderrTail::default());
     if let Err(err) = outbox.attach(stdin, Arc::clone(&inbox)) {
         outbox.close();
         let _ = end_process_group(server, pid, &mut child);
@@ -214,8 +214,8 @@ impl Endpoint for StdioEndpoint {
         result
     }
 
-    fn stderr_tail(&self) -> Option<String> {
-        Some(self.stderr_tail.lock().unwrap().text()) // Poisoned only if a holder panicked.
+    fn stderr_tail(&self, wait_for_end: Duration) -> Option<String> {
+        Some(self.stderr_tail.text(wait_for_end))
     }
 }
 
@@ -332,7 +332,7 @@ fn read_loop(server: &str, stdout: ChildStdout, inbox: &dyn Inbox, skipped_frame
     inbox.closed(reason);
 }
 
-fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &Mutex<Tail>) {
+fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &StderrTail) {
     let mut chunk = vec![0u8; 16 * 1024];
     let mut partial_line = Vec::new();
     loop {
@@ -342,7 +342,7 @@ fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &Mutex<Tail>) {
             Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
-        tail.lock().unwrap().push(&chunk[..n]); // Poisoned only if a holder panicked.
+        tail.bytes.lock().unwrap().push(&chunk[..n]); // Poisoned only if a holder panicked.
         if log::log_enabled!(log::Level::Debug) {
             partial_line.extend_from_slice(&chunk[..n]);
             while let Some(end) = partial_line.iter().position(|&byte| byte == b'\n') {
@@ -354,12 +354,39 @@ fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &Mutex<Tail>) {
             }
         }
     }
+    tail.bytes.lock().unwrap().ended = true; // Poisoned only if a holder panicked.
+    tail.changed.notify_all();
+}
+
+/// The end of a server's stderr, and whether the stream has ended.
+#[derive(Default)]
+struct StderrTail {
+    bytes: Mutex<Tail>,
+    changed: Condvar,
+}
+
+impl StderrTail {
+    /// The tail; first waits up to `wait_for_end` for the stream to end, so
+    /// that a server's last words before it exited are in it.
+    fn text(&self, wait_for_end: Duration) -> String {
+        let deadline = Instant::now() + wait_for_end;
+        let mut tail = self.bytes.lock().unwrap(); // Poisoned only if a holder panicked.
+        while !tail.ended {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            tail = self.changed.wait_timeout(tail, deadline - now).unwrap().0;
+        }
+        tail.text()
+    }
 }
 
 /// The last bytes of a stream, bounded.
 #[derive(Default)]
 struct Tail {
     bytes: VecDeque<u8>,
+    ended: bool,
 }
 
 impl Tail {

@@ -1,6 +1,7 @@
 //! tether's integration tests: real child processes, real pipes, real files.
 
 mod cli; // the `tether` binary: commands, output, exit codes, signals
+mod config; // scopes, trust, expansion, secrets, and the commands that edit files
 mod hub; // Hub: parallel start, failures recorded, registry, many callers
 mod interop; // third-party servers from npm and PyPI over stdio
 mod interop_setup; // installs those servers into target/ at pinned versions

@@ -224,12 +224,36 @@ pub fn run_tether_with_stdin(
     stdin: Option<&str>,
     within: Duration,
 ) -> (Output, Duration) {
-    let started = Instant::now();
-    let mut child = Command::new(tether_bin())
+    let mut command = Command::new(tether_bin());
+    command.arg("--config-dir").arg(config_dir).args(args).env_remove("RUST_LOG");
+    run_command(command, stdin, within)
+}
+
+/// A `tether` command with this config folder and project folder.
+pub fn tether_in(config_dir: &Path, project: &Path) -> Command {
+    let mut command = Command::new(tether_bin());
+    command
         .arg("--config-dir")
         .arg(config_dir)
-        .args(args)
-        .env_remove("RUST_LOG")
+        .arg("--project")
+        .arg(project)
+        .env_remove("RUST_LOG");
+    for variable in ["TETHER_MCP", "TETHER_MCP_ENV", "TETHER_TRUST_PROJECT", "TETHER_CONFIG_DIR"] {
+        command.env_remove(variable);
+    }
+    command
+}
+
+/// Runs a command with a deadline, feeding it `stdin`; kills it (and fails) past the deadline.
+pub fn run_command(
+    mut command: Command,
+    stdin: Option<&str>,
+    within: Duration,
+) -> (Output, Duration) {
+    let started = Instant::now();
+    let args: Vec<String> =
+        command.get_args().map(|arg| arg.to_string_lossy().into_owned()).collect();
+    let mut child = command
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

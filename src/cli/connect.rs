@@ -1,251 +1,48 @@
-//! The `tether` command line: arguments → configuration → hub → output → exit code.
+//! The commands that talk to servers: `list`, `tools`, `call`.
 //!
-//! A hand-written lexopt loop fills a plain [`Args`]; each command is a
-//! function returning an exit code. stdout carries only results; errors go to
-//! stderr as `error: …` naming the server, then a hint. A `tether-signals`
-//! thread turns SIGINT, SIGTERM and SIGHUP into a hub shutdown (every server
-//! process group ended) before the process exits.
+//! Each starts a hub in the background under a `SignalWatch`, so that SIGINT,
+//! SIGTERM and SIGHUP at any moment (during start, a call, or the shutdown
+//! itself) end every server's process group before tether exits.
 
-use std::io::{self, IsTerminal, Read, Write};
-use std::path::PathBuf;
-use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::{self, IsTerminal, Read};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lexopt::prelude::*;
 use serde_json::{json, Value};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use tether::{CallOptions, Config, Error, Hub, HubOptions, ServerState, ServerStatus};
+use tether::{CallOptions, Config, Error, Hub, HubOptions, Scope, ServerState, ServerStatus};
 
-const HELP: &str = "\
-tether: a Model Context Protocol client
+use super::{
+    emit, report, Command, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE, INTERRUPTED,
+};
 
-Usage: tether [GLOBAL OPTIONS] COMMAND [ARGS]
-
-Commands:
-  list [--json]                         connect every enabled server and show its state
-  tools [--server NAME] [--json]        the tools as the model sees them
-  call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]
-                                        call one tool (ARGS_JSON defaults to {}; - reads stdin)
-
-Global options (before the command):
-  --config-dir DIR   user configuration folder (default: $TETHER_CONFIG_DIR,
-                     else $XDG_CONFIG_HOME/tether, else ~/.config/tether)
-  --project DIR      the project folder (default: the current directory)
-  -v, --verbose      more log output on stderr (repeat for more); RUST_LOG overrides
-  -q, --quiet        only errors on stderr
-  -h, --help         this text
-  -V, --version      the version
-
-Exit codes: 0 success; 1 the tool reported an error, or `list` found a server
-not connected; 2 bad usage, bad JSON, unknown server or tool, invalid config;
-3 the server could not be reached or broke the protocol.
-";
-
-/// Success.
-const EXIT_OK: u8 = 0;
-/// The tool reported an error, or a server is not connected.
-const EXIT_TOOL_ERROR: u8 = 1;
-/// Bad usage, bad JSON, unknown server or tool, invalid config.
-const EXIT_USAGE: u8 = 2;
-/// The server could not be reached or broke the protocol.
-const EXIT_SERVER: u8 = 3;
-
-/// Set once a signal arrived: errors from the shutdown it causes are not news.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-/// Set once stdout is a closed pipe (`tether tools | head -1`): output stops,
-/// but the command still ends its servers before exiting.
-static OUTPUT_CLOSED: AtomicBool = AtomicBool::new(false);
-
-#[derive(Debug, Default)]
-struct Args {
-    config_dir: Option<PathBuf>,
-    project: Option<PathBuf>,
-    verbosity: i32,
-    command: Option<Command>,
-    help: bool,
-    version: bool,
-}
-
-#[derive(Debug)]
-enum Command {
-    List {
-        json: bool,
-    },
-    Tools {
-        server: Option<String>,
-        json: bool,
-    },
-    Call {
-        server: String,
-        tool: String,
-        arguments: Option<String>,
-        timeout: Option<Duration>,
-        json: bool,
-    },
-}
-
-/// Runs the command line and returns the process exit code.
-pub fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(err) => {
-            eprintln!("error: {err}\nRun `tether --help` for usage.");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
-    init_logging(args.verbosity);
-    if args.help {
-        print!("{HELP}");
-        return ExitCode::from(EXIT_OK);
-    }
-    if args.version {
-        println!("tether {}", env!("CARGO_PKG_VERSION"));
-        return ExitCode::from(EXIT_OK);
-    }
-    let Some(command) = args.command.as_ref() else {
-        eprint!("{HELP}");
-        return ExitCode::from(EXIT_USAGE);
-    };
-    if std::env::var("TETHER_MCP").as_deref() == Ok("0") {
-        // Off means off: no file is read and no server started.
-        return ExitCode::from(match command {
-            Command::Call { .. } => {
-                eprintln!("error: MCP is turned off (TETHER_MCP=0)");
-                EXIT_USAGE
-            }
-            _ => {
-                eprintln!("MCP is turned off (TETHER_MCP=0): no servers.");
-                EXIT_OK
-            }
-        });
-    }
-    let Some(config_dir) = args.config_dir.clone().or_else(tether::default_config_dir) else {
-        eprintln!(
-            "error: no configuration folder: set HOME, TETHER_CONFIG_DIR or pass --config-dir"
-        );
-        return ExitCode::from(EXIT_USAGE);
-    };
-    let _ = &args.project; // The project scope arrives with the configuration work.
-    let config = Config::load(&config_dir);
-    for warning in &config.warnings {
-        log::warn!("{warning}");
-    }
+/// Runs a server command.
+pub(super) fn run(command: Command, config: Config) -> u8 {
     let signals = match SignalWatch::start() {
         Ok(signals) => signals,
         Err(err) => {
             eprintln!("error: cannot watch signals: {err}");
-            return ExitCode::from(EXIT_SERVER);
+            return EXIT_SERVER;
         }
     };
     let code = match command {
-        Command::List { json } => list(config, *json, &signals),
-        Command::Tools { server, json } => tools(config, server.as_deref(), *json, &signals),
+        Command::List { names, scope, json } => list(config, &names, scope, json, &signals),
+        Command::Tools { server, json } => tools(config, server.as_deref(), json, &signals),
         Command::Call { server, tool, arguments, timeout, json } => {
-            call(config, server, tool, arguments.as_deref(), *timeout, *json, &signals)
+            call(config, &server, &tool, arguments.as_deref(), timeout, json, &signals)
         }
+        _ => unreachable!("only server commands are routed here"),
     };
     signals.stop();
-    ExitCode::from(code)
-}
-
-fn parse_args() -> Result<Args, lexopt::Error> {
-    let mut args = Args::default();
-    let mut parser = lexopt::Parser::from_env();
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("config-dir") => args.config_dir = Some(parser.value()?.into()),
-            Long("project") => args.project = Some(parser.value()?.into()),
-            Short('v') | Long("verbose") => args.verbosity += 1,
-            Short('q') | Long("quiet") => args.verbosity = -1,
-            Short('h') | Long("help") => args.help = true,
-            Short('V') | Long("version") => args.version = true,
-            Value(word) => {
-                let word = word.string()?;
-                args.command = Some(match word.as_str() {
-                    "list" => parse_list(&mut parser)?,
-                    "tools" => parse_tools(&mut parser)?,
-                    "call" => parse_call(&mut parser)?,
-                    "help" => {
-                        args.help = true;
-                        return Ok(args);
-                    }
-                    other => return Err(format!("unknown command {other:?}").into()),
-                });
-                return Ok(args);
-            }
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    Ok(args)
-}
-
-fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
-    let mut json = false;
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("json") => json = true,
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    Ok(Command::List { json })
-}
-
-fn parse_tools(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
-    let (mut server, mut json) = (None, false);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("server") => server = Some(parser.value()?.string()?),
-            Long("json") => json = true,
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    Ok(Command::Tools { server, json })
-}
-
-fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
-    let mut positional = Vec::new();
-    let (mut timeout, mut json) = (None, false);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("timeout") => {
-                let seconds: f64 = parser.value()?.parse()?;
-                if !(seconds > 0.0 && seconds < 1e7) {
-                    return Err("--timeout takes a positive number of seconds".into());
-                }
-                timeout = Some(Duration::from_secs_f64(seconds));
-            }
-            Long("json") => json = true,
-            Value(word) if positional.len() < 3 => positional.push(word.string()?),
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    let mut positional = positional.into_iter();
-    let (Some(server), Some(tool)) = (positional.next(), positional.next()) else {
-        return Err("usage: tether call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]".into());
-    };
-    Ok(Command::Call { server, tool, arguments: positional.next(), timeout, json })
-}
-
-fn init_logging(verbosity: i32) {
-    let level = match verbosity {
-        i32::MIN..=-1 => "error",
-        0 => "warn",
-        1 => "info",
-        2 => "debug",
-        _ => "trace",
-    };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
-        .format_target(false)
-        .init();
+    code
 }
 
 /// Watches SIGINT, SIGTERM and SIGHUP on a named thread; on the first one it
 /// shuts the current hub down (ending every server's process group) and exits.
-struct SignalWatch {
+pub(super) struct SignalWatch {
     hub: Arc<Mutex<Option<Hub>>>,
     handle: signal_hook::iterator::Handle,
     thread: std::thread::JoinHandle<()>,
@@ -298,42 +95,28 @@ impl SignalWatch {
     }
 }
 
-/// Writes to stdout; a closed pipe (`tether list | head`) is not an error.
-fn emit(text: &str) {
-    if OUTPUT_CLOSED.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut stdout = io::stdout().lock();
-    if let Err(err) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
-        if err.kind() == io::ErrorKind::BrokenPipe {
-            OUTPUT_CLOSED.store(true, Ordering::Relaxed);
-        } else {
-            eprintln!("error: cannot write the output: {err}");
+fn list(
+    mut config: Config,
+    names: &[String],
+    scope: Option<Scope>,
+    json: bool,
+    signals: &SignalWatch,
+) -> u8 {
+    let wanted = |name: &str, server_scope: Scope| {
+        (names.is_empty() || names.iter().any(|wanted| names_equal(wanted, name)))
+            && scope.is_none_or(|scope| scope == server_scope)
+    };
+    for name in names {
+        let known = config.server(name).is_some()
+            || config.failed.iter().any(|entry| names_equal(&entry.name, name))
+            || config.untrusted.iter().any(|entry| names_equal(&entry.name, name));
+        if !known {
+            return report(&Error::UnknownServer(name.clone()));
         }
     }
-}
-
-fn report(err: &Error) -> u8 {
-    if INTERRUPTED.load(Ordering::SeqCst) {
-        return EXIT_SERVER;
-    }
-    eprintln!("error: {err}");
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        eprintln!("  caused by: {cause}");
-        source = cause.source();
-    }
-    match err.root() {
-        // The server answered, correctly: the request was wrong.
-        Error::Rpc(rpc) if rpc.code == -32601 || rpc.code == -32602 => EXIT_USAGE,
-        // The server answered with an error of its own.
-        Error::Rpc(_) => EXIT_TOOL_ERROR,
-        _ if err.is_server_failure() => EXIT_SERVER,
-        _ => EXIT_USAGE,
-    }
-}
-
-fn list(config: Config, json: bool, signals: &SignalWatch) -> u8 {
+    config.servers.retain(|server| wanted(&server.name, server.scope));
+    config.failed.retain(|entry| wanted(&entry.name, entry.scope));
+    config.untrusted.retain(|entry| wanted(&entry.name, Scope::Project));
     let hub = signals.start_hub(config);
     let statuses = hub.status();
     if json {
@@ -343,9 +126,12 @@ fn list(config: Config, json: bool, signals: &SignalWatch) -> u8 {
     } else {
         emit(&render_list(&statuses));
     }
-    let all_connected = statuses
-        .iter()
-        .all(|status| matches!(status.state, ServerState::Ready | ServerState::Disabled));
+    // An untrusted project's servers count only when asked for by name.
+    let all_connected = statuses.iter().all(|status| match status.state {
+        ServerState::Ready | ServerState::Disabled => true,
+        ServerState::Untrusted => names.is_empty(),
+        _ => false,
+    });
     if all_connected {
         EXIT_OK
     } else {
@@ -500,6 +286,20 @@ fn call(
     let Some(server_config) = config.server(server).cloned() else {
         if let Some(failed) = config.failed.iter().find(|entry| names_equal(&entry.name, server)) {
             eprintln!("error: server {server:?} has an invalid entry: {}", failed.error);
+            return EXIT_USAGE;
+        }
+        if let Some(untrusted) =
+            config.untrusted.iter().find(|entry| names_equal(&entry.name, server))
+        {
+            let project = untrusted
+                .source
+                .parent()
+                .map_or_else(|| ".".into(), |dir| dir.display().to_string());
+            eprintln!(
+                "error: server {server:?} is in a project that is not trusted; it would run: {}",
+                untrusted.command_line
+            );
+            eprintln!("  hint: if you trust it, run: tether trust {project}");
             return EXIT_USAGE;
         }
         return report(&Error::UnknownServer(server.to_owned()));

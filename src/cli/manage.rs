@@ -1,0 +1,405 @@
+//! The commands that change the configuration files: `add`, `remove`,
+//! `enable`, `disable`, `trust`, `untrust`, `import`.
+//!
+//! Each says what it did and the next useful command. The writing itself
+//! (locked, atomic, keeping everything else in the file) is the library's
+//! `ConfigFiles`; this module only turns arguments and answers into entries.
+
+use std::io::{self, BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use lexopt::prelude::*;
+use serde_json::{json, Map, Value};
+
+use tether::{ConfigFiles, Error, Scope};
+
+use super::{report, EXIT_OK, EXIT_USAGE};
+
+/// What `tether add` was told.
+#[derive(Debug, Default)]
+pub(super) struct AddArgs {
+    name: Option<String>,
+    scope: Option<Scope>,
+    env: Vec<(String, String)>,
+    headers: Vec<(String, String)>,
+    bearer_token_env: Option<String>,
+    description: Option<String>,
+    url: Option<String>,
+    transport: Option<String>,
+    command: Vec<String>,
+}
+
+pub(super) fn parse_add(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Error> {
+    let mut add = AddArgs::default();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('l') | Long("local") | Long("project") => add.scope = Some(Scope::Project),
+            Long("user") => add.scope = Some(Scope::User),
+            Short('e') | Long("env") => {
+                add.env.push(key_value(&parser.value()?.string()?, "--env")?)
+            }
+            Short('H') | Long("header") => {
+                add.headers.push(key_value(&parser.value()?.string()?, "--header")?)
+            }
+            Long("bearer-token-env-var") => add.bearer_token_env = Some(parser.value()?.string()?),
+            Long("description") => add.description = Some(parser.value()?.string()?),
+            Long("url") => add.url = Some(parser.value()?.string()?),
+            Short('t') | Long("transport") => add.transport = Some(parser.value()?.string()?),
+            Value(word) if add.name.is_none() => add.name = Some(word.string()?),
+            Value(word) => {
+                // The command: this word and everything after it, verbatim
+                // (the server's own flags are not ours).
+                add.command.push(word.string()?);
+                for rest in parser.raw_args()? {
+                    add.command.push(rest.string()?);
+                }
+            }
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(add)
+}
+
+/// `K=V` (or `K: V` for headers).
+fn key_value(text: &str, option: &str) -> Result<(String, String), lexopt::Error> {
+    let split = text.split_once('=').or_else(|| text.split_once(':'));
+    match split {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_owned(), value.trim_start().to_owned()))
+        }
+        _ => Err(format!("{option} takes KEY=VALUE, not {text:?}").into()),
+    }
+}
+
+pub(super) fn add(files: &ConfigFiles, mut add: AddArgs) -> u8 {
+    if add.name.is_none() {
+        if !io::stdin().is_terminal() {
+            eprintln!(
+                "error: usage: tether add NAME [options] -- COMMAND [ARGS...]  (or --url URL)"
+            );
+            return EXIT_USAGE;
+        }
+        match ask_add(&mut add) {
+            Ok(()) => {}
+            Err(err) => {
+                eprintln!("error: {err}");
+                return EXIT_USAGE;
+            }
+        }
+    }
+    let name = add.name.clone().unwrap_or_default();
+    let entry = match entry_of(&add) {
+        Ok(entry) => entry,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return EXIT_USAGE;
+        }
+    };
+    let scope = add.scope.unwrap_or(Scope::User);
+    let kind = if add.url.is_some() { "remote" } else { "stdio" };
+    match files.add_server(scope, &name, entry) {
+        Ok(path) => {
+            println!("Added {kind} server {name:?} to {}.", path.display());
+            if scope == Scope::Project && !files.is_trusted(&files.project_dir) {
+                println!(
+                    "This project is not trusted yet; its servers start once you run: tether trust"
+                );
+            }
+            println!("Check it with: tether list {name}");
+            EXIT_OK
+        }
+        Err(err) => report(&err),
+    }
+}
+
+/// Builds the JSON entry `add` writes.
+fn entry_of(add: &AddArgs) -> Result<Value, String> {
+    let mut entry = Map::new();
+    let transport = add.transport.as_deref();
+    match (&add.url, add.command.is_empty()) {
+        (Some(_), false) => return Err("give either --url or a command, not both".into()),
+        (None, true) => return Err("give the server's command after `--`, or --url URL".into()),
+        (Some(url), true) => {
+            if !add.env.is_empty() {
+                return Err("--env is for stdio servers; a remote server takes --header".into());
+            }
+            match transport {
+                None => {}
+                Some("http" | "streamable-http") => {
+                    entry.insert("type".into(), json!("http"));
+                }
+                Some("sse") => {
+                    entry.insert("type".into(), json!("sse"));
+                }
+                Some(other) => {
+                    return Err(format!(
+                        "--transport {other:?} does not go with --url; use http or sse"
+                    ))
+                }
+            }
+            entry.insert("url".into(), json!(url));
+            if !add.headers.is_empty() {
+                let headers: Map<String, Value> =
+                    add.headers.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+                entry.insert("headers".into(), Value::Object(headers));
+            }
+            if let Some(variable) = &add.bearer_token_env {
+                entry.insert("bearerTokenEnv".into(), json!(variable));
+            }
+        }
+        (None, false) => {
+            if let Some(other) = transport.filter(|kind| !matches!(*kind, "stdio" | "local")) {
+                return Err(format!(
+                    "--transport {other:?} needs --url; a command is a stdio server"
+                ));
+            }
+            if !add.headers.is_empty() || add.bearer_token_env.is_some() {
+                return Err(
+                    "--header and --bearer-token-env-var are for remote servers (--url)".into()
+                );
+            }
+            entry.insert("command".into(), json!(add.command[0]));
+            if add.command.len() > 1 {
+                entry.insert("args".into(), json!(add.command[1..]));
+            }
+            if !add.env.is_empty() {
+                let env: Map<String, Value> =
+                    add.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+                entry.insert("env".into(), Value::Object(env));
+            }
+        }
+    }
+    if let Some(description) = &add.description {
+        entry.insert("description".into(), json!(description));
+    }
+    Ok(Value::Object(entry))
+}
+
+/// Asks for each setting on the terminal.
+fn ask_add(add: &mut AddArgs) -> Result<(), String> {
+    let stdin = io::stdin();
+    let mut lines = stdin.lock().lines();
+    let mut ask = |question: &str| -> Result<String, String> {
+        eprint!("{question}");
+        let _ = io::stderr().flush();
+        match lines.next() {
+            Some(Ok(line)) => Ok(line.trim().to_owned()),
+            _ => Err("no answer (end of input)".into()),
+        }
+    };
+    let name = ask("Server name (letters, digits, _ and -): ")?;
+    if name.is_empty() {
+        return Err("a server needs a name".into());
+    }
+    add.name = Some(name);
+    let transport = ask("Transport: stdio (a local command), http or sse [stdio]: ")?;
+    match transport.as_str() {
+        "" | "stdio" | "local" => {
+            let command = ask("Command and arguments: ")?;
+            add.command = split_words(&command)?;
+            loop {
+                let variable = ask("Environment variable KEY=VALUE (empty to finish): ")?;
+                if variable.is_empty() {
+                    break;
+                }
+                add.env.push(key_value(&variable, "the variable").map_err(|err| err.to_string())?);
+            }
+        }
+        "http" | "sse" => {
+            add.transport = Some(transport.clone());
+            add.url = Some(ask("URL: ")?);
+            eprintln!("Headers, e.g. Authorization, X-API-Key, Cookie, User-Agent. Tip: a value like ${{MY_TOKEN}} keeps the secret out of the file.");
+            loop {
+                let header = ask("Header NAME: VALUE (empty to finish): ")?;
+                if header.is_empty() {
+                    break;
+                }
+                add.headers.push(key_value(&header, "the header").map_err(|err| err.to_string())?);
+            }
+        }
+        other => return Err(format!("{other:?} is not a transport; use stdio, http or sse")),
+    }
+    let description = ask("One sentence: what is it for? (optional): ")?;
+    if !description.is_empty() {
+        add.description = Some(description);
+    }
+    Ok(())
+}
+
+/// Splits a command line into words, with '…' and "…" quoting (no other shell syntax).
+fn split_words(line: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if quote.is_some() {
+        return Err("an open quote in the command".into());
+    }
+    if in_word {
+        words.push(word);
+    }
+    if words.is_empty() {
+        return Err("a stdio server needs a command".into());
+    }
+    Ok(words)
+}
+
+pub(super) fn remove(files: &ConfigFiles, name: &str, scope: Option<Scope>) -> u8 {
+    let defined = files.defined_in(name);
+    let scope = match scope {
+        Some(scope) => scope,
+        None => match defined.as_slice() {
+            [] => return report(&Error::UnknownServer(name.to_owned())),
+            [only] => *only,
+            _ => {
+                let question = format!(
+                    "Server {name:?} is in both {} and {}. Remove it from (u)ser, (p)roject, or (n)either? ",
+                    files.user_file().display(),
+                    files.project_file().display()
+                );
+                match ask_choice(&question) {
+                    Some('u') => Scope::User,
+                    Some('p') => Scope::Project,
+                    Some(_) => {
+                        eprintln!("Nothing removed.");
+                        return EXIT_OK;
+                    }
+                    None => {
+                        eprintln!("error: server {name:?} is in both the user and the project file; pass --user or -l to say which");
+                        return EXIT_USAGE;
+                    }
+                }
+            }
+        },
+    };
+    match files.remove_server(scope, name) {
+        Ok(path) => {
+            println!("Removed server {name:?} from {}.", path.display());
+            println!("Check with: tether list");
+            EXIT_OK
+        }
+        Err(err) => report(&err),
+    }
+}
+
+/// Asks a one-letter question on a terminal; `None` when there is no terminal.
+fn ask_choice(question: &str) -> Option<char> {
+    if !io::stdin().is_terminal() {
+        return None;
+    }
+    eprint!("{question}");
+    let _ = io::stderr().flush();
+    let mut answer = String::new();
+    io::stdin().lock().read_line(&mut answer).ok()?;
+    Some(answer.trim().chars().next().unwrap_or('n').to_ascii_lowercase())
+}
+
+pub(super) fn enable(files: &ConfigFiles, name: &str, enabled: bool) -> u8 {
+    match files.set_field(name, "enabled", Some(Value::Bool(enabled))) {
+        Ok((_, path)) => {
+            let done = if enabled { "Enabled" } else { "Disabled" };
+            println!("{done} server {name:?} in {}.", path.display());
+            println!("Check it with: tether list {name}");
+            EXIT_OK
+        }
+        Err(err) => report(&err),
+    }
+}
+
+pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool) -> u8 {
+    let dir = dir.unwrap_or_else(|| files.project_dir.clone());
+    if trusted {
+        match ConfigFiles::project_commands(&dir) {
+            Ok(commands) if commands.is_empty() => {
+                println!("{} has no servers in .mcp.json (yet).", dir.display());
+            }
+            Ok(commands) => {
+                println!("Trusting {} lets its .mcp.json start these servers:", dir.display());
+                let width = commands.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+                for (name, command_line) in &commands {
+                    println!("  {name:width$}  {command_line}");
+                }
+            }
+            Err(err) => return report(&err),
+        }
+    }
+    match files.set_trusted(&dir, trusted) {
+        Ok((changed, canonical)) => {
+            let shown = canonical.display();
+            match (trusted, changed) {
+                (true, true) => println!("Trusted {shown}."),
+                (true, false) => println!("{shown} was already trusted."),
+                (false, true) => {
+                    println!("No longer trusting {shown}; its servers will not start.")
+                }
+                (false, false) => println!("{shown} was not trusted."),
+            }
+            println!("Check with: tether --project {shown} list");
+            EXIT_OK
+        }
+        Err(err) => report(&err),
+    }
+}
+
+pub(super) fn import(files: &ConfigFiles, source: &Path) -> u8 {
+    match files.import(source) {
+        Ok(report) => {
+            let target = files.user_file();
+            if report.imported.is_empty() {
+                println!("Imported nothing into {}.", target.display());
+            } else {
+                let noun = if report.imported.len() == 1 { "server" } else { "servers" };
+                println!(
+                    "Imported {} {noun} into {}: {}.",
+                    report.imported.len(),
+                    target.display(),
+                    report.imported.join(", ")
+                );
+            }
+            for (name, why) in &report.skipped {
+                println!("Skipped {name}: {why}.");
+            }
+            for note in &report.notes {
+                println!("Note: {note}.");
+            }
+            println!("Check them with: tether list");
+            EXIT_OK
+        }
+        Err(err) => report(&err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_split_with_quotes() {
+        assert_eq!(
+            split_words(r#"npx -y "@scope/pkg" 'a b' """#).unwrap(),
+            ["npx", "-y", "@scope/pkg", "a b", ""]
+        );
+        assert!(split_words("a 'b").is_err());
+        assert!(split_words("   ").is_err());
+    }
+}

@@ -1,0 +1,364 @@
+//! The `tether` command line: arguments → configuration → hub → output → exit code.
+//!
+//! A hand-written lexopt loop fills a plain [`Args`]; each command is a
+//! function returning an exit code. Commands that talk to servers live in
+//! `connect`, commands that change the configuration files in `manage`.
+//! stdout carries only results; errors go to stderr as `error: …` naming the
+//! server, then a hint.
+
+mod connect;
+mod manage;
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use lexopt::prelude::*;
+
+use tether::{ConfigFiles, ConfigLoader, Error};
+
+const HELP: &str = "\
+tether: a Model Context Protocol client
+
+Usage: tether [GLOBAL OPTIONS] COMMAND [ARGS]
+
+Servers:
+  list [NAME...] [--scope user|project] [--json]
+                                  connect the enabled servers and show each one's state
+  tools [--server NAME] [--json]  the tools as the model sees them
+  call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]
+                                  call one tool (ARGS_JSON defaults to {}; - reads stdin)
+
+Configuration:
+  add NAME [-l] [--env K=V]... [--description TEXT] -- COMMAND [ARGS...]
+  add NAME [-l] --url URL [--transport http|sse] [--header K=V]...
+           [--bearer-token-env-var VAR] [--description TEXT]
+  add                             (on a terminal) asks for each setting
+  remove NAME [-l | --user]       remove a server (-l: from the project file)
+  enable NAME, disable NAME       turn a server on or off where it is defined
+  trust [DIR], untrust [DIR]      let a project's .mcp.json start servers (or not)
+  import FILE                     copy servers from Claude, Cursor or VS Code config
+
+Global options (before the command):
+  --config-dir DIR   user configuration folder (default: $TETHER_CONFIG_DIR,
+                     else $XDG_CONFIG_HOME/tether, else ~/.config/tether)
+  --project DIR      the project folder, with .mcp.json (default: the current directory)
+  -v, --verbose      more log output on stderr (repeat for more); RUST_LOG overrides
+  -q, --quiet        only errors on stderr
+  -h, --help         this text
+  -V, --version      the version
+
+Exit codes: 0 success; 1 the tool reported an error, or `list` found a server
+not connected; 2 bad usage, bad JSON, unknown server or tool, invalid config;
+3 the server could not be reached or broke the protocol.
+";
+
+/// Success.
+const EXIT_OK: u8 = 0;
+/// The tool reported an error, or a server is not connected.
+const EXIT_TOOL_ERROR: u8 = 1;
+/// Bad usage, bad JSON, unknown server or tool, invalid config.
+const EXIT_USAGE: u8 = 2;
+/// The server could not be reached or broke the protocol.
+const EXIT_SERVER: u8 = 3;
+
+/// Set once a signal arrived: errors from the shutdown it causes are not news.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// Set once stdout is a closed pipe (`tether tools | head -1`): output stops,
+/// but the command still ends its servers before exiting.
+static OUTPUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+#[derive(Debug, Default)]
+struct Args {
+    config_dir: Option<PathBuf>,
+    project: Option<PathBuf>,
+    verbosity: i32,
+    command: Option<Command>,
+    help: bool,
+    version: bool,
+}
+
+#[derive(Debug)]
+enum Command {
+    List {
+        names: Vec<String>,
+        scope: Option<tether::Scope>,
+        json: bool,
+    },
+    Tools {
+        server: Option<String>,
+        json: bool,
+    },
+    Call {
+        server: String,
+        tool: String,
+        arguments: Option<String>,
+        timeout: Option<Duration>,
+        json: bool,
+    },
+    Add(manage::AddArgs),
+    Remove {
+        name: String,
+        scope: Option<tether::Scope>,
+    },
+    Enable {
+        name: String,
+        enabled: bool,
+    },
+    Trust {
+        dir: Option<PathBuf>,
+        trusted: bool,
+    },
+    Import {
+        file: PathBuf,
+    },
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(err) => {
+            eprintln!("error: {err}\nRun `tether --help` for usage.");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    init_logging(args.verbosity);
+    if args.help {
+        print!("{HELP}");
+        return ExitCode::from(EXIT_OK);
+    }
+    if args.version {
+        println!("tether {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::from(EXIT_OK);
+    }
+    let Some(command) = args.command else {
+        eprint!("{HELP}");
+        return ExitCode::from(EXIT_USAGE);
+    };
+    let Some(config_dir) = args.config_dir.or_else(tether::default_config_dir) else {
+        eprintln!(
+            "error: no configuration folder: set HOME, TETHER_CONFIG_DIR or pass --config-dir"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    };
+    let project = match args.project.map_or_else(std::env::current_dir, Ok) {
+        Ok(project) => project,
+        Err(err) => {
+            eprintln!("error: cannot tell the current directory: {err}; pass --project");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let files = ConfigFiles::new(config_dir, project);
+    let code = match command {
+        Command::List { .. } | Command::Tools { .. } | Command::Call { .. } => {
+            if std::env::var("TETHER_MCP").as_deref() == Ok("0") {
+                // Off means off: no file is read and no server started.
+                if let Command::Call { .. } = command {
+                    eprintln!("error: MCP is turned off (TETHER_MCP=0)");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+                eprintln!("MCP is turned off (TETHER_MCP=0): no servers.");
+                return ExitCode::from(EXIT_OK);
+            }
+            let config = ConfigLoader::new()
+                .config_dir(&files.config_dir)
+                .project_dir(&files.project_dir)
+                .load();
+            for warning in &config.warnings {
+                log::warn!("{warning}");
+            }
+            connect::run(command, config)
+        }
+        Command::Add(add) => manage::add(&files, add),
+        Command::Remove { name, scope } => manage::remove(&files, &name, scope),
+        Command::Enable { name, enabled } => manage::enable(&files, &name, enabled),
+        Command::Trust { dir, trusted } => manage::trust(&files, dir, trusted),
+        Command::Import { file } => manage::import(&files, &file),
+    };
+    ExitCode::from(code)
+}
+
+fn parse_args() -> Result<Args, lexopt::Error> {
+    let mut args = Args::default();
+    let mut parser = lexopt::Parser::from_env();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("config-dir") => args.config_dir = Some(parser.value()?.into()),
+            Long("project") => args.project = Some(parser.value()?.into()),
+            Short('v') | Long("verbose") => args.verbosity += 1,
+            Short('q') | Long("quiet") => args.verbosity = -1,
+            Short('h') | Long("help") => args.help = true,
+            Short('V') | Long("version") => args.version = true,
+            Value(word) => {
+                let word = word.string()?;
+                args.command = Some(match word.as_str() {
+                    "list" => parse_list(&mut parser)?,
+                    "tools" => parse_tools(&mut parser)?,
+                    "call" => parse_call(&mut parser)?,
+                    "add" => Command::Add(manage::parse_add(&mut parser)?),
+                    "remove" => parse_remove(&mut parser)?,
+                    "enable" | "disable" => {
+                        let name = single_name(&mut parser, &word)?;
+                        Command::Enable { name, enabled: word == "enable" }
+                    }
+                    "trust" | "untrust" => {
+                        let dir = optional_value(&mut parser)?.map(PathBuf::from);
+                        Command::Trust { dir, trusted: word == "trust" }
+                    }
+                    "import" => {
+                        let file =
+                            optional_value(&mut parser)?.ok_or("usage: tether import FILE")?;
+                        Command::Import { file: file.into() }
+                    }
+                    "help" => {
+                        args.help = true;
+                        return Ok(args);
+                    }
+                    other => return Err(format!("unknown command {other:?}").into()),
+                });
+                return Ok(args);
+            }
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(args)
+}
+
+fn parse_scope(value: &str) -> Result<tether::Scope, lexopt::Error> {
+    match value {
+        "user" => Ok(tether::Scope::User),
+        "project" | "local" => Ok(tether::Scope::Project),
+        other => Err(format!("--scope takes user or project, not {other:?}").into()),
+    }
+}
+
+fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut names, mut scope, mut json) = (Vec::new(), None, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("json") => json = true,
+            Long("scope") => scope = Some(parse_scope(&parser.value()?.string()?)?),
+            Value(name) => names.push(name.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(Command::List { names, scope, json })
+}
+
+fn parse_tools(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut server, mut json) = (None, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("server") => server = Some(parser.value()?.string()?),
+            Long("json") => json = true,
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(Command::Tools { server, json })
+}
+
+fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let mut positional = Vec::new();
+    let (mut timeout, mut json) = (None, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("timeout") => {
+                let seconds: f64 = parser.value()?.parse()?;
+                if !(seconds > 0.0 && seconds < 1e7) {
+                    return Err("--timeout takes a positive number of seconds".into());
+                }
+                timeout = Some(Duration::from_secs_f64(seconds));
+            }
+            Long("json") => json = true,
+            Value(word) if positional.len() < 3 => positional.push(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let mut positional = positional.into_iter();
+    let (Some(server), Some(tool)) = (positional.next(), positional.next()) else {
+        return Err("usage: tether call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]".into());
+    };
+    Ok(Command::Call { server, tool, arguments: positional.next(), timeout, json })
+}
+
+fn parse_remove(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut name, mut scope) = (None, None);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('l') | Long("local") | Long("project") => scope = Some(tether::Scope::Project),
+            Long("user") => scope = Some(tether::Scope::User),
+            Long("scope") => scope = Some(parse_scope(&parser.value()?.string()?)?),
+            Value(word) if name.is_none() => name = Some(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let name = name.ok_or("usage: tether remove NAME [-l | --user]")?;
+    Ok(Command::Remove { name, scope })
+}
+
+fn single_name(parser: &mut lexopt::Parser, command: &str) -> Result<String, lexopt::Error> {
+    optional_value(parser)?.ok_or_else(|| format!("usage: tether {command} NAME").into())
+}
+
+/// At most one positional value and no options.
+fn optional_value(parser: &mut lexopt::Parser) -> Result<Option<String>, lexopt::Error> {
+    let mut value = None;
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Value(word) if value.is_none() => value = Some(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(value)
+}
+
+fn init_logging(verbosity: i32) {
+    let level = match verbosity {
+        i32::MIN..=-1 => "error",
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
+        .format_target(false)
+        .init();
+}
+
+/// Writes to stdout; a closed pipe (`tether list | head`) is not an error.
+pub(crate) fn emit(text: &str) {
+    if OUTPUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = io::stdout().lock();
+    if let Err(err) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        if err.kind() == io::ErrorKind::BrokenPipe {
+            OUTPUT_CLOSED.store(true, Ordering::Relaxed);
+        } else {
+            eprintln!("error: cannot write the output: {err}");
+        }
+    }
+}
+
+pub(crate) fn report(err: &Error) -> u8 {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        return EXIT_SERVER;
+    }
+    eprintln!("error: {err}");
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        eprintln!("  caused by: {cause}");
+        source = cause.source();
+    }
+    match err.root() {
+        // The server answered, correctly: the request was wrong.
+        Error::Rpc(rpc) if rpc.code == -32601 || rpc.code == -32602 => EXIT_USAGE,
+        // The server answered with an error of its own.
+        Error::Rpc(_) => EXIT_TOOL_ERROR,
+        _ if err.is_server_failure() => EXIT_SERVER,
+        _ => EXIT_USAGE,
+    }
+}

@@ -1,0 +1,471 @@
+//! One `mcpServers` entry: checked field by field, expanded, and turned into
+//! a [`ServerConfig`] (or, in a project file, an override of a user entry).
+//!
+//! Every error names the file, the server and the field, so that a person can
+//! fix it without reading this code; the value of a variable never appears.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::expand::{self, Expander};
+use super::{
+    Exposure, RemoteConfig, RemoteKind, Scope, ServerConfig, StdioConfig, TransportConfig,
+    DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT,
+};
+
+/// Fields tether understands.
+pub(crate) const KNOWN_FIELDS: &[&str] = &[
+    "type",
+    "command",
+    "args",
+    "env",
+    "envFrom",
+    "inheritEnv",
+    "cwd",
+    "url",
+    "headers",
+    "bearerTokenEnv",
+    "oauth",
+    "auth",
+    "enabled",
+    "timeout",
+    "maxTotalTimeout",
+    "startTimeout",
+    "tools",
+    "exposure",
+    "toolExposure",
+    "description",
+];
+
+/// Fields other clients write that mean nothing here: accepted with a warning.
+pub(crate) const FOREIGN_FIELDS: &[&str] = &[
+    "autoApprove",
+    "alwaysAllow",
+    "disabled",
+    "transportType",
+    "transport",
+    "timeoutMs",
+    "trust",
+    "note",
+    "envFile",
+    "disabledTools",
+    "autoStart",
+];
+
+/// What an entry turned out to be.
+pub(crate) enum Parsed {
+    /// A whole server.
+    Server(Box<ServerConfig>),
+    /// A project entry without `command`, `url` or `type`: it changes only
+    /// these settings of the user entry of the same name.
+    Override(Override),
+}
+
+/// The settings a project entry may override on its own.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Override {
+    pub(crate) enabled: Option<bool>,
+    pub(crate) exposure: Option<Exposure>,
+    pub(crate) tool_exposure: Option<Vec<(String, Exposure)>>,
+}
+
+/// What parsing an entry needs to know about where it is.
+pub(crate) struct Context<'a> {
+    pub(crate) scope: Scope,
+    pub(crate) path: Option<&'a Path>,
+    /// How the file is named in messages.
+    pub(crate) shown: &'a str,
+    pub(crate) environment: &'a [(String, String)],
+    /// `TETHER_MCP_ENV`, when set.
+    pub(crate) allowed: Option<&'a BTreeSet<String>>,
+}
+
+/// Parses one entry.
+///
+/// # Errors
+/// A message naming the file, the server and the field.
+pub(crate) fn parse(
+    name: &str,
+    entry: &Value,
+    context: &Context,
+    warnings: &mut Vec<String>,
+) -> Result<Parsed, String> {
+    let shown = context.shown;
+    let here = |field: &str| format!("{shown}: server {name:?}: field {field:?}");
+    check_name(name).map_err(|why| format!("{shown}: server name {name:?} {why}"))?;
+    let Value::Object(fields) = entry else {
+        return Err(format!("{shown}: server {name:?} must be an object"));
+    };
+    for key in fields.keys() {
+        if KNOWN_FIELDS.contains(&key.as_str()) {
+            continue;
+        }
+        if FOREIGN_FIELDS.contains(&key.as_str()) {
+            warnings.push(format!(
+                "{shown}: server {name:?}: field {key:?} means nothing to tether and is ignored"
+            ));
+            continue;
+        }
+        let hint = closest(key, KNOWN_FIELDS)
+            .map(|known| format!(" (did you mean {known:?}?)"))
+            .unwrap_or_default();
+        return Err(format!("{shown}: server {name:?}: unknown field {key:?}{hint}"));
+    }
+    let field = |key: &str, why: String| format!("{} {why}", here(key));
+    let command = optional_string(fields, "command").map_err(|why| field("command", why))?;
+    let url = optional_string(fields, "url").map_err(|why| field("url", why))?;
+    let kind = optional_string(fields, "type").map_err(|why| field("type", why))?;
+    let mut enabled = optional_bool(fields, "enabled").map_err(|why| field("enabled", why))?;
+    if fields.get("disabled") == Some(&Value::Bool(true)) && enabled.is_none() {
+        enabled = Some(false);
+    }
+    let exposure = match fields.get("exposure") {
+        None => None,
+        Some(value) => Some(parse_exposure(value).map_err(|why| field("exposure", why))?),
+    };
+    let tool_exposure = match fields.get("toolExposure") {
+        None => None,
+        Some(Value::Object(patterns)) => Some(
+            patterns
+                .iter()
+                .map(|(pattern, value)| Ok((pattern.clone(), parse_exposure(value)?)))
+                .collect::<Result<Vec<_>, String>>()
+                .map_err(|why| field("toolExposure", why))?,
+        ),
+        Some(other) => {
+            return Err(field(
+                "toolExposure",
+                format!("must be an object, not {}", type_name(other)),
+            ))
+        }
+    };
+    if command.is_none() && url.is_none() && kind.is_none() && context.scope == Scope::Project {
+        return Ok(Parsed::Override(Override { enabled, exposure, tool_exposure }));
+    }
+
+    let mut expander =
+        Expander::new(context.environment, context.allowed, context.scope == Scope::Project);
+    let transport = match (command, url) {
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "{shown}: server {name:?} has both \"command\" and \"url\"; keep one"
+            ))
+        }
+        (None, None) => {
+            return Err(format!(
+                "{shown}: server {name:?} needs \"command\" (stdio) or \"url\" (remote)"
+            ))
+        }
+        (Some(command), None) => {
+            if let Some(kind) = kind.as_deref().filter(|kind| !matches!(*kind, "stdio" | "local")) {
+                return Err(field(
+                    "type",
+                    format!("is {kind:?}, which does not go with \"command\"; use \"stdio\""),
+                ));
+            }
+            for remote_only in ["headers", "bearerTokenEnv", "oauth", "auth"] {
+                if fields.contains_key(remote_only) {
+                    return Err(field(
+                        remote_only,
+                        "is for remote servers (\"url\"), not \"command\"".into(),
+                    ));
+                }
+            }
+            let command = expander.expand(&command).map_err(|why| field("command", why))?;
+            if command.trim().is_empty() {
+                return Err(field("command", "is empty".into()));
+            }
+            let args = string_list(fields, "args").map_err(|why| field("args", why))?;
+            let args = args
+                .iter()
+                .map(|arg| expander.expand(arg))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|why| field("args", why))?;
+            let mut env = BTreeMap::new();
+            for (key, value) in string_map(fields, "env").map_err(|why| field("env", why))? {
+                let expanded = expander
+                    .expand_secret(&value)
+                    .map_err(|why| field("env", format!("{key}: {why}")))?;
+                if !expand::is_indirect(&value) && looks_secret(&key) && !value.is_empty() {
+                    warnings.push(format!(
+                        "{shown}: server {name:?}: env {key} holds a literal credential; \
+                         prefer \"envFrom\" or \"${{VAR}}\" so it stays out of the file"
+                    ));
+                }
+                env.insert(key, expanded);
+            }
+            let env_from: BTreeMap<String, String> = string_map(fields, "envFrom")
+                .map_err(|why| field("envFrom", why))?
+                .into_iter()
+                .collect();
+            for host_variable in env_from.values() {
+                expander.check_variable(host_variable).map_err(|why| field("envFrom", why))?;
+            }
+            let inherit_env = optional_bool(fields, "inheritEnv")
+                .map_err(|why| field("inheritEnv", why))?
+                == Some(true);
+            if inherit_env && context.scope == Scope::Project {
+                return Err(field("inheritEnv", "would hand the whole environment to a project's server; not allowed in a project file".into()));
+            }
+            let cwd = match optional_string(fields, "cwd").map_err(|why| field("cwd", why))? {
+                Some(cwd) => Some(resolve_cwd(
+                    &expander.expand(&cwd).map_err(|why| field("cwd", why))?,
+                    context.path,
+                )),
+                None => None,
+            };
+            TransportConfig::Stdio(StdioConfig { command, args, env, env_from, inherit_env, cwd })
+        }
+        (None, Some(url)) => {
+            let kind = match kind.as_deref() {
+                None => RemoteKind::Auto,
+                Some("http" | "streamable-http" | "streamableHttp") => RemoteKind::StreamableHttp,
+                Some("sse") => RemoteKind::Sse,
+                Some(other) => {
+                    return Err(field(
+                        "type",
+                        format!("is {other:?}; use \"http\" or \"sse\" with \"url\""),
+                    ));
+                }
+            };
+            for stdio_only in ["args", "env", "envFrom", "inheritEnv", "cwd"] {
+                if fields.contains_key(stdio_only) {
+                    return Err(field(
+                        stdio_only,
+                        "is for stdio servers (\"command\"), not \"url\"".into(),
+                    ));
+                }
+            }
+            let url = expander.expand(&url).map_err(|why| field("url", why))?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(field("url", "must start with http:// or https://".into()));
+            }
+            let mut headers = Vec::new();
+            for (key, value) in
+                string_map(fields, "headers").map_err(|why| field("headers", why))?
+            {
+                let expanded = expander
+                    .expand_secret(&value)
+                    .map_err(|why| field("headers", format!("{key}: {why}")))?;
+                if !expand::is_indirect(&value) && is_credential_header(&key) {
+                    warnings.push(format!(
+                        "{shown}: server {name:?}: header {key} holds a literal credential; \
+                         prefer \"bearerTokenEnv\" or \"${{VAR}}\" so it stays out of the file"
+                    ));
+                }
+                headers.push((key, expanded));
+            }
+            let bearer_token_env = optional_string(fields, "bearerTokenEnv")
+                .map_err(|why| field("bearerTokenEnv", why))?;
+            if let Some(variable) = &bearer_token_env {
+                expander.check_variable(variable).map_err(|why| field("bearerTokenEnv", why))?;
+            }
+            let auth_provider = match fields.get("auth") {
+                None => None,
+                Some(Value::Object(auth)) => match auth.get("provider") {
+                    Some(Value::String(provider)) => Some(provider.clone()),
+                    _ => return Err(field("auth", "must be {\"provider\": NAME}".into())),
+                },
+                Some(other) => {
+                    return Err(field(
+                        "auth",
+                        format!("must be an object, not {}", type_name(other)),
+                    ))
+                }
+            };
+            if auth_provider.is_some() && context.scope == Scope::Project {
+                return Err(field(
+                    "auth",
+                    "names a token provider, which a project file may not do".into(),
+                ));
+            }
+            let oauth = match fields.get("oauth") {
+                None | Some(Value::Null) => None,
+                Some(value @ Value::Object(_)) => Some(value.clone()),
+                Some(other) => {
+                    return Err(field(
+                        "oauth",
+                        format!("must be an object, not {}", type_name(other)),
+                    ))
+                }
+            };
+            TransportConfig::Remote(RemoteConfig {
+                url,
+                kind,
+                headers,
+                bearer_token_env,
+                oauth,
+                auth_provider,
+            })
+        }
+    };
+    let seconds = |key: &str| -> Result<Option<Duration>, String> {
+        match fields.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => match value.as_f64() {
+                Some(secs) if secs > 0.0 && secs < 1e7 => Ok(Some(Duration::from_secs_f64(secs))),
+                _ => Err(field(key, "must be a positive number of seconds".into())),
+            },
+        }
+    };
+    let timeout = seconds("timeout")?.unwrap_or(DEFAULT_TIMEOUT);
+    let max_total_timeout = seconds("maxTotalTimeout")?.unwrap_or(timeout * 10).max(timeout);
+    let start_timeout = seconds("startTimeout")?.unwrap_or(DEFAULT_START_TIMEOUT);
+    let tools = match fields.get("tools") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(string_list(fields, "tools").map_err(|why| field("tools", why))?),
+    };
+    Ok(Parsed::Server(Box::new(ServerConfig {
+        name: name.to_owned(),
+        scope: context.scope,
+        transport,
+        enabled: enabled.unwrap_or(true),
+        timeout,
+        max_total_timeout,
+        start_timeout,
+        tools,
+        exposure: exposure.unwrap_or_default(),
+        tool_exposure: tool_exposure.unwrap_or_default(),
+        description: optional_string(fields, "description")
+            .map_err(|why| field("description", why))?,
+        source: context.path.map(Path::to_owned),
+        secret_vars: expander.named.into_iter().collect(),
+    })))
+}
+
+fn parse_exposure(value: &Value) -> Result<Exposure, String> {
+    match value.as_str() {
+        Some("direct") => Ok(Exposure::Direct),
+        Some("deferred") => Ok(Exposure::Deferred),
+        Some("hidden") => Ok(Exposure::Hidden),
+        Some("codemode") => Ok(Exposure::Codemode),
+        _ => Err(format!(
+            "must be \"direct\", \"deferred\", \"hidden\" or \"codemode\", not {value}"
+        )),
+    }
+}
+
+/// Checks the name rules: 1–32 characters of `[A-Za-z0-9_-]`.
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 32 {
+        return Err("must be 1 to 32 characters long".into());
+    }
+    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Err(format!("has {bad:?}; use letters, digits, '_' and '-'"));
+    }
+    Ok(())
+}
+
+/// `Authorization`, `Cookie`, `Proxy-Authorization` and `*-Key` headers carry credentials.
+fn is_credential_header(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    matches!(lower.as_str(), "authorization" | "cookie" | "proxy-authorization")
+        || lower.ends_with("-key")
+}
+
+/// Variable names that usually hold credentials.
+fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"]
+        .iter()
+        .any(|word| upper.contains(word))
+}
+
+fn optional_string(fields: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match fields.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(other) => Err(format!("must be a string, not {}", type_name(other))),
+    }
+}
+
+fn optional_bool(fields: &Map<String, Value>, key: &str) -> Result<Option<bool>, String> {
+    match fields.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(flag)) => Ok(Some(*flag)),
+        Some(other) => Err(format!("must be true or false, not {}", type_name(other))),
+    }
+}
+
+fn string_list(fields: &Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
+    match fields.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| {
+                item.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("must hold strings, not {}", type_name(item)))
+            })
+            .collect(),
+        Some(other) => Err(format!("must be a list of strings, not {}", type_name(other))),
+    }
+}
+
+fn string_map(fields: &Map<String, Value>, key: &str) -> Result<Vec<(String, String)>, String> {
+    match fields.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Object(map)) => map
+            .iter()
+            .map(|(name, value)| match value {
+                Value::String(text) => Ok((name.clone(), text.clone())),
+                // Numbers and booleans are what people mean as text.
+                Value::Number(_) | Value::Bool(_) => Ok((name.clone(), value.to_string())),
+                other => {
+                    Err(format!("value of {name:?} must be a string, not {}", type_name(other)))
+                }
+            })
+            .collect(),
+        Some(other) => Err(format!("must be an object of strings, not {}", type_name(other))),
+    }
+}
+
+/// How a JSON value's type is said in messages.
+pub(crate) fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A relative `cwd` is relative to the config file's folder.
+fn resolve_cwd(cwd: &str, config_file: Option<&Path>) -> PathBuf {
+    let cwd = PathBuf::from(cwd);
+    match config_file.and_then(Path::parent) {
+        Some(folder) if cwd.is_relative() => folder.join(cwd),
+        _ => cwd,
+    }
+}
+
+/// The known word nearest to `word`, if it is near enough to be a typo.
+pub(crate) fn closest<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
+    let lower = word.to_ascii_lowercase();
+    known
+        .iter()
+        .map(|candidate| (edit_distance(&lower, &candidate.to_ascii_lowercase()), *candidate))
+        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}

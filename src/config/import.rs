@@ -1,0 +1,235 @@
+//! Copying servers from other clients' configuration files.
+//!
+//! Claude Desktop, Claude Code and Cursor write `{"mcpServers": {...}}`;
+//! VS Code writes `{"servers": {...}}` (with comments allowed, and its own
+//! `${input:…}` and `${env:…}` variables). Entries are translated into this
+//! format where the meaning is the same, and skipped with a reason where it is
+//! not, so that nothing is imported half-understood.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::entry::{check_name, FOREIGN_FIELDS, KNOWN_FIELDS};
+use super::{file, name_key};
+
+/// What an import did.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ImportReport {
+    /// Servers copied into the user file.
+    pub imported: Vec<String>,
+    /// Servers not copied, and why.
+    pub skipped: Vec<(String, String)>,
+    /// Fields dropped from imported servers, and why.
+    pub notes: Vec<String>,
+}
+
+/// Imports every server of `source` into the user file `target`.
+///
+/// # Errors
+/// The source cannot be read or parsed, or has no servers; the target cannot
+/// be rewritten.
+pub(crate) fn import(source: &Path, target: &Path) -> Result<ImportReport, String> {
+    let shown = source.display().to_string();
+    let text = fs::read_to_string(source).map_err(|err| format!("cannot read {shown}: {err}"))?;
+    let document: Value = serde_json::from_str(&strip_jsonc(&text))
+        .map_err(|err| super::syntax_error(&shown, &err))?;
+    let servers = match (document.get("mcpServers"), document.get("servers")) {
+        (Some(Value::Object(servers)), _) | (_, Some(Value::Object(servers))) => servers.clone(),
+        _ => {
+            return Err(format!(
+                "{shown} has no \"mcpServers\" (Claude, Cursor) or \"servers\" (VS Code) object"
+            ))
+        }
+    };
+    let mut report = ImportReport::default();
+    let mut translated = Vec::new();
+    for (name, entry) in &servers {
+        match translate(name, entry, &mut report.notes) {
+            Ok(entry) => translated.push((name.clone(), entry)),
+            Err(why) => report.skipped.push((name.clone(), why)),
+        }
+    }
+    let target_shown = target.display().to_string();
+    file::edit(target, true, |document| {
+        let existing = file::servers_mut(document, &target_shown)?;
+        for (name, entry) in translated {
+            if existing.keys().any(|key| name_key(key) == name_key(&name)) {
+                report.skipped.push((name, "a server of that name is already configured".into()));
+                continue;
+            }
+            existing.insert(name.clone(), entry);
+            report.imported.push(name);
+        }
+        Ok(())
+    })?;
+    Ok(report)
+}
+
+fn translate(name: &str, entry: &Value, notes: &mut Vec<String>) -> Result<Value, String> {
+    check_name(name).map_err(|why| format!("the name {why}"))?;
+    let Value::Object(fields) = entry else {
+        return Err("the entry is not an object".into());
+    };
+    if entry.to_string().contains("${input:") {
+        return Err(
+            "it uses VS Code ${input:…} prompts, which tether cannot ask; add it by hand".into()
+        );
+    }
+    if entry.to_string().contains("${workspaceFolder") {
+        return Err("it uses ${workspaceFolder}; add it to the project's .mcp.json by hand".into());
+    }
+    let mut out = Map::new();
+    for (key, value) in fields {
+        if key == "disabled" {
+            if value == &Value::Bool(true) {
+                out.insert("enabled".into(), Value::Bool(false));
+            }
+            continue;
+        }
+        if key == "type" {
+            match value.as_str() {
+                Some("stdio" | "local") => {}
+                Some("http" | "streamable-http" | "streamableHttp") => {
+                    out.insert("type".into(), Value::String("http".into()));
+                }
+                Some("sse") => {
+                    out.insert("type".into(), Value::String("sse".into()));
+                }
+                _ => return Err(format!("its type {value} is not one tether knows")),
+            }
+            continue;
+        }
+        if KNOWN_FIELDS.contains(&key.as_str()) {
+            // Cursor and VS Code write `${env:VAR}`; VS Code also `${userHome}`.
+            out.insert(key.clone(), rewrite_editor_variables(value));
+        } else if FOREIGN_FIELDS.contains(&key.as_str()) {
+            notes.push(format!("{name}: dropped {key:?}, which means nothing to tether"));
+        } else {
+            notes.push(format!("{name}: dropped the unknown field {key:?}"));
+        }
+    }
+    match (out.contains_key("command"), out.contains_key("url")) {
+        (true, true) => Err("it has both \"command\" and \"url\"".into()),
+        (false, false) => Err("it has neither \"command\" nor \"url\"".into()),
+        _ => Ok(Value::Object(out)),
+    }
+}
+
+/// The editors' `${env:VAR}` is our `${VAR}`; VS Code's `${userHome}` is `${HOME}`.
+fn rewrite_editor_variables(value: &Value) -> Value {
+    match value {
+        Value::String(text) => {
+            Value::String(text.replace("${env:", "${").replace("${userHome}", "${HOME}"))
+        }
+        Value::Array(items) => Value::Array(items.iter().map(rewrite_editor_variables).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter().map(|(key, value)| (key.clone(), rewrite_editor_variables(value))).collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Removes `//` and `/* */` comments and trailing commas outside strings
+/// (VS Code's JSON with comments).
+pub(crate) fn strip_jsonc(text: &str) -> String {
+    drop_trailing_commas(&drop_comments(text))
+}
+
+fn drop_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match c {
+                '\\' => out.extend(chars.next()),
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('/', Some('/')) => {
+                // To the end of the line, keeping the line break.
+                for next in chars.by_ref() {
+                    if next == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut previous = ' ';
+                for next in chars.by_ref() {
+                    if next == '\n' {
+                        out.push('\n');
+                    }
+                    if previous == '*' && next == '/' {
+                        break;
+                    }
+                    previous = next;
+                }
+            }
+            _ => {
+                in_string = c == '"';
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+fn drop_trailing_commas(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut index = 0;
+    while index < chars.len() {
+        let c = chars[index];
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                if let Some(&escaped) = chars.get(index + 1) {
+                    out.push(escaped);
+                    index += 1;
+                }
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == ',' {
+            let next = chars[index + 1..].iter().find(|next| !next.is_whitespace());
+            if !matches!(next, Some('}') | Some(']')) {
+                out.push(c);
+            }
+        } else {
+            in_string = c == '"';
+            out.push(c);
+        }
+        index += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_comments_and_trailing_commas_but_not_strings() {
+        let text = "{\n // a comment, with a comma\n \"a\": \"http://x//y,}\", /* more */ \"b\": [1, 2, /* c */],\n}";
+        let value: Value = serde_json::from_str(&strip_jsonc(text)).unwrap();
+        assert_eq!(value, serde_json::json!({"a": "http://x//y,}", "b": [1, 2]}));
+    }
+
+    #[test]
+    fn vscode_variables_are_rewritten() {
+        let value = rewrite_editor_variables(
+            &serde_json::json!({"env": {"T": "${env:TOKEN}", "H": "${userHome}/x"}}),
+        );
+        assert_eq!(value, serde_json::json!({"env": {"T": "${TOKEN}", "H": "${HOME}/x"}}));
+    }
+}

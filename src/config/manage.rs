@@ -1,0 +1,211 @@
+//! Changing the configuration files: what `tether add`, `remove`, `enable`,
+//! `disable`, `trust`, `untrust` and `import` do, as a library API.
+//!
+//! Every change goes through `file::edit` (locked, atomic, order-kept) and
+//! works on the files as written, never on the expanded configuration, so a
+//! `${VAR}` stays a `${VAR}` and no secret is ever written back.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::import::{self, ImportReport};
+use super::{check_name, command_line_of, file, name_key, servers_of, trust, Scope};
+use crate::error::Error;
+
+/// The two configuration files and the trust list.
+#[derive(Debug, Clone)]
+pub struct ConfigFiles {
+    /// The user configuration folder.
+    pub config_dir: PathBuf,
+    /// The project folder.
+    pub project_dir: PathBuf,
+}
+
+impl ConfigFiles {
+    /// The files of this user folder and project.
+    pub fn new(config_dir: impl Into<PathBuf>, project_dir: impl Into<PathBuf>) -> ConfigFiles {
+        ConfigFiles { config_dir: config_dir.into(), project_dir: project_dir.into() }
+    }
+
+    /// `<config-dir>/mcp.json`.
+    pub fn user_file(&self) -> PathBuf {
+        self.config_dir.join("mcp.json")
+    }
+
+    /// `<project>/.mcp.json`.
+    pub fn project_file(&self) -> PathBuf {
+        self.project_dir.join(".mcp.json")
+    }
+
+    /// The file of a scope (host scope has none).
+    pub fn file_of(&self, scope: Scope) -> Option<PathBuf> {
+        match scope {
+            Scope::User => Some(self.user_file()),
+            Scope::Project => Some(self.project_file()),
+            Scope::Host => None,
+        }
+    }
+
+    /// The scopes whose file has an entry of this name (`-` and `_` equal),
+    /// project first.
+    pub fn defined_in(&self, name: &str) -> Vec<Scope> {
+        [Scope::Project, Scope::User]
+            .into_iter()
+            .filter(|scope| self.entry_name(*scope, name).is_some())
+            .collect()
+    }
+
+    /// The name as written in a scope's file, if that file has the server.
+    fn entry_name(&self, scope: Scope, name: &str) -> Option<String> {
+        let path = self.file_of(scope)?;
+        let text = fs::read_to_string(&path).ok()?;
+        let servers = servers_of(&text, &path.display().to_string()).ok()??;
+        servers.keys().find(|key| name_key(key) == name_key(name)).cloned()
+    }
+
+    /// Adds a server entry (as JSON) to a scope's file; refuses a name that
+    /// file already has. Returns the file.
+    ///
+    /// # Errors
+    /// A bad name, a taken name, or a file that cannot be rewritten.
+    pub fn add_server(&self, scope: Scope, name: &str, entry: Value) -> Result<PathBuf, Error> {
+        check_name(name).map_err(|why| Error::Config(format!("the server name {name:?} {why}")))?;
+        let path = self
+            .file_of(scope)
+            .ok_or_else(|| Error::Config("host servers are registered in code".into()))?;
+        let shown = path.display().to_string();
+        file::edit(&path, scope == Scope::User, |document| {
+            let servers = file::servers_mut(document, &shown)?;
+            if let Some(existing) = servers.keys().find(|key| name_key(key) == name_key(name)) {
+                return Err(format!(
+                    "{shown} already has a server named {existing:?}; remove it first"
+                ));
+            }
+            servers.insert(name.to_owned(), entry);
+            Ok(())
+        })
+        .map_err(Error::Config)?;
+        Ok(path)
+    }
+
+    /// Removes a server from a scope's file. Returns the file.
+    ///
+    /// # Errors
+    /// The file has no such server, or cannot be rewritten.
+    pub fn remove_server(&self, scope: Scope, name: &str) -> Result<PathBuf, Error> {
+        let path = self
+            .file_of(scope)
+            .ok_or_else(|| Error::Config("host servers are registered in code".into()))?;
+        let shown = path.display().to_string();
+        file::edit(&path, scope == Scope::User, |document| {
+            let servers = file::servers_mut(document, &shown)?;
+            let key = servers.keys().find(|key| name_key(key) == name_key(name)).cloned();
+            match key {
+                Some(key) => {
+                    servers.shift_remove(&key);
+                    Ok(())
+                }
+                None => Err(format!("{shown} has no server named {name:?}")),
+            }
+        })
+        .map_err(Error::Config)?;
+        Ok(path)
+    }
+
+    /// Sets `field` of a server's entry in the file that defines it (the
+    /// project file when both do), or removes it with `None`. Returns the
+    /// scope and file changed.
+    ///
+    /// # Errors
+    /// No file defines the server, or the file cannot be rewritten.
+    pub fn set_field(
+        &self,
+        name: &str,
+        field: &str,
+        value: Option<Value>,
+    ) -> Result<(Scope, PathBuf), Error> {
+        let scope =
+            *self.defined_in(name).first().ok_or_else(|| Error::UnknownServer(name.to_owned()))?;
+        self.set_field_in(scope, name, field, value)
+    }
+
+    /// Sets `field` of a server's entry in one scope's file.
+    ///
+    /// # Errors
+    /// That file has no such server, or cannot be rewritten.
+    pub fn set_field_in(
+        &self,
+        scope: Scope,
+        name: &str,
+        field: &str,
+        value: Option<Value>,
+    ) -> Result<(Scope, PathBuf), Error> {
+        let path = self
+            .file_of(scope)
+            .ok_or_else(|| Error::Config("host servers are registered in code".into()))?;
+        let shown = path.display().to_string();
+        file::edit(&path, scope == Scope::User, |document| {
+            let servers = file::servers_mut(document, &shown)?;
+            let key = servers.keys().find(|key| name_key(key) == name_key(name)).cloned();
+            let Some(Value::Object(entry)) = key.and_then(|key| servers.get_mut(&key)) else {
+                return Err(format!("{shown} has no server named {name:?}"));
+            };
+            match value {
+                Some(value) => {
+                    entry.insert(field.to_owned(), value);
+                }
+                None => {
+                    entry.shift_remove(field);
+                }
+            }
+            Ok(())
+        })
+        .map_err(Error::Config)?;
+        Ok((scope, path))
+    }
+
+    /// What a project's `.mcp.json` would start: `(name, command line)` as written.
+    ///
+    /// # Errors
+    /// The file cannot be read or parsed.
+    pub fn project_commands(project_dir: &Path) -> Result<Vec<(String, String)>, Error> {
+        let path = project_dir.join(".mcp.json");
+        let shown = path.display().to_string();
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => return Err(Error::Config(format!("cannot read {shown}: {err}"))),
+        };
+        let servers: Map<String, Value> =
+            servers_of(&text, &shown).map_err(Error::Config)?.unwrap_or_default();
+        Ok(servers
+            .iter()
+            .filter_map(|(name, entry)| command_line_of(entry).map(|line| (name.clone(), line)))
+            .collect())
+    }
+
+    /// Marks a project folder trusted (or not); returns whether anything
+    /// changed and its canonical path.
+    ///
+    /// # Errors
+    /// The folder does not exist, or the trust list cannot be rewritten.
+    pub fn set_trusted(&self, project_dir: &Path, trusted: bool) -> Result<(bool, PathBuf), Error> {
+        trust::set_trusted(&self.config_dir, project_dir, trusted).map_err(Error::Config)
+    }
+
+    /// True when the project folder is trusted.
+    pub fn is_trusted(&self, project_dir: &Path) -> bool {
+        trust::is_trusted(&self.config_dir, project_dir)
+    }
+
+    /// Copies the servers of another client's config file into the user file.
+    ///
+    /// # Errors
+    /// The source cannot be read or has no servers; the user file cannot be
+    /// rewritten.
+    pub fn import(&self, source: &Path) -> Result<ImportReport, Error> {
+        import::import(source, &self.user_file()).map_err(Error::Config)
+    }
+}

@@ -1,0 +1,642 @@
+//! Server configuration: the `mcpServers` files, their scopes, and the rules
+//! about trust and secrets.
+//!
+//! Plain data. Parsing is by hand over `serde_json::Value` rather than derived,
+//! because the rules are about people's files: an unknown field refuses only
+//! its entry and says which known field was meant, fields other clients write
+//! are warnings, and one bad entry (or one unreadable file) never hides the
+//! other servers: it becomes a [`FailedEntry`] that `list` and `status` show.
+//!
+//! Scopes, weakest first: servers the host registers in code, the user file
+//! (`<config-dir>/mcp.json`), the project file (`<project>/.mcp.json`, read
+//! only in a trusted project). A later scope's entry replaces an earlier one
+//! of the same name; a project entry with no `command`, `url` or `type` only
+//! overrides `enabled`, `exposure` and `toolExposure`.
+
+mod entry;
+mod expand;
+pub(crate) mod file;
+pub(crate) mod import;
+mod manage;
+pub(crate) mod trust;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::Error;
+
+pub(crate) use entry::check_name;
+pub use import::ImportReport;
+pub use manage::ConfigFiles;
+
+/// All configured servers, with what could not be used and why.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// The servers, host-registered first, then user, then project entries.
+    pub servers: Vec<ServerConfig>,
+    /// Entries (or whole files) that could not be used.
+    pub failed: Vec<FailedEntry>,
+    /// Project servers not started because the project is not trusted.
+    pub untrusted: Vec<UntrustedServer>,
+    /// Things worth fixing that did not stop anything.
+    pub warnings: Vec<String>,
+    /// `TETHER_MCP=0`: nothing was read and nothing may start.
+    pub off: bool,
+}
+
+/// Where a server's entry came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Registered in code by the host.
+    Host,
+    /// The user's `mcp.json`.
+    User,
+    /// The project's `.mcp.json`.
+    Project,
+}
+
+/// How a server's tools reach the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exposure {
+    /// Declared to the model.
+    #[default]
+    Direct,
+    /// Found through `tool_search`, then declared.
+    Deferred,
+    /// Never reachable.
+    Hidden,
+    /// Accepted; treated as deferred until a script engine exists.
+    Codemode,
+}
+
+/// One server's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// The name (1–32 of `[A-Za-z0-9_-]`).
+    pub name: String,
+    /// Where the entry came from.
+    pub scope: Scope,
+    /// How to reach the server.
+    pub transport: TransportConfig,
+    /// `false` keeps the entry without connecting.
+    pub enabled: bool,
+    /// The per-request timeout.
+    pub timeout: Duration,
+    /// The ceiling when progress keeps resetting the timeout.
+    pub max_total_timeout: Duration,
+    /// Connect + initialize + first tools/list.
+    pub start_timeout: Duration,
+    /// Keep only these tools, when set.
+    pub tools: Option<Vec<String>>,
+    /// How the server's tools reach the model.
+    pub exposure: Exposure,
+    /// Per-tool exposure: exact names win over `*` patterns; the first
+    /// matching pattern wins.
+    pub tool_exposure: Vec<(String, Exposure)>,
+    /// One sentence: what the server is for.
+    pub description: Option<String>,
+    /// The file the entry came from, if any.
+    pub source: Option<PathBuf>,
+    /// The host variables the entry hands to the server (names only).
+    pub secret_vars: Vec<String>,
+}
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum TransportConfig {
+    /// A child process over stdio.
+    Stdio(StdioConfig),
+    /// A server at a URL.
+    Remote(RemoteConfig),
+}
+
+/// A stdio server's command and environment rules, expanded.
+#[derive(Clone, PartialEq, Default)]
+pub struct StdioConfig {
+    /// One executable (never a shell string).
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra variables for the server (values may be secrets).
+    pub env: std::collections::BTreeMap<String, String>,
+    /// `SERVER_VAR -> HOST_VAR`: variables taken from tether's environment.
+    pub env_from: std::collections::BTreeMap<String, String>,
+    /// `true`: the server gets tether's whole environment.
+    pub inherit_env: bool,
+    /// The working directory.
+    pub cwd: Option<PathBuf>,
+}
+
+/// Which HTTP transport a remote server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RemoteKind {
+    /// Streamable HTTP, falling back to HTTP+SSE when `initialize` is refused.
+    #[default]
+    Auto,
+    /// Streamable HTTP only (`"type": "http"`).
+    StreamableHttp,
+    /// The legacy HTTP+SSE transport (`"type": "sse"`).
+    Sse,
+}
+
+/// A remote server's settings, expanded.
+#[derive(Clone, PartialEq)]
+pub struct RemoteConfig {
+    /// The endpoint.
+    pub url: String,
+    /// The transport.
+    pub kind: RemoteKind,
+    /// Extra headers on every request (values may be secrets).
+    pub headers: Vec<(String, String)>,
+    /// The host variable whose value is sent as `Authorization: Bearer …`.
+    pub bearer_token_env: Option<String>,
+    /// OAuth settings, as written.
+    pub oauth: Option<Value>,
+    /// A token provider the host registered.
+    pub auth_provider: Option<String>,
+}
+
+/// A project server that was not started because the project is not trusted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UntrustedServer {
+    /// The server name.
+    pub name: String,
+    /// The project file.
+    pub source: PathBuf,
+    /// What it would run (as written, unexpanded) or the URL it would reach.
+    pub command_line: String,
+}
+
+/// An entry, or a file, that could not be used.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailedEntry {
+    /// The server name, or the file name when the whole file failed.
+    pub name: String,
+    /// Which scope it was in.
+    pub scope: Scope,
+    /// The file.
+    pub source: Option<PathBuf>,
+    /// What is wrong, naming the field.
+    pub error: String,
+}
+
+/// Default per-request timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default start timeout (cold `npx` downloads are slow).
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl fmt::Debug for StdioConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `env` values may be secrets: names only.
+        f.debug_struct("StdioConfig")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("env_from", &self.env_from)
+            .field("inherit_env", &self.inherit_env)
+            .field("cwd", &self.cwd)
+            .finish()
+    }
+}
+
+impl fmt::Debug for RemoteConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Header values may be secrets: names only.
+        f.debug_struct("RemoteConfig")
+            .field("url", &self.url)
+            .field("kind", &self.kind)
+            .field("headers", &self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
+            .field("bearer_token_env", &self.bearer_token_env)
+            .field("oauth", &self.oauth.as_ref().map(|_| "…"))
+            .field("auth_provider", &self.auth_provider)
+            .finish()
+    }
+}
+
+impl ServerConfig {
+    /// A stdio server with default settings, for hosts that build config in code.
+    pub fn stdio(name: &str, command: &str, args: &[&str]) -> ServerConfig {
+        ServerConfig::with_transport(
+            name,
+            TransportConfig::Stdio(StdioConfig {
+                command: command.to_owned(),
+                args: args.iter().map(|arg| arg.to_string()).collect(),
+                ..StdioConfig::default()
+            }),
+        )
+    }
+
+    /// A remote server with default settings, for hosts that build config in code.
+    pub fn remote(name: &str, url: &str, kind: RemoteKind) -> ServerConfig {
+        ServerConfig::with_transport(
+            name,
+            TransportConfig::Remote(RemoteConfig {
+                url: url.to_owned(),
+                kind,
+                headers: Vec::new(),
+                bearer_token_env: None,
+                oauth: None,
+                auth_provider: None,
+            }),
+        )
+    }
+
+    fn with_transport(name: &str, transport: TransportConfig) -> ServerConfig {
+        ServerConfig {
+            name: name.to_owned(),
+            scope: Scope::Host,
+            transport,
+            enabled: true,
+            timeout: DEFAULT_TIMEOUT,
+            max_total_timeout: DEFAULT_TIMEOUT * 10,
+            start_timeout: DEFAULT_START_TIMEOUT,
+            tools: None,
+            exposure: Exposure::Direct,
+            tool_exposure: Vec::new(),
+            description: None,
+            source: None,
+            secret_vars: Vec::new(),
+        }
+    }
+
+    /// The transport's name as `list` shows it.
+    pub fn transport_name(&self) -> &'static str {
+        match &self.transport {
+            TransportConfig::Stdio(_) => "stdio",
+            TransportConfig::Remote(remote) => match remote.kind {
+                RemoteKind::Auto | RemoteKind::StreamableHttp => "http",
+                RemoteKind::Sse => "sse",
+            },
+        }
+    }
+
+    /// The exposure of one of this server's tools: an exact `toolExposure`
+    /// name wins, then the first matching `*` pattern, then `exposure`.
+    pub fn exposure_of(&self, tool: &str) -> Exposure {
+        if let Some((_, exposure)) = self.tool_exposure.iter().find(|(pattern, _)| pattern == tool)
+        {
+            return *exposure;
+        }
+        self.tool_exposure
+            .iter()
+            .find(|(pattern, _)| pattern.contains('*') && glob_matches(pattern, tool))
+            .map_or(self.exposure, |(_, exposure)| *exposure)
+    }
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+fn glob_matches(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Reads the configuration: which folders, which environment, which servers
+/// the host registers in code.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigLoader {
+    config_dir: Option<PathBuf>,
+    project_dir: Option<PathBuf>,
+    host_servers: Vec<ServerConfig>,
+    environment: Option<Vec<(String, String)>>,
+}
+
+impl ConfigLoader {
+    /// A loader that reads nothing yet.
+    pub fn new() -> ConfigLoader {
+        ConfigLoader::default()
+    }
+
+    /// The user configuration folder (`mcp.json`, `trusted-projects.json`).
+    pub fn config_dir(mut self, dir: impl Into<PathBuf>) -> ConfigLoader {
+        self.config_dir = Some(dir.into());
+        self
+    }
+
+    /// The project folder (`.mcp.json`).
+    pub fn project_dir(mut self, dir: impl Into<PathBuf>) -> ConfigLoader {
+        self.project_dir = Some(dir.into());
+        self
+    }
+
+    /// A server registered in code (scope `host`); a file entry of the same
+    /// name replaces it.
+    pub fn host_server(mut self, mut server: ServerConfig) -> ConfigLoader {
+        server.scope = Scope::Host;
+        self.host_servers.push(server);
+        self
+    }
+
+    /// The environment to expand from (default: the process environment).
+    pub fn environment(mut self, environment: Vec<(String, String)>) -> ConfigLoader {
+        self.environment = Some(environment);
+        self
+    }
+
+    /// Reads and merges every scope.
+    pub fn load(&self) -> Config {
+        let environment =
+            self.environment.clone().unwrap_or_else(crate::environment::host_environment);
+        let variable = |name: &str| {
+            environment.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+        };
+        if variable("TETHER_MCP") == Some("0") {
+            return Config { off: true, ..Config::default() };
+        }
+        let allowed: Option<BTreeSet<String>> = variable("TETHER_MCP_ENV").map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|name| !name.is_empty())
+                .map(str::to_owned)
+                .collect()
+        });
+        let mut config = Config { servers: self.host_servers.clone(), ..Config::default() };
+        let reading = Reading { environment: &environment, allowed: allowed.as_ref() };
+        if let Some(dir) = &self.config_dir {
+            config.add_file(&dir.join("mcp.json"), Scope::User, &reading);
+        }
+        if let Some(project) = &self.project_dir {
+            let path = project.join(".mcp.json");
+            if path.exists() {
+                let trusted = variable("TETHER_TRUST_PROJECT") == Some("1")
+                    || self.config_dir.as_ref().is_some_and(|dir| trust::is_trusted(dir, project));
+                if trusted {
+                    config.add_file(&path, Scope::Project, &reading);
+                } else {
+                    config.add_untrusted(&path);
+                }
+            }
+        }
+        config
+    }
+}
+
+/// What reading a file needs besides the file.
+struct Reading<'a> {
+    environment: &'a [(String, String)],
+    allowed: Option<&'a BTreeSet<String>>,
+}
+
+impl Config {
+    /// An empty configuration.
+    pub fn new() -> Config {
+        Config::default()
+    }
+
+    /// Adds a server built in code.
+    pub fn with_server(mut self, server: ServerConfig) -> Config {
+        self.servers.push(server);
+        self
+    }
+
+    /// Reads `<config_dir>/mcp.json` only (no project); a missing file is an
+    /// empty config. [`ConfigLoader`] reads every scope.
+    pub fn load(config_dir: &Path) -> Config {
+        ConfigLoader::new().config_dir(config_dir).load()
+    }
+
+    /// Parses a configuration from JSON text, as if it were a user file,
+    /// expanding from the process environment.
+    pub fn from_json(text: &str) -> Config {
+        let environment = crate::environment::host_environment();
+        let mut config = Config::new();
+        config.add_json(
+            text,
+            Scope::User,
+            None,
+            &Reading { environment: &environment, allowed: None },
+        );
+        config
+    }
+
+    /// Finds a server by name (`-` and `_` are the same).
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        let key = name_key(name);
+        self.servers.iter().find(|server| name_key(&server.name) == key)
+    }
+
+    /// The host variables this configuration hands to servers (`envFrom`,
+    /// `bearerTokenEnv`, `${VAR}`), so a host can scrub them from the
+    /// commands its agent runs. A server with `inheritEnv` adds `*`.
+    pub fn secret_vars(&self) -> Vec<String> {
+        let mut names = BTreeSet::new();
+        for server in &self.servers {
+            names.extend(server.secret_vars.iter().cloned());
+            if let TransportConfig::Stdio(stdio) = &server.transport {
+                names.extend(stdio.env_from.values().cloned());
+                if stdio.inherit_env {
+                    names.insert("*".to_owned());
+                }
+            }
+            if let TransportConfig::Remote(remote) = &server.transport {
+                names.extend(remote.bearer_token_env.iter().cloned());
+            }
+        }
+        names.into_iter().collect()
+    }
+
+    fn add_file(&mut self, path: &Path, scope: Scope, reading: &Reading) {
+        match fs::read_to_string(path) {
+            Ok(text) => self.add_json(&text, scope, Some(path), reading),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => {
+                self.fail_file(path, scope, format!("cannot read {}: {err}", path.display()))
+            }
+        }
+    }
+
+    fn fail_file(&mut self, path: &Path, scope: Scope, error: String) {
+        let name = path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        self.failed.push(FailedEntry { name, scope, source: Some(path.to_owned()), error });
+    }
+
+    fn add_json(&mut self, text: &str, scope: Scope, path: Option<&Path>, reading: &Reading) {
+        let shown =
+            path.map_or_else(|| "configuration".to_owned(), |path| path.display().to_string());
+        let servers = match servers_of(text, &shown) {
+            Ok(Some(servers)) => servers,
+            Ok(None) => return,
+            Err(error) => {
+                let name = path
+                    .and_then(Path::file_name)
+                    .map_or("config".into(), |n| n.to_string_lossy().into_owned());
+                self.failed.push(FailedEntry {
+                    name,
+                    scope,
+                    source: path.map(Path::to_owned),
+                    error,
+                });
+                return;
+            }
+        };
+        let context = entry::Context {
+            scope,
+            path,
+            shown: &shown,
+            environment: reading.environment,
+            allowed: reading.allowed,
+        };
+        let mut seen_here: Vec<String> = Vec::new();
+        for (name, value) in &servers {
+            let key = name_key(name);
+            if let Some(first) = seen_here.iter().find(|seen| name_key(seen) == key) {
+                let error = format!(
+                    "{shown}: server {name:?} is the same name as {first:?} (`-` and `_` are equal in names)"
+                );
+                self.failed.push(FailedEntry {
+                    name: name.clone(),
+                    scope,
+                    source: path.map(Path::to_owned),
+                    error,
+                });
+                continue;
+            }
+            seen_here.push(name.clone());
+            match entry::parse(name, value, &context, &mut self.warnings) {
+                Ok(entry::Parsed::Server(server)) => {
+                    // A later scope replaces an earlier one's entry of the same name.
+                    self.servers.retain(|existing| name_key(&existing.name) != key);
+                    self.failed.retain(|existing| name_key(&existing.name) != key);
+                    self.servers.push(*server);
+                }
+                Ok(entry::Parsed::Override(changes)) => match self.servers.iter_mut().find(|s| name_key(&s.name) == key) {
+                    Some(server) => {
+                        if let Some(enabled) = changes.enabled {
+                            server.enabled = enabled;
+                        }
+                        if let Some(exposure) = changes.exposure {
+                            server.exposure = exposure;
+                        }
+                        if let Some(tool_exposure) = changes.tool_exposure {
+                            server.tool_exposure = tool_exposure;
+                        }
+                    }
+                    None => self.warnings.push(format!(
+                        "{shown}: server {name:?} has no \"command\" or \"url\" and overrides no user server of that name"
+                    )),
+                },
+                Err(error) => {
+                    // The entry meant to replace any earlier one of its name:
+                    // its failure does, rather than the old entry running on.
+                    self.servers.retain(|existing| name_key(&existing.name) != key);
+                    self.failed.retain(|existing| name_key(&existing.name) != key);
+                    self.failed.push(FailedEntry { name: name.clone(), scope, source: path.map(Path::to_owned), error })
+                }
+            }
+        }
+    }
+
+    /// Records an untrusted project's servers without parsing them further.
+    fn add_untrusted(&mut self, path: &Path) {
+        let shown = path.display().to_string();
+        let text = match fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(err) => {
+                return self.fail_file(path, Scope::Project, format!("cannot read {shown}: {err}"))
+            }
+        };
+        let servers = match servers_of(&text, &shown) {
+            Ok(servers) => servers.unwrap_or_default(),
+            Err(error) => return self.fail_file(path, Scope::Project, error),
+        };
+        for (name, value) in servers {
+            let Some(command_line) = command_line_of(&value) else {
+                continue; // An override only: nothing would start.
+            };
+            if self.server(&name).is_some() {
+                self.warnings.push(format!(
+                    "{shown}: the project would replace server {name:?}, but the project is not trusted (tether trust)"
+                ));
+                continue;
+            }
+            self.untrusted.push(UntrustedServer { name, source: path.to_owned(), command_line });
+        }
+    }
+}
+
+/// The `mcpServers` object of a config file's text, `None` when it has none.
+fn servers_of(text: &str, shown: &str) -> Result<Option<serde_json::Map<String, Value>>, String> {
+    let document: Value = serde_json::from_str(text).map_err(|err| syntax_error(shown, &err))?;
+    match document.get("mcpServers") {
+        None => Ok(None),
+        Some(Value::Object(servers)) => Ok(Some(servers.clone())),
+        Some(_) => Err(format!("{shown}: \"mcpServers\" must be an object")),
+    }
+}
+
+/// A JSON syntax error, with its line and column first.
+pub(crate) fn syntax_error(shown: &str, err: &serde_json::Error) -> String {
+    let message = err.to_string();
+    let message = message.find(" at line ").map_or(message.as_str(), |at| &message[..at]);
+    format!("{shown}: invalid JSON at line {} column {}: {message}", err.line(), err.column())
+}
+
+/// What an entry would run, as written (no expansion, so no secrets), or the
+/// URL it would reach; `None` for an entry that starts nothing.
+pub(crate) fn command_line_of(entry: &Value) -> Option<String> {
+    if let Some(command) = entry.get("command").and_then(Value::as_str) {
+        let mut words = vec![shell_quote(command)];
+        if let Some(args) = entry.get("args").and_then(Value::as_array) {
+            words.extend(args.iter().map(|arg| shell_quote(arg.as_str().unwrap_or("?"))));
+        }
+        return Some(words.join(" "));
+    }
+    entry.get("url").and_then(Value::as_str).map(|url| format!("connect to {url}"))
+}
+
+/// Quotes a word the way a person would type it into a shell.
+fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,~${}".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// `-` and `_` are the same in server names.
+pub(crate) fn name_key(name: &str) -> String {
+    name.replace('-', "_")
+}
+
+/// The user config folder: `$TETHER_CONFIG_DIR`, else `$XDG_CONFIG_HOME/tether`,
+/// else `~/.config/tether`.
+pub fn default_config_dir() -> Option<PathBuf> {
+    let non_empty =
+        |name: &str| std::env::var_os(name).filter(|value| !value.is_empty()).map(PathBuf::from);
+    non_empty("TETHER_CONFIG_DIR")
+        .or_else(|| non_empty("XDG_CONFIG_HOME").map(|dir| dir.join("tether")))
+        .or_else(|| non_empty("HOME").map(|home| home.join(".config").join("tether")))
+}
+
+impl From<FailedEntry> for Error {
+    fn from(entry: FailedEntry) -> Error {
+        Error::Config(entry.error)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,522 @@
+//! Configuration through the binary: scopes, trust, expansion, secrets, and
+//! the commands that rewrite the files.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tether::{Config, ConfigLoader, Scope, ServerConfig};
+
+use crate::support::{
+    fixture, misbehave_entry, run_command, stderr_of, stdout_of, tether_in, Tag, TempDir,
+};
+
+const WITHIN: Duration = Duration::from_secs(20);
+
+/// A config folder and a project folder, each with an optional file.
+struct Setup {
+    config: TempDir,
+    project: TempDir,
+}
+
+impl Setup {
+    fn new(user: Option<Value>, project: Option<Value>) -> Setup {
+        let setup = Setup { config: TempDir::new(), project: TempDir::new() };
+        if let Some(servers) = user {
+            setup.config.write("mcp.json", &json!({"mcpServers": servers}).to_string());
+        }
+        if let Some(servers) = project {
+            setup.project.write(".mcp.json", &json!({"mcpServers": servers}).to_string());
+        }
+        setup
+    }
+
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+        let mut command = tether_in(self.config.path(), self.project.path());
+        command.args(args);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let (output, _) = run_command(command, None, WITHIN);
+        (output.status.code().unwrap_or(-1), stdout_of(&output), stderr_of(&output))
+    }
+
+    fn user_file(&self) -> Value {
+        serde_json::from_str(&fs::read_to_string(self.config.path().join("mcp.json")).unwrap())
+            .unwrap()
+    }
+
+    fn project_file(&self) -> Value {
+        serde_json::from_str(&fs::read_to_string(self.project.path().join(".mcp.json")).unwrap())
+            .unwrap()
+    }
+}
+
+fn list_json(setup: &Setup, env: &[(&str, &str)]) -> Vec<Value> {
+    let (_, out, err) = setup.run(&["list", "--json"], env);
+    serde_json::from_str(&out).unwrap_or_else(|_| panic!("not JSON: {out}\n{err}"))
+}
+
+fn state_of(statuses: &[Value], name: &str) -> String {
+    statuses
+        .iter()
+        .find(|s| s["name"] == name)
+        .map(|s| s["state"].as_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+fn env_seen_by(
+    setup: &Setup,
+    server: &str,
+    env: &[(&str, &str)],
+) -> serde_json::Map<String, Value> {
+    let (code, out, err) = setup.run(&["call", server, "env"], env);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn an_untrusted_project_starts_nothing_until_trusted() {
+    let tag = Tag::new();
+    let setup = Setup::new(
+        Some(json!({"mine": misbehave_entry(&tag, &[])})),
+        Some(json!({"theirs": misbehave_entry(&tag, &["--odd-names"])})),
+    );
+    let (code, out, _) = setup.run(&["list"], &[]);
+    assert_eq!(code, 0, "untrusted servers do not fail a plain list: {out}");
+    assert!(out.contains("theirs  untrusted"), "{out}");
+    assert!(out.contains("tether trust"), "{out}");
+    // Asked for by name, an untrusted server fails the listing…
+    let (code, _, _) = setup.run(&["list", "theirs"], &[]);
+    assert_eq!(code, 1);
+    // …and cannot be called.
+    let (code, _, err) = setup.run(&["call", "theirs", "echo"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not trusted") && err.contains("tether trust"), "{err}");
+    assert_eq!(tag.live_processes().len(), 0);
+
+    // trust prints exactly what would run, then records the canonical path.
+    let (code, out, _) = setup.run(&["trust"], &[]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(&format!(
+            "theirs  {} --tag {} --odd-names",
+            fixture("misbehave").display(),
+            tag.0
+        )),
+        "{out}"
+    );
+    let statuses = list_json(&setup, &[]);
+    assert_eq!(state_of(&statuses, "theirs"), "ready");
+    assert_eq!(statuses.iter().find(|s| s["name"] == "theirs").unwrap()["scope"], "project");
+
+    let (code, out, _) = setup.run(&["untrust"], &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(state_of(&list_json(&setup, &[]), "theirs"), "untrusted");
+    // The variable trusts for one run.
+    assert_eq!(state_of(&list_json(&setup, &[("TETHER_TRUST_PROJECT", "1")]), "theirs"), "ready");
+    tag.assert_gone();
+}
+
+#[test]
+fn project_entries_replace_user_entries_and_overrides_change_only_what_they_name() {
+    let tag = Tag::new();
+    let mut project_entry = misbehave_entry(&tag, &[]);
+    project_entry["env"] = json!({"WHO": "project"});
+    let mut user_entry = misbehave_entry(&tag, &[]);
+    user_entry["env"] = json!({"WHO": "user"});
+    let setup = Setup::new(
+        Some(
+            json!({"same": user_entry, "flip": misbehave_entry(&tag, &[]), "solo": misbehave_entry(&tag, &[])}),
+        ),
+        Some(json!({"same": project_entry, "flip": {"enabled": false}})),
+    );
+    let trusted = [("TETHER_TRUST_PROJECT", "1")];
+    assert_eq!(env_seen_by(&setup, "same", &trusted)["WHO"], "project");
+    let statuses = list_json(&setup, &trusted);
+    assert_eq!(state_of(&statuses, "flip"), "disabled");
+    assert_eq!(state_of(&statuses, "solo"), "ready");
+    // The override kept the user entry's command: it is still a user entry, disabled.
+    assert_eq!(statuses.iter().find(|s| s["name"] == "flip").unwrap()["scope"], "user");
+    tag.assert_gone();
+}
+
+#[test]
+fn tether_mcp_0_reads_nothing() {
+    let setup = Setup::new(Some(json!({"broken": {"comand": "x"}})), None);
+    let (code, out, err) = setup.run(&["list"], &[("TETHER_MCP", "0")]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    assert!(
+        ConfigLoader::new()
+            .config_dir(setup.config.path())
+            .environment(vec![("TETHER_MCP".into(), "0".into())])
+            .load()
+            .off
+    );
+}
+
+#[test]
+fn variables_and_commands_expand_into_the_server_environment() {
+    let tag = Tag::new();
+    let mut entry = misbehave_entry(&tag, &[]);
+    entry["env"] = json!({
+        "FROM_VAR": "${TETHER_TEST_VALUE}",
+        "WITH_DEFAULT": "${TETHER_TEST_UNSET:-fallback}",
+        "DOLLARS": "$$literal",
+        "FROM_COMMAND": "!echo from-a-command",
+    });
+    entry["envFrom"] = json!({"RENAMED": "TETHER_TEST_VALUE"});
+    let setup = Setup::new(Some(json!({"fx": entry})), None);
+    let seen = env_seen_by(&setup, "fx", &[("TETHER_TEST_VALUE", "v1"), ("UNRELATED_SECRET", "x")]);
+    assert_eq!(seen["FROM_VAR"], "v1");
+    assert_eq!(seen["WITH_DEFAULT"], "fallback");
+    assert_eq!(seen["DOLLARS"], "$literal");
+    assert_eq!(seen["FROM_COMMAND"], "from-a-command");
+    assert_eq!(seen["RENAMED"], "v1");
+    assert!(!seen.contains_key("UNRELATED_SECRET"), "the host environment leaked: {seen:?}");
+    assert!(!seen.contains_key("TETHER_TEST_VALUE"));
+    tag.assert_gone();
+}
+
+#[test]
+fn bad_entries_get_messages_that_name_file_server_and_field() {
+    let tag = Tag::new();
+    let setup = Setup::new(
+        Some(json!({
+            "good": misbehave_entry(&tag, &[]),
+            "typo": {"comand": "x"},
+            "unset": {"command": "${TETHER_TEST_NOT_SET}"},
+            "failing": {"command": "x", "env": {"T": "!false"}},
+            "wrong-type": {"command": "x", "args": "not a list"},
+            "dup_name": {"command": "x"},
+            "dup-name": {"command": "y"},
+        })),
+        None,
+    );
+    let (code, out, _) = setup.run(&["list"], &[]);
+    assert_eq!(code, 1, "{out}");
+    let file = setup.config.path().join("mcp.json").display().to_string();
+    assert!(
+        out.lines().any(|line| line.starts_with("good ") && line.contains(" connected ")),
+        "{out}"
+    );
+    for expected in [
+        format!("{file}: server \"typo\": unknown field \"comand\" (did you mean \"command\"?)"),
+        format!("{file}: server \"unset\": field \"command\" uses ${{TETHER_TEST_NOT_SET}}, which is not set"),
+        "field \"env\" T: `!false` failed".to_owned(),
+        "field \"args\" must be a list of strings, not a string".to_owned(),
+        "server \"dup-name\" is the same name as \"dup_name\"".to_owned(),
+    ] {
+        assert!(out.contains(&expected), "missing {expected:?} in:\n{out}");
+    }
+    tag.assert_gone();
+}
+
+#[test]
+fn a_broken_file_is_a_failed_entry_with_line_and_column_and_the_project_still_works() {
+    let tag = Tag::new();
+    let setup = Setup::new(None, Some(json!({"proj": misbehave_entry(&tag, &[])})));
+    setup
+        .config
+        .write("mcp.json", "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}");
+    let statuses = list_json(&setup, &[("TETHER_TRUST_PROJECT", "1")]);
+    assert_eq!(state_of(&statuses, "proj"), "ready");
+    let broken = statuses.iter().find(|s| s["name"] == "mcp.json").unwrap();
+    assert!(broken["error"].as_str().unwrap().contains("line 3 column"), "{broken}");
+    tag.assert_gone();
+}
+
+#[test]
+fn project_files_may_not_name_host_variables_or_run_commands() {
+    let tag = Tag::new();
+    let mut named = misbehave_entry(&tag, &[]);
+    named["env"] = json!({"K": "${TETHER_TEST_VALUE}"});
+    let mut from = misbehave_entry(&tag, &[]);
+    from["envFrom"] = json!({"K": "TETHER_TEST_VALUE"});
+    let mut command = misbehave_entry(&tag, &[]);
+    command["env"] = json!({"K": "!echo pwned"});
+    let mut inherit = misbehave_entry(&tag, &[]);
+    inherit["inheritEnv"] = json!(true);
+    let setup = Setup::new(
+        None,
+        Some(json!({"named": named, "from": from, "command": command, "inherit": inherit})),
+    );
+    let env = [("TETHER_TRUST_PROJECT", "1"), ("TETHER_TEST_VALUE", "v")];
+    let statuses = list_json(&setup, &env);
+    for name in ["named", "from", "command", "inherit"] {
+        assert_eq!(state_of(&statuses, name), "failed", "{name}: {statuses:?}");
+    }
+    // TETHER_MCP_ENV lets a project name a variable, and only that one.
+    let listed = [
+        ("TETHER_TRUST_PROJECT", "1"),
+        ("TETHER_TEST_VALUE", "v"),
+        ("TETHER_MCP_ENV", "TETHER_TEST_VALUE"),
+    ];
+    let statuses = list_json(&setup, &listed);
+    assert_eq!(state_of(&statuses, "named"), "ready");
+    assert_eq!(state_of(&statuses, "from"), "ready");
+    assert_eq!(state_of(&statuses, "command"), "failed");
+    tag.assert_gone();
+}
+
+#[test]
+fn the_allow_list_binds_the_user_file_too() {
+    let tag = Tag::new();
+    let mut entry = misbehave_entry(&tag, &[]);
+    entry["env"] = json!({"K": "${TETHER_TEST_VALUE}"});
+    let setup = Setup::new(Some(json!({"fx": entry})), None);
+    let statuses =
+        list_json(&setup, &[("TETHER_TEST_VALUE", "v"), ("TETHER_MCP_ENV", "SOMETHING_ELSE")]);
+    assert_eq!(state_of(&statuses, "fx"), "failed");
+    let error = statuses[0]["error"].as_str().unwrap();
+    assert!(error.contains("TETHER_TEST_VALUE, which TETHER_MCP_ENV does not list"), "{error}");
+}
+
+#[test]
+fn secrets_never_appear_in_output_logs_or_errors() {
+    let tag = Tag::new();
+    let secret = "planted-secret-9f8e7d";
+    let mut good = misbehave_entry(&tag, &[]);
+    good["env"] =
+        json!({"API_TOKEN": "${TETHER_TEST_SECRET}", "OTHER": "!echo planted-secret-9f8e7d"});
+    let mut failing = misbehave_entry(&tag, &["--exit-during-initialize"]);
+    failing["env"] = json!({"API_TOKEN": "${TETHER_TEST_SECRET}"});
+    let unset =
+        json!({"command": "x", "env": {"A": "${TETHER_TEST_SECRET} ${TETHER_TEST_MISSING}"}});
+    let setup = Setup::new(Some(json!({"good": good, "failing": failing, "unset": unset})), None);
+    let env = [("TETHER_TEST_SECRET", secret), ("RUST_LOG", "trace")];
+    let mut everything = String::new();
+    for args in [
+        &["list"][..],
+        &["list", "--json"],
+        &["tools", "--json"],
+        &["call", "good", "echo", r#"{"text":"hi"}"#],
+        &["call", "failing", "echo"],
+        &["call", "unset", "echo"],
+        &["call", "good", "nosuch"],
+    ] {
+        let (_, out, err) = setup.run(args, &env);
+        everything.push_str(&out);
+        everything.push_str(&err);
+    }
+    assert!(everything.contains("TRACE") || everything.contains("trace"), "trace logging was on");
+    assert!(!everything.contains(secret), "the secret leaked");
+    tag.assert_gone();
+}
+
+#[test]
+fn add_writes_both_forms_and_refuses_duplicates() {
+    let setup = Setup::new(None, None);
+    let (code, out, err) = setup.run(
+        &[
+            "add",
+            "local-one",
+            "--env",
+            "MODE=fast",
+            "--description",
+            "A test server.",
+            "--",
+            "node",
+            "server.js",
+            "--port",
+            "3",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Added stdio server \"local-one\" to")
+            && out.contains("Check it with: tether list local-one"),
+        "{out}"
+    );
+    let (code, _, err) = setup.run(
+        &[
+            "add",
+            "remote-one",
+            "--url",
+            "https://example.test/mcp",
+            "--transport",
+            "sse",
+            "--header",
+            "X-Team=a",
+            "--header",
+            "Authorization: Bearer ${TOKEN}",
+            "--bearer-token-env-var",
+            "MY_TOKEN",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        setup.user_file(),
+        json!({"mcpServers": {
+            "local-one": {"command": "node", "args": ["server.js", "--port", "3"], "env": {"MODE": "fast"},
+                          "description": "A test server."},
+            "remote-one": {"type": "sse", "url": "https://example.test/mcp",
+                           "headers": {"X-Team": "a", "Authorization": "Bearer ${TOKEN}"}, "bearerTokenEnv": "MY_TOKEN"}
+        }})
+    );
+    let mode =
+        fs::metadata(setup.config.path().join("mcp.json")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let (code, _, err) = setup.run(&["add", "local_one", "--", "x"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("already has a server named \"local-one\""), "{err}");
+    let (code, _, err) = setup.run(&["add", "bad.name", "--", "x"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.name"), "{err}");
+    let (code, _, err) = setup.run(&["add", "both", "--url", "http://x/mcp", "--", "x"], &[]);
+    assert_eq!(code, 2, "{err}");
+    // -l writes the project file and says the project needs trust.
+    let (code, out, _) = setup.run(&["add", "-l", "proj", "--", "x"], &[]);
+    assert_eq!(code, 0);
+    assert!(out.contains("tether trust"), "{out}");
+    assert_eq!(setup.project_file(), json!({"mcpServers": {"proj": {"command": "x"}}}));
+}
+
+#[test]
+fn edits_keep_unrelated_keys_entries_and_order() {
+    let setup = Setup::new(None, None);
+    let original = r#"{
+  "someOtherTool": {"keep": [1, 2, 3]},
+  "mcpServers": {
+    "zeta": {"command": "z", "autoApprove": ["x"], "env": {"A": "${A}"}},
+    "alpha": {"command": "a"}
+  },
+  "trailing": true
+}"#;
+    setup.config.write("mcp.json", original);
+    assert_eq!(setup.run(&["disable", "zeta"], &[]).0, 0);
+    assert_eq!(setup.run(&["add", "beta", "--", "b"], &[]).0, 0);
+    assert_eq!(setup.run(&["remove", "alpha"], &[]).0, 0);
+    let text = fs::read_to_string(setup.config.path().join("mcp.json")).unwrap();
+    let value: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        value,
+        json!({"someOtherTool": {"keep": [1, 2, 3]},
+               "mcpServers": {"zeta": {"command": "z", "autoApprove": ["x"], "env": {"A": "${A}"}, "enabled": false},
+                              "beta": {"command": "b"}},
+               "trailing": true})
+    );
+    // Key order as it was: the other tool's key first, ours in the middle.
+    assert!(text.find("someOtherTool").unwrap() < text.find("mcpServers").unwrap());
+    assert!(text.find("\"zeta\"").unwrap() < text.find("\"beta\"").unwrap());
+    assert!(text.find("mcpServers").unwrap() < text.find("trailing").unwrap());
+    assert_eq!(setup.run(&["enable", "zeta"], &[]).0, 0);
+    assert_eq!(setup.user_file()["mcpServers"]["zeta"]["enabled"], true);
+}
+
+#[test]
+fn a_broken_file_is_never_rewritten() {
+    let setup = Setup::new(None, None);
+    let broken = "{\"mcpServers\": {\"a\": }";
+    setup.config.write("mcp.json", broken);
+    let (code, _, err) = setup.run(&["add", "b", "--", "x"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("line 1 column") && err.contains("fix it by hand"), "{err}");
+    assert_eq!(fs::read_to_string(setup.config.path().join("mcp.json")).unwrap(), broken);
+}
+
+#[test]
+fn remove_asks_which_scope_and_refuses_without_a_terminal() {
+    let setup = Setup::new(
+        Some(json!({"both": {"command": "u"}})),
+        Some(json!({"both": {"command": "p"}})),
+    );
+    let (code, _, err) = setup.run(&["remove", "both"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("pass --user or -l"), "{err}");
+    assert_eq!(setup.run(&["remove", "both", "-l"], &[]).0, 0);
+    assert_eq!(setup.project_file(), json!({"mcpServers": {}}));
+    assert_eq!(setup.user_file()["mcpServers"]["both"]["command"], "u");
+    assert_eq!(setup.run(&["remove", "both"], &[]).0, 0);
+    let (code, _, err) = setup.run(&["remove", "both"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no server named \"both\""), "{err}");
+}
+
+#[test]
+fn concurrent_adds_from_two_processes_lose_nothing() {
+    let setup = Setup::new(None, None);
+    let mut children = Vec::new();
+    for process in 0..2 {
+        for index in 0..12 {
+            let mut command = tether_in(setup.config.path(), setup.project.path());
+            command.args(["add", &format!("p{process}-s{index}"), "--", "cmd"]);
+            command.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+            children.push(command.spawn().unwrap());
+        }
+    }
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let servers = setup.user_file()["mcpServers"].as_object().unwrap().len();
+    assert_eq!(servers, 24);
+}
+
+#[test]
+fn import_translates_other_clients_files_and_reports_what_it_skipped() {
+    let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/configs");
+    let setup = Setup::new(Some(json!({"github": {"command": "already-here"}})), None);
+    let run_import = |file: &str| setup.run(&["import", configs.join(file).to_str().unwrap()], &[]);
+
+    let (code, out, err) = run_import("claude_desktop_config.json");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Imported 2 servers") && out.contains("filesystem, sqlite"), "{out}");
+    assert!(out.contains("Skipped weather.service: the name"), "{out}");
+    assert!(out.contains("Skipped github: a server of that name is already configured"), "{out}");
+    assert!(out.contains("dropped \"autoApprove\""), "{out}");
+
+    let (code, out, _) = run_import("cursor_mcp.json");
+    assert_eq!(code, 0);
+    assert!(out.contains("Imported 3 servers"), "{out}");
+    let (code, out, _) = run_import("vscode_mcp.json");
+    assert_eq!(code, 0);
+    assert!(out.contains("Imported 2 servers") && out.contains("memory, remote-tools"), "{out}");
+    assert!(out.contains("Skipped perplexity: it uses VS Code ${input:"), "{out}");
+    assert!(out.contains("Skipped workspace-files: it uses ${workspaceFolder}"), "{out}");
+    let (code, out, _) = run_import("claude_code_mcp.json");
+    assert_eq!(code, 0);
+    assert!(out.contains("Imported 3 servers"), "{out}");
+
+    let file = setup.user_file();
+    let servers = &file["mcpServers"];
+    assert_eq!(servers["sqlite"]["enabled"], false);
+    assert!(servers["sqlite"].get("autoApprove").is_none());
+    assert_eq!(servers["memory"]["env"]["TOKEN"], "${MEMORY_TOKEN}");
+    assert_eq!(servers["memory"]["env"]["MEMORY_FILE"], "${HOME}/memory.json");
+    assert_eq!(servers["remote-tools"]["type"], "http");
+    assert_eq!(servers["events"]["type"], "sse");
+    // Everything imported parses as configuration, given the variables it names.
+    let environment: Vec<(String, String)> =
+        ["HOME", "GITHUB_TOKEN", "LINEAR_TOKEN", "MEMORY_TOKEN", "API_KEY"]
+            .iter()
+            .map(|name| (name.to_string(), "x".to_string()))
+            .collect();
+    let config =
+        ConfigLoader::new().config_dir(setup.config.path()).environment(environment).load();
+    assert!(config.failed.is_empty(), "{:?}", config.failed);
+    assert_eq!(config.servers.len(), 11);
+}
+
+#[test]
+fn host_servers_are_overridden_by_file_entries_of_the_same_name() {
+    let setup = Setup::new(Some(json!({"shared": {"command": "from-file"}})), None);
+    let config = ConfigLoader::new()
+        .config_dir(setup.config.path())
+        .host_server(ServerConfig::stdio("shared", "from-code", &[]))
+        .host_server(ServerConfig::stdio("only-code", "from-code", &[]))
+        .load();
+    let scopes: Vec<(&str, Scope)> =
+        config.servers.iter().map(|s| (s.name.as_str(), s.scope)).collect();
+    assert_eq!(scopes, [("only-code", Scope::Host), ("shared", Scope::User)]);
+    let Some(tether::TransportConfig::Stdio(stdio)) = config.server("shared").map(|s| &s.transport)
+    else {
+        panic!()
+    };
+    assert_eq!(stdio.command, "from-file");
+    assert!(Config::from_json("{").failed[0].error.contains("line 1"));
+}
