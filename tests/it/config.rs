@@ -520,3 +520,61 @@ fn host_servers_are_overridden_by_file_entries_of_the_same_name() {
     assert_eq!(stdio.command, "from-file");
     assert!(Config::from_json("{").failed[0].error.contains("line 1"));
 }
+
+/// Runs tether on a pseudo-terminal (util-linux `script`) with typed answers.
+fn on_terminal(setup: &Setup, args: &str, answers: &str) -> (i32, String) {
+    assert!(
+        Path::new("/usr/bin/script").exists(),
+        "this test needs `script` from util-linux (apt-get install util-linux)"
+    );
+    let command_line = format!(
+        "{} --config-dir {} --project {} {args}",
+        crate::support::tether_bin(),
+        setup.config.path().display(),
+        setup.project.path().display()
+    );
+    let mut command = std::process::Command::new("script");
+    command.args(["-qec", &command_line, "/dev/null"]);
+    let (output, _) = run_command(command, Some(answers), WITHIN);
+    (output.status.code().unwrap_or(-1), stdout_of(&output))
+}
+
+#[test]
+fn add_on_a_terminal_asks_for_each_setting() {
+    let setup = Setup::new(None, None);
+    let (code, out) = on_terminal(
+        &setup,
+        "add",
+        "typed\nstdio\nnode \"my server.js\" --flag\nMODE=fast\n\nTyped in.\n",
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Server name") && out.contains("Added stdio server \"typed\""), "{out}");
+    assert_eq!(
+        setup.user_file()["mcpServers"]["typed"],
+        json!({"command": "node", "args": ["my server.js", "--flag"], "env": {"MODE": "fast"}, "description": "Typed in."})
+    );
+    let (code, out) = on_terminal(
+        &setup,
+        "add",
+        "web\nhttp\nhttps://example.test/mcp\nAuthorization: Bearer ${WEB_TOKEN}\n\n\n",
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("X-API-Key"), "the header question offers the usual names: {out}");
+    assert_eq!(
+        setup.user_file()["mcpServers"]["web"],
+        json!({"type": "http", "url": "https://example.test/mcp", "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}})
+    );
+}
+
+#[test]
+fn remove_on_a_terminal_asks_which_file() {
+    let setup = Setup::new(
+        Some(json!({"both": {"command": "u"}})),
+        Some(json!({"both": {"command": "p"}})),
+    );
+    let (code, out) = on_terminal(&setup, "remove both", "p\n");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("(u)ser, (p)roject"), "{out}");
+    assert_eq!(setup.project_file(), json!({"mcpServers": {}}));
+    assert_eq!(setup.user_file()["mcpServers"]["both"]["command"], "u");
+}
