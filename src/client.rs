@@ -27,8 +27,9 @@ use crate::protocol::{
     Progress, ServerInfo, Tool, ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
 };
 use crate::threads::NamedThread;
-use crate::transport::outbox::Outbox;
-use crate::transport::{self, Endpoint, Inbox};
+use crate::transport::http::{HttpTarget, HttpTransport};
+use crate::transport::outbox::{Closed, Outbox};
+use crate::transport::{self, Endpoint, Inbox, Outlet};
 
 pub use crate::transport::stdio::StdioCommand;
 
@@ -50,6 +51,8 @@ const MAX_PAGES: usize = 1000;
 pub enum Transport {
     /// A child process speaking over its stdin and stdout.
     Stdio(StdioCommand),
+    /// A server at a URL (Streamable HTTP, or the legacy HTTP+SSE).
+    Http(HttpTarget),
 }
 
 /// Settings of one connection.
@@ -163,29 +166,40 @@ impl Client {
         transport: &Transport,
         options: ClientOptions,
     ) -> Result<Client, Error> {
-        let outbox = Arc::new(Outbox::new(server));
         let (events_sender, events) = crossbeam_channel::bounded(EVENTS_QUEUE);
         let router = Arc::new(Router {
             server: server.to_owned(),
             next_id: AtomicU64::new(1),
             state: Mutex::new(PendingState::default()),
-            outbox: Arc::clone(&outbox),
+            outlet: OnceLock::new(),
             events: events_sender,
         });
+        let inbox = Arc::clone(&router) as Arc<dyn Inbox>;
         let skipped_frames = Arc::new(AtomicU64::new(0));
         let endpoint: Box<dyn Endpoint> = match transport {
-            Transport::Stdio(command) => Box::new(transport::stdio::spawn(
-                server,
-                command,
-                Arc::clone(&router) as Arc<dyn Inbox>,
-                Arc::clone(&outbox),
-                Arc::clone(&skipped_frames),
-            )?),
+            Transport::Stdio(command) => {
+                let outbox = Arc::new(Outbox::new(server));
+                let _ = router.outlet.set(Arc::clone(&outbox) as Arc<dyn Outlet>);
+                Box::new(transport::stdio::spawn(
+                    server,
+                    command,
+                    inbox,
+                    outbox,
+                    Arc::clone(&skipped_frames),
+                )?)
+            }
+            Transport::Http(target) => {
+                let http =
+                    HttpTransport::start(server, target.clone(), inbox, options.max_total_timeout)?;
+                let _ = router.outlet.set(Arc::clone(&http) as Arc<dyn Outlet>);
+                Box::new(http)
+            }
         };
         let events_thread = NamedThread::spawn(format!("{server}-events"), {
             let server = server.to_owned();
             let host = Arc::clone(&options.host);
-            move || events_loop(&server, &*host, &events, &outbox)
+            let router = Arc::clone(&router);
+            move || events_loop(&server, &*host, &events, &router)
         });
         let client = Client {
             router,
@@ -269,6 +283,12 @@ impl Client {
         self.endpoint.stderr_tail(wait)
     }
 
+    /// The transport in use: `stdio`, `http` (Streamable HTTP) or `sse`
+    /// (legacy HTTP+SSE, also after a fallback).
+    pub fn transport_name(&self) -> Option<&'static str> {
+        Some(self.endpoint.transport_name())
+    }
+
     /// Why the connection closed, if it did.
     pub fn close_reason(&self) -> Option<CloseReason> {
         self.router.state.lock().unwrap().closed.clone() // Poisoned only if a holder panicked.
@@ -306,7 +326,7 @@ impl Client {
         let _pending = PendingGuard { router: &self.router, id };
         let frame = jsonrpc::encode_request(&RequestId::Number(id), method, params.as_ref());
         drop(params);
-        if self.router.outbox.send(frame).is_err() {
+        if self.router.send(frame).is_err() {
             return Err(Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof)));
         }
         self.wait(id, method, &replies, &queued_progress, options)
@@ -348,6 +368,7 @@ impl Client {
                 Wake::Reply(Reply::Done(Ok(result))) => return Ok(result),
                 Wake::Reply(Reply::Done(Err(error))) => return Err(Error::Rpc(error)),
                 Wake::Reply(Reply::Closed(reason)) => return Err(Error::Disconnected(reason)),
+                Wake::Reply(Reply::Failed(error)) => return Err(error),
                 Wake::Reply(Reply::Progress(params)) => {
                     queued_progress.fetch_sub(1, Ordering::AcqRel);
                     if let Some(callback) = &options.progress {
@@ -393,6 +414,7 @@ impl Client {
                     Ok(Reply::Progress(_)) => continue,
                     Ok(Reply::Done(outcome)) => return Some(outcome.map_err(Error::Rpc)),
                     Ok(Reply::Closed(reason)) => return Some(Err(Error::Disconnected(reason))),
+                    Ok(Reply::Failed(error)) => return Some(Err(error)),
                     Err(_) => return None,
                 }
             }
@@ -417,7 +439,6 @@ impl Client {
         }
         let frame = jsonrpc::encode_notification(method, params.as_ref());
         self.router
-            .outbox
             .send(frame)
             .map_err(|_| Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof)))
     }
@@ -555,6 +576,7 @@ enum Reply {
     Done(Result<Value, RpcError>),
     Progress(Value),
     Closed(CloseReason),
+    Failed(Error),
 }
 
 /// What the reader queues for the events thread.
@@ -594,11 +616,16 @@ struct Router {
     server: String,
     next_id: AtomicU64,
     state: Mutex<PendingState>,
-    outbox: Arc<Outbox>,
+    /// Set once, right after the transport starts.
+    outlet: OnceLock<Arc<dyn Outlet>>,
     events: Sender<Event>,
 }
 
 impl Router {
+    fn send(&self, frame: Vec<u8>) -> Result<(), Closed> {
+        self.outlet.get().ok_or(Closed)?.send(frame)
+    }
+
     fn register(&self, id: i64, waiter: Waiter) -> Result<(), Error> {
         let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
         if let Some(reason) = &state.closed {
@@ -666,7 +693,7 @@ impl Inbox for Router {
             }
             Message::Request(request) if request.method == "ping" => {
                 let frame = jsonrpc::encode_response(&request.id, &Ok(json!({})));
-                let _ = self.outbox.send(frame);
+                let _ = self.send(frame);
             }
             Message::Request(request) => {
                 if let Err(TrySendError::Full(Event::Request(request))) =
@@ -677,7 +704,7 @@ impl Inbox for Router {
                         message: "the client is busy; try again".into(),
                         data: None,
                     };
-                    let _ = self.outbox.send(jsonrpc::encode_response(&request.id, &Err(busy)));
+                    let _ = self.send(jsonrpc::encode_response(&request.id, &Err(busy)));
                 }
             }
             Message::Notification(notification) => {
@@ -703,9 +730,22 @@ impl Inbox for Router {
         }
         let _ = self.events.try_send(Event::Stop);
     }
+
+    fn failed(&self, id: i64, error: Error) {
+        let waiter = self.state.lock().unwrap().waiters.remove(&id); // Poisoned only if a holder panicked.
+        match waiter {
+            Some(waiter) => {
+                let _ = waiter.replies.send(Reply::Failed(error));
+            }
+            None => log::debug!(
+                "{}: request {id} failed after its caller gave up: {error}",
+                self.server
+            ),
+        }
+    }
 }
 
-fn events_loop(server: &str, host: &dyn Host, events: &Receiver<Event>, outbox: &Outbox) {
+fn events_loop(server: &str, host: &dyn Host, events: &Receiver<Event>, router: &Router) {
     for event in events {
         match event {
             Event::Request(request) => {
@@ -715,7 +755,7 @@ fn events_loop(server: &str, host: &dyn Host, events: &Receiver<Event>, outbox: 
                     log::debug!("{server}: answered {} with an error: {error}", request.method);
                 }
                 let frame = jsonrpc::encode_response(&request.id, &outcome);
-                let _ = outbox.send(frame);
+                let _ = router.send(frame);
             }
             Event::Notification(notification) => {
                 log::debug!("{server}: notification {}", notification.method);

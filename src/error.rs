@@ -48,6 +48,13 @@ pub enum Error {
     },
     /// The configuration is invalid.
     Config(String),
+    /// An HTTP server refused a request, or could not be reached.
+    Http {
+        /// The status code, when there was an answer.
+        status: Option<u16>,
+        /// What went wrong, and what to do about it.
+        message: String,
+    },
     /// Adds the server name to an error from below.
     Server {
         /// The configured name of the server.
@@ -139,6 +146,8 @@ impl fmt::Display for Error {
             Error::UnknownServer(name) => write!(f, "no server named {name:?} is configured"),
             Error::NotConnected { state } => write!(f, "server is not connected ({state})"),
             Error::Config(what) => write!(f, "invalid configuration: {what}"),
+            Error::Http { status: Some(status), message } => write!(f, "HTTP {status}: {message}"),
+            Error::Http { status: None, message } => write!(f, "HTTP: {message}"),
             Error::Server { name, source } => write!(f, "server {name:?}: {source}"),
         }
     }

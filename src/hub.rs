@@ -19,12 +19,15 @@ use serde_json::Value;
 
 use crate::client::{CallOptions, Client, ClientOptions, Transport};
 use crate::clock;
-use crate::config::{Config, FailedEntry, Scope, ServerConfig, TransportConfig, UntrustedServer};
+use crate::config::{
+    Config, FailedEntry, RemoteConfig, Scope, ServerConfig, TransportConfig, UntrustedServer,
+};
 use crate::environment;
 use crate::error::Error;
 use crate::host::{DefaultHost, Host};
 use crate::protocol::{ServerInfo, Tool, ToolResult};
 use crate::registry::{NameStyle, RegisteredTool, ToolRegistry};
+use crate::transport::http::HttpTarget;
 
 /// How the hub starts and names things.
 #[derive(Clone)]
@@ -440,10 +443,10 @@ impl Shared {
                 stdio,
                 &environment::host_environment(),
             )),
-            TransportConfig::Remote(_) => {
-                let why = "remote servers (\"url\") need the HTTP transport, which this build does not have yet";
-                return self.settle_failed(slot, Error::Config(why.to_owned()), None);
-            }
+            TransportConfig::Remote(remote) => match http_target(remote, config.start_timeout) {
+                Ok(target) => Transport::Http(target),
+                Err(err) => return self.settle_failed(slot, err, None),
+            },
         };
         let client_options = ClientOptions {
             request_timeout: config.timeout,
@@ -550,7 +553,11 @@ impl Slot {
         ServerStatus {
             name: self.config.name.clone(),
             scope: self.config.scope,
-            transport: self.config.transport_name(),
+            transport: state
+                .client
+                .as_ref()
+                .and_then(|client| client.transport_name())
+                .unwrap_or_else(|| self.config.transport_name()),
             state: if lost.is_some() { ServerState::Failed } else { state.state },
             protocol_version: info.map(|info| info.protocol_version.clone()),
             server_name: info.map(|info| info.name.clone()),
@@ -572,6 +579,33 @@ impl Slot {
             since: clock::rfc3339(state.since),
         }
     }
+}
+
+/// The HTTP target of a remote entry, with its bearer token read now.
+fn http_target(remote: &RemoteConfig, start_timeout: Duration) -> Result<HttpTarget, Error> {
+    if remote.auth_provider.is_some() {
+        return Err(Error::Config(
+            "\"auth\" token providers are not supported by this build yet".into(),
+        ));
+    }
+    let bearer_token = match &remote.bearer_token_env {
+        None => None,
+        Some(variable) => match std::env::var(variable) {
+            Ok(token) if !token.is_empty() => Some(token),
+            _ => {
+                return Err(Error::Config(format!(
+                    "\"bearerTokenEnv\" names {variable}, which is not set in tether's environment"
+                )))
+            }
+        },
+    };
+    Ok(HttpTarget {
+        url: remote.url.clone(),
+        kind: remote.kind,
+        headers: remote.headers.clone(),
+        bearer_token,
+        endpoint_wait: start_timeout,
+    })
 }
 
 /// Handshake and first tool list, each step given what is left of the start timeout.

@@ -62,3 +62,4 @@ pub use protocol::{
     Progress, ServerInfo, Tool, ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
 };
 pub use registry::{qualified_name, NameStyle, RegisteredTool, ToolRegistry, MAX_TOOL_NAME};
+pub use transport::http::HttpTarget;

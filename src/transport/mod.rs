@@ -7,12 +7,14 @@
 //! into the inbox and callers write straight into the outbox, so a call costs
 //! one thread hand-off (reader to caller) beyond the server's own.
 
+pub(crate) mod http;
 pub(crate) mod outbox;
+mod sse;
 pub(crate) mod stdio;
 
 use std::io;
 
-use crate::error::CloseReason;
+use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Message;
 
 /// Where a transport's reader delivers what arrives.
@@ -21,6 +23,18 @@ pub(crate) trait Inbox: Send + Sync {
     fn deliver(&self, message: Message);
     /// The transport will deliver nothing more, for this reason.
     fn closed(&self, reason: CloseReason);
+    /// The request with this id cannot be answered, for this reason (an
+    /// HTTP error, say); the connection itself goes on.
+    fn failed(&self, id: i64, error: Error);
+}
+
+/// Where the client writes frames: a pipe, or HTTP requests.
+pub(crate) trait Outlet: Send + Sync {
+    /// Sends one encoded JSON-RPC message (no framing).
+    ///
+    /// # Errors
+    /// [`outbox::Closed`] once nothing more can be sent.
+    fn send(&self, frame: Vec<u8>) -> Result<(), outbox::Closed>;
 }
 
 /// A running transport, as the client sees it once connected.
@@ -30,4 +44,6 @@ pub(crate) trait Endpoint: Send + Sync {
     /// The last bytes the server wrote to stderr, if it has one; waits up
     /// to `wait_for_end` for the stream to end first.
     fn stderr_tail(&self, wait_for_end: std::time::Duration) -> Option<String>;
+    /// The transport in use, as `list` shows it (`stdio`, `http`, `sse`).
+    fn transport_name(&self) -> &'static str;
 }

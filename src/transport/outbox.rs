@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::CloseReason;
-use crate::transport::Inbox;
+use crate::transport::{Inbox, Outlet};
 
 /// How long the writer waits for room in the pipe before checking for close.
 const POLL_SLICE_MS: libc::c_int = 100;
@@ -221,4 +221,10 @@ fn wait_writable(pipe: &ChildStdin) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+impl Outlet for Outbox {
+    fn send(&self, frame: Vec<u8>) -> Result<(), Closed> {
+        Outbox::send(self, frame)
+    }
 }

@@ -217,6 +217,10 @@ impl Endpoint for StdioEndpoint {
     fn stderr_tail(&self, wait_for_end: Duration) -> Option<String> {
         Some(self.stderr_tail.text(wait_for_end))
     }
+
+    fn transport_name(&self) -> &'static str {
+        "stdio"
+    }
 }
 
 impl Drop for StdioEndpoint {
