@@ -24,7 +24,8 @@ use crate::error::{CloseReason, Error, Timeout};
 use crate::host::{self, DefaultHost, Host};
 use crate::jsonrpc::{self, Message, Notification, Request, RequestId, RpcError};
 use crate::protocol::{
-    Progress, ServerInfo, Tool, ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
+    Progress, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool,
+    ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
 };
 use crate::threads::NamedThread;
 use crate::transport::http::{HttpTarget, HttpTransport};
@@ -522,6 +523,90 @@ impl Client {
             return Err(Error::Protocol(format!("tools/call result is not an object: {raw}")));
         }
         Ok(ToolResult { raw })
+    }
+
+    /// Lists every resource, following `nextCursor` to the end.
+    ///
+    /// # Errors
+    /// As [`Client::list_tools`].
+    pub fn list_resources(&self, options: &CallOptions) -> Result<Vec<Resource>, Error> {
+        self.list_typed("resources/list", "resources", options)
+    }
+
+    /// Lists every resource template.
+    ///
+    /// # Errors
+    /// As [`Client::list_tools`].
+    pub fn list_resource_templates(
+        &self,
+        options: &CallOptions,
+    ) -> Result<Vec<ResourceTemplate>, Error> {
+        self.list_typed("resources/templates/list", "resourceTemplates", options)
+    }
+
+    /// Lists every prompt.
+    ///
+    /// # Errors
+    /// As [`Client::list_tools`].
+    pub fn list_prompts(&self, options: &CallOptions) -> Result<Vec<Prompt>, Error> {
+        self.list_typed("prompts/list", "prompts", options)
+    }
+
+    fn list_typed<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        key: &str,
+        options: &CallOptions,
+    ) -> Result<Vec<T>, Error> {
+        self.list_all(method, key, options)?
+            .into_iter()
+            .map(|item| {
+                serde_json::from_value(item)
+                    .map_err(|err| Error::Protocol(format!("bad item in {method}: {err}")))
+            })
+            .collect()
+    }
+
+    /// Reads a resource.
+    ///
+    /// # Errors
+    /// As [`Client::request`], or a result without `contents`.
+    pub fn read_resource(
+        &self,
+        uri: &str,
+        options: &CallOptions,
+    ) -> Result<Vec<ResourceContents>, Error> {
+        let mut result = self.request("resources/read", Some(json!({"uri": uri})), options)?;
+        let contents = result.get_mut("contents").map(Value::take).unwrap_or(Value::Null);
+        serde_json::from_value(contents)
+            .map_err(|err| Error::Protocol(format!("bad resources/read result: {err}")))
+    }
+
+    /// Gets a prompt with its arguments filled in.
+    ///
+    /// # Errors
+    /// As [`Client::request`], or a result without `messages`.
+    pub fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Result<PromptResult, Error> {
+        let result = self.request(
+            "prompts/get",
+            Some(json!({"name": name, "arguments": arguments})),
+            options,
+        )?;
+        serde_json::from_value(result)
+            .map_err(|err| Error::Protocol(format!("bad prompts/get result: {err}")))
+    }
+
+    /// Tells the server that the host's roots changed.
+    ///
+    /// # Errors
+    /// [`Error::Disconnected`] when the connection is closed.
+    pub fn notify_roots_changed(&self) -> Result<(), Error> {
+        self.notify("notifications/roots/list_changed", None)
     }
 
     /// Closes the connection: pending requests fail at once, then the

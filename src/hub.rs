@@ -25,7 +25,10 @@ use crate::config::{
 use crate::environment;
 use crate::error::Error;
 use crate::host::{DefaultHost, Host};
-use crate::protocol::{ServerInfo, Tool, ToolResult};
+use crate::protocol::{
+    Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool,
+    ToolResult,
+};
 use crate::registry::{NameStyle, RegisteredTool, ToolRegistry};
 use crate::transport::http::HttpTarget;
 
@@ -80,6 +83,17 @@ impl ServerState {
             ServerState::NeedsLogin => "needs login",
         }
     }
+}
+
+/// Something a server offers (a resource, a template, a prompt), with the
+/// server's name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Offered<T> {
+    /// The configured name of the server.
+    pub server: String,
+    /// What it offers.
+    #[serde(flatten)]
+    pub item: T,
 }
 
 /// One server's status.
@@ -311,6 +325,81 @@ impl Hub {
     /// [`Error::UnknownServer`] or [`Error::NotConnected`].
     pub fn client(&self, server: &str) -> Result<Arc<Client>, Error> {
         self.core.shared.client(server)
+    }
+
+    /// Every resource of every connected server that offers resources, and
+    /// the errors of the servers that could not list theirs. MCP Apps
+    /// interfaces (`ui://`) are left out.
+    pub fn resources(&self) -> (Vec<Offered<Resource>>, Vec<Error>) {
+        let (mut items, errors) =
+            self.gather("resources", |client, options| client.list_resources(options));
+        items.retain(|offered| !offered.item.is_app_ui());
+        (items, errors)
+    }
+
+    /// Every resource template of every connected server that offers resources.
+    pub fn resource_templates(&self) -> (Vec<Offered<ResourceTemplate>>, Vec<Error>) {
+        self.gather("resources", |client, options| client.list_resource_templates(options))
+    }
+
+    /// Every prompt of every connected server that offers prompts.
+    pub fn prompts(&self) -> (Vec<Offered<Prompt>>, Vec<Error>) {
+        self.gather("prompts", |client, options| client.list_prompts(options))
+    }
+
+    /// Reads a resource of one server.
+    ///
+    /// # Errors
+    /// The server is unknown or not connected, or the read failed.
+    pub fn read_resource(&self, server: &str, uri: &str) -> Result<Vec<ResourceContents>, Error> {
+        let client = self.core.shared.client(server)?;
+        client.read_resource(uri, &CallOptions::default()).map_err(|err| err.for_server(server))
+    }
+
+    /// Gets a prompt of one server.
+    ///
+    /// # Errors
+    /// The server is unknown or not connected, or the request failed.
+    pub fn get_prompt(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: Value,
+    ) -> Result<PromptResult, Error> {
+        let client = self.core.shared.client(server)?;
+        client
+            .get_prompt(name, arguments, &CallOptions::default())
+            .map_err(|err| err.for_server(server))
+    }
+
+    /// Runs a list request on every connected server with `capability`.
+    fn gather<T>(
+        &self,
+        capability: &str,
+        list: impl Fn(&Client, &CallOptions) -> Result<Vec<T>, Error>,
+    ) -> (Vec<Offered<T>>, Vec<Error>) {
+        let mut items = Vec::new();
+        let mut errors = Vec::new();
+        for slot in &self.core.shared.slots {
+            let client = {
+                let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+                let offers =
+                    state.info.as_ref().is_some_and(|info| info.has_capability(capability));
+                match (&state.client, state.state) {
+                    (Some(client), ServerState::Ready) if offers => Arc::clone(client),
+                    _ => continue,
+                }
+            };
+            match list(&client, &CallOptions::default()) {
+                Ok(found) => items.extend(
+                    found
+                        .into_iter()
+                        .map(|item| Offered { server: slot.config.name.clone(), item }),
+                ),
+                Err(err) => errors.push(err.for_server(&slot.config.name)),
+            }
+        }
+        (items, errors)
     }
 
     /// One entry per configured server, in configuration order, then the

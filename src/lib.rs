@@ -56,10 +56,11 @@ pub use environment::{host_environment, is_base_variable, stdio_command};
 pub use error::{CloseReason, Error, Timeout};
 pub use framing::MAX_FRAME;
 pub use host::{DefaultHost, Host, Root};
-pub use hub::{error_chain, Hub, HubOptions, ServerState, ServerStatus};
+pub use hub::{error_chain, Hub, HubOptions, Offered, ServerState, ServerStatus};
 pub use jsonrpc::{Notification, Request, RequestId, RpcError};
 pub use protocol::{
-    Progress, ServerInfo, Tool, ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
+    Progress, Prompt, PromptArgument, PromptResult, Resource, ResourceContents, ResourceTemplate,
+    ServerInfo, Tool, ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
 };
 pub use registry::{qualified_name, NameStyle, RegisteredTool, ToolRegistry, MAX_TOOL_NAME};
 pub use transport::http::HttpTarget;

@@ -156,6 +156,115 @@ fn describe_block(block: &Value) -> String {
     }
 }
 
+/// A resource a server offers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resource {
+    /// Its URI.
+    pub uri: String,
+    /// Its name.
+    #[serde(default)]
+    pub name: String,
+    /// A display title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its MIME type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Its size in bytes, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+impl Resource {
+    /// True for MCP Apps user interfaces (`ui://`, `text/html;profile=mcp-app`),
+    /// which tether does not render and leaves out of listings.
+    pub fn is_app_ui(&self) -> bool {
+        self.uri.starts_with("ui://")
+            || self
+                .mime_type
+                .as_deref()
+                .is_some_and(|mime| mime.replace(' ', "").contains("profile=mcp-app"))
+    }
+}
+
+/// A resource template (an RFC 6570 URI template).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceTemplate {
+    /// The URI template.
+    pub uri_template: String,
+    /// Its name.
+    #[serde(default)]
+    pub name: String,
+    /// What it gives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The MIME type of what it gives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+}
+
+/// One item of a `resources/read` result: text or a base64 blob.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceContents {
+    /// The URI of this item.
+    pub uri: String,
+    /// Its MIME type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// The text, for a text resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The base64 bytes, for a binary resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blob: Option<String>,
+}
+
+/// A prompt a server offers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Prompt {
+    /// Its name.
+    pub name: String,
+    /// A display title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What it is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub arguments: Vec<PromptArgument>,
+}
+
+/// One argument of a prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptArgument {
+    /// Its name.
+    pub name: String,
+    /// What it means.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Whether it must be given.
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// A `prompts/get` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptResult {
+    /// A description of the filled-in prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The messages (`role` and `content`), as sent.
+    pub messages: Vec<Value>,
+}
+
 /// A `notifications/progress` update for a request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Progress {

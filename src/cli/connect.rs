@@ -16,7 +16,7 @@ use signal_hook::iterator::Signals;
 use tether::{CallOptions, Config, Error, Hub, HubOptions, Scope, ServerState, ServerStatus};
 
 use super::{
-    emit, report, Command, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE, INTERRUPTED,
+    browse, emit, report, Command, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE, INTERRUPTED,
 };
 
 /// Runs a server command.
@@ -30,6 +30,24 @@ pub(super) fn run(command: Command, config: Config) -> u8 {
     };
     let code = match command {
         Command::List { names, scope, json } => list(config, &names, scope, json, &signals),
+        Command::Resources { server, json } => {
+            browse::resources(config, server.as_deref(), json, &signals)
+        }
+        Command::Read { server, uri, raw, json } => {
+            browse::read(config, &server, &uri, raw, json, &signals)
+        }
+        Command::Prompts { server, json } => {
+            browse::prompts(config, server.as_deref(), json, &signals)
+        }
+        Command::Prompt { server, name, arguments, json } => {
+            match read_arguments(arguments.as_deref()) {
+                Ok(arguments) => browse::prompt(config, &server, &name, arguments, json, &signals),
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    EXIT_USAGE
+                }
+            }
+        }
         Command::Tools { server, json } => tools(config, server.as_deref(), json, &signals),
         Command::Call { server, tool, arguments, timeout, json } => {
             call(config, &server, &tool, arguments.as_deref(), timeout, json, &signals)
@@ -70,7 +88,7 @@ impl SignalWatch {
     }
 
     /// Starts a hub that a signal will shut down.
-    fn start_hub(&self, config: Config) -> Hub {
+    pub(super) fn start_hub(&self, config: Config) -> Hub {
         // The lock is held while the servers are spawned: a signal arriving
         // meanwhile waits for it, then finds the hub and ends them.
         let mut slot = self.hub.lock().unwrap(); // Poisoned only if a holder panicked.
@@ -267,6 +285,37 @@ fn names_equal(a: &str, b: &str) -> bool {
     a.replace('-', "_") == b.replace('-', "_")
 }
 
+/// A configuration with only this server, or the exit code of why not
+/// (unknown, invalid, untrusted or disabled; each said on stderr).
+pub(super) fn only_server(config: &Config, server: &str) -> Result<Config, u8> {
+    let Some(server_config) = config.server(server).cloned() else {
+        if let Some(failed) = config.failed.iter().find(|entry| names_equal(&entry.name, server)) {
+            eprintln!("error: server {server:?} has an invalid entry: {}", failed.error);
+            return Err(EXIT_USAGE);
+        }
+        if let Some(untrusted) =
+            config.untrusted.iter().find(|entry| names_equal(&entry.name, server))
+        {
+            let project = untrusted
+                .source
+                .parent()
+                .map_or_else(|| ".".into(), |dir| dir.display().to_string());
+            eprintln!(
+                "error: server {server:?} is in a project that is not trusted; it would run: {}",
+                untrusted.command_line
+            );
+            eprintln!("  hint: if you trust it, run: tether trust {project}");
+            return Err(EXIT_USAGE);
+        }
+        return Err(report(&Error::UnknownServer(server.to_owned())));
+    };
+    if !server_config.enabled {
+        eprintln!("error: server {:?} is disabled (\"enabled\": false); turn it on with: tether enable {}", server_config.name, server_config.name);
+        return Err(EXIT_USAGE);
+    }
+    Ok(Config::new().with_server(server_config))
+}
+
 fn call(
     config: Config,
     server: &str,
@@ -283,33 +332,12 @@ fn call(
             return EXIT_USAGE;
         }
     };
-    let Some(server_config) = config.server(server).cloned() else {
-        if let Some(failed) = config.failed.iter().find(|entry| names_equal(&entry.name, server)) {
-            eprintln!("error: server {server:?} has an invalid entry: {}", failed.error);
-            return EXIT_USAGE;
-        }
-        if let Some(untrusted) =
-            config.untrusted.iter().find(|entry| names_equal(&entry.name, server))
-        {
-            let project = untrusted
-                .source
-                .parent()
-                .map_or_else(|| ".".into(), |dir| dir.display().to_string());
-            eprintln!(
-                "error: server {server:?} is in a project that is not trusted; it would run: {}",
-                untrusted.command_line
-            );
-            eprintln!("  hint: if you trust it, run: tether trust {project}");
-            return EXIT_USAGE;
-        }
-        return report(&Error::UnknownServer(server.to_owned()));
+    let config = match only_server(&config, server) {
+        Ok(config) => config,
+        Err(code) => return code,
     };
-    if !server_config.enabled {
-        eprintln!("error: server {:?} is disabled (\"enabled\": false)", server_config.name);
-        return EXIT_USAGE;
-    }
-    let name = server_config.name.clone();
-    let hub = signals.start_hub(Config::new().with_server(server_config));
+    let name = config.servers[0].name.clone();
+    let hub = signals.start_hub(config);
     if let Some(status) = hub.status().into_iter().find(|status| status.state != ServerState::Ready)
     {
         if INTERRUPTED.load(Ordering::SeqCst) {

@@ -6,6 +6,7 @@
 //! stdout carries only results; errors go to stderr as `error: …` naming the
 //! server, then a hint.
 
+mod browse;
 mod connect;
 mod manage;
 
@@ -30,6 +31,14 @@ Servers:
   tools [--server NAME] [--json]  the tools as the model sees them
   call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]
                                   call one tool (ARGS_JSON defaults to {}; - reads stdin)
+  resources [--server NAME] [--json]
+                                  the resources and resource templates servers offer
+  read SERVER URI [--raw] [--json]
+                                  read a resource: text to stdout, binary to a file
+  prompts [--server NAME] [--json]
+                                  the prompts servers offer
+  prompt SERVER NAME [ARGS_JSON|-] [--json]
+                                  get a prompt with its arguments filled in
 
 Configuration:
   add NAME [-l] [--env K=V]... [--description TEXT] -- COMMAND [ARGS...]
@@ -89,6 +98,26 @@ enum Command {
     },
     Tools {
         server: Option<String>,
+        json: bool,
+    },
+    Resources {
+        server: Option<String>,
+        json: bool,
+    },
+    Read {
+        server: String,
+        uri: String,
+        raw: bool,
+        json: bool,
+    },
+    Prompts {
+        server: Option<String>,
+        json: bool,
+    },
+    Prompt {
+        server: String,
+        name: String,
+        arguments: Option<String>,
         json: bool,
     },
     Call {
@@ -153,10 +182,21 @@ pub fn main() -> ExitCode {
     };
     let files = ConfigFiles::new(config_dir, project);
     let code = match command {
-        Command::List { .. } | Command::Tools { .. } | Command::Call { .. } => {
+        Command::Add(add) => manage::add(&files, add),
+        Command::Remove { name, scope } => manage::remove(&files, &name, scope),
+        Command::Enable { name, enabled } => manage::enable(&files, &name, enabled),
+        Command::Trust { dir, trusted } => manage::trust(&files, dir, trusted),
+        Command::Import { file } => manage::import(&files, &file),
+        _ => {
             if std::env::var("TETHER_MCP").as_deref() == Ok("0") {
                 // Off means off: no file is read and no server started.
-                if let Command::Call { .. } = command {
+                if !matches!(
+                    command,
+                    Command::List { .. }
+                        | Command::Tools { .. }
+                        | Command::Resources { .. }
+                        | Command::Prompts { .. }
+                ) {
                     eprintln!("error: MCP is turned off (TETHER_MCP=0)");
                     return ExitCode::from(EXIT_USAGE);
                 }
@@ -172,11 +212,6 @@ pub fn main() -> ExitCode {
             }
             connect::run(command, config)
         }
-        Command::Add(add) => manage::add(&files, add),
-        Command::Remove { name, scope } => manage::remove(&files, &name, scope),
-        Command::Enable { name, enabled } => manage::enable(&files, &name, enabled),
-        Command::Trust { dir, trusted } => manage::trust(&files, dir, trusted),
-        Command::Import { file } => manage::import(&files, &file),
     };
     ExitCode::from(code)
 }
@@ -197,6 +232,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
                 args.command = Some(match word.as_str() {
                     "list" => parse_list(&mut parser)?,
                     "tools" => parse_tools(&mut parser)?,
+                    "resources" | "prompts" => parse_browse(&mut parser, &word)?,
+                    "read" | "prompt" => parse_fetch(&mut parser, &word)?,
                     "call" => parse_call(&mut parser)?,
                     "add" => Command::Add(manage::parse_add(&mut parser)?),
                     "remove" => parse_remove(&mut parser)?,
@@ -258,6 +295,44 @@ fn parse_tools(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
         }
     }
     Ok(Command::Tools { server, json })
+}
+
+fn parse_browse(parser: &mut lexopt::Parser, command: &str) -> Result<Command, lexopt::Error> {
+    let (mut server, mut json) = (None, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("server") => server = Some(parser.value()?.string()?),
+            Long("json") => json = true,
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(if command == "resources" {
+        Command::Resources { server, json }
+    } else {
+        Command::Prompts { server, json }
+    })
+}
+
+/// `read SERVER URI [--raw] [--json]` and `prompt SERVER NAME [ARGS_JSON] [--json]`.
+fn parse_fetch(parser: &mut lexopt::Parser, command: &str) -> Result<Command, lexopt::Error> {
+    let (mut positional, mut raw, mut json) = (Vec::new(), false, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("raw") if command == "read" => raw = true,
+            Long("json") => json = true,
+            Value(word) if positional.len() < 3 => positional.push(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let mut positional = positional.into_iter();
+    match (command, positional.next(), positional.next(), positional.next()) {
+        ("read", Some(server), Some(uri), None) => Ok(Command::Read { server, uri, raw, json }),
+        ("prompt", Some(server), Some(name), arguments) => {
+            Ok(Command::Prompt { server, name, arguments, json })
+        }
+        ("read", ..) => Err("usage: tether read SERVER URI [--raw] [--json]".into()),
+        _ => Err("usage: tether prompt SERVER NAME [ARGS_JSON|-] [--json]".into()),
+    }
 }
 
 fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
