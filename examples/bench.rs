@@ -5,6 +5,10 @@
 //! ```
 //!
 //! - `cold`: N times spawn + initialize + tools/list (then close, timed apart).
+//! - `http-seq`, `http-conc`: as `seq` and `conc` over Streamable HTTP; the
+//!   server command must print its URL as its first stdout line (as
+//!   `http-server` does). The raw baseline is hand-written HTTP/1.1 POSTs
+//!   on kept-alive connections, one per thread in flight.
 //! - `seq`: N sequential `echo` calls with `{"text":"hello-<i>"}`, each checked.
 //! - `conc`: N `echo` calls with 16 in flight (16 threads for tether; one
 //!   thread keeping 16 requests pipelined for the raw pipe).
@@ -32,7 +36,7 @@ const TOOLS_LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() < 3 {
-        eprintln!("usage: bench <cold|seq|conc> <N> <server-cmd> [args…]");
+        eprintln!("usage: bench <cold|seq|conc|http-seq|http-conc> <N> <server-cmd> [args…]");
         std::process::exit(2);
     }
     let mode = args[0].as_str();
@@ -54,6 +58,15 @@ fn main() {
             let raw = raw_pipelined(n, &server);
             let (tether, errors) = tether_calls(n, IN_FLIGHT, &server);
             (raw, tether, errors, IN_FLIGHT)
+        }
+        "http-seq" | "http-conc" => {
+            let threads = if mode == "http-seq" { 1 } else { IN_FLIGHT };
+            let (mut child, url) = start_http_server(&server);
+            let raw = raw_http(n, threads, &url);
+            let (tether, errors) = tether_http_calls(n, threads, &url);
+            let _ = child.kill();
+            let _ = child.wait();
+            (raw, tether, errors, threads)
         }
         other => {
             eprintln!("unknown mode {other:?}: cold, seq or conc");
@@ -230,6 +243,11 @@ fn tether_calls(n: usize, threads: usize, server: &[String]) -> (Duration, usize
     let client = Arc::new(
         Client::connect("bench", &transport(server), ClientOptions::default()).expect("connects"),
     );
+    run_calls(client, n, threads)
+}
+
+/// `n` checked echo calls over `threads` threads; the time and the errors.
+fn run_calls(client: Arc<Client>, n: usize, threads: usize) -> (Duration, usize) {
     client.list_tools(&CallOptions::default()).expect("lists tools");
     let started = Instant::now();
     let workers: Vec<_> = (0..threads)
@@ -253,4 +271,75 @@ fn tether_calls(n: usize, threads: usize, server: &[String]) -> (Duration, usize
     let elapsed = started.elapsed();
     client.close().expect("closes");
     (elapsed, errors)
+}
+
+/// Starts an HTTP server command and reads its URL from its first stdout line.
+fn start_http_server(server: &[String]) -> (Child, String) {
+    let mut child = Command::new(&server[0])
+        .args(&server[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("server starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .expect("the server prints its URL");
+    (child, line.trim().to_owned())
+}
+
+/// `n` echo calls as raw HTTP/1.1 POSTs on kept-alive connections, spread
+/// over `threads` threads (one connection each), after one initialize.
+fn raw_http(n: usize, threads: usize, url: &str) -> Duration {
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    let (authority, path) =
+        rest.split_once('/').map(|(a, p)| (a.to_owned(), format!("/{p}"))).unwrap();
+    let exchange = |stream: &mut BufReader<std::net::TcpStream>, body: &str| -> String {
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.get_mut().write_all(request.as_bytes()).unwrap();
+        let mut length = 0;
+        loop {
+            let mut header = String::new();
+            stream.read_line(&mut header).unwrap();
+            if header.trim().is_empty() {
+                break;
+            }
+            if let Some(value) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = value.trim().parse().unwrap();
+            }
+        }
+        let mut answer = vec![0u8; length];
+        std::io::Read::read_exact(stream, &mut answer).unwrap();
+        String::from_utf8(answer).unwrap()
+    };
+    let connect = || BufReader::new(std::net::TcpStream::connect(&authority).unwrap());
+    let mut first = connect();
+    exchange(&mut first, INITIALIZE);
+    let started = Instant::now();
+    thread::scope(|scope| {
+        for worker in 0..threads {
+            let (exchange, connect) = (&exchange, &connect);
+            scope.spawn(move || {
+                let mut stream = connect();
+                for i in (worker..n).step_by(threads) {
+                    assert!(exchange(&mut stream, &call_line(i)).contains(&format!("hello-{i}\"")));
+                }
+            });
+        }
+    });
+    started.elapsed()
+}
+
+/// `n` echo calls through tether over Streamable HTTP, `threads` in flight.
+fn tether_http_calls(n: usize, threads: usize, url: &str) -> (Duration, usize) {
+    let transport =
+        Transport::Http(tether::HttpTarget::new(url, tether::RemoteKind::StreamableHttp));
+    let client =
+        Arc::new(Client::connect("bench", &transport, ClientOptions::default()).expect("connects"));
+    run_calls(client, n, threads)
 }

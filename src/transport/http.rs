@@ -175,12 +175,16 @@ impl HttpTransport {
                 target.url
             )));
         }
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(Duration::from_secs(10)))
             .user_agent(format!("tether/{}", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+            .build();
+        let agent = ureq::Agent::with_parts(
+            config,
+            ureq::unversioned::transport::DefaultConnector::new(),
+            LiteralFirstResolver::default(),
+        );
         let (jobs, queue) = crossbeam_channel::unbounded();
         let (stop, stopped) = crossbeam_channel::bounded(0);
         let mode = match target.kind {
@@ -570,16 +574,18 @@ impl HttpTransport {
 
     /// Delivers a JSON body: one message, or a batch.
     fn deliver_json(&self, body: &[u8]) {
-        match serde_json::from_slice::<Value>(body) {
-            Ok(Value::Array(batch)) => {
+        // Only a batch is parsed twice; a single message goes straight through.
+        if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'[') {
+            self.deliver_bytes(body);
+            return;
+        }
+        match serde_json::from_slice::<Vec<Value>>(body) {
+            Ok(batch) => {
                 for item in batch {
                     self.deliver_bytes(item.to_string().as_bytes());
                 }
             }
-            Ok(_) => {
-                self.deliver_bytes(body);
-            }
-            Err(err) => log::warn!("{}: the answer is not JSON: {err}", self.server),
+            Err(err) => log::warn!("{}: the answer is not a JSON batch: {err}", self.server),
         }
     }
 
@@ -905,6 +911,41 @@ impl Endpoint for Arc<HttpTransport> {
         match self.mode() {
             Mode::Legacy => "sse",
             Mode::Streamable | Mode::Undecided => "http",
+        }
+    }
+}
+
+/// Resolves IP-literal hosts (`127.0.0.1`, `[::1]`) on the spot and leaves
+/// names to ureq's resolver. With a timeout set, that resolver looks every
+/// name up on a thread of its own, per request: a new thread per call to a
+/// local server cost more than the call itself.
+#[derive(Debug, Default)]
+struct LiteralFirstResolver {
+    names: ureq::unversioned::resolver::DefaultResolver,
+}
+
+impl ureq::unversioned::resolver::Resolver for LiteralFirstResolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let literal = uri
+            .host()
+            .and_then(|host| host.trim_start_matches('[').trim_end_matches(']').parse().ok());
+        let port = uri.port_u16().or_else(|| match uri.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        });
+        match (literal, port) {
+            (Some(ip), Some(port)) => {
+                let mut addresses = self.empty();
+                addresses.push(std::net::SocketAddr::new(ip, port));
+                Ok(addresses)
+            }
+            _ => self.names.resolve(uri, config, timeout),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 mod cli; // the `tether` binary: commands, output, exit codes, signals
 mod config; // scopes, trust, expansion, secrets, and the commands that edit files
+mod http; // remote servers against the http-server fixture: every failure path
 mod hub; // Hub: parallel start, failures recorded, registry, many callers
 mod interop; // third-party servers from npm and PyPI over stdio
 mod interop_setup; // installs those servers into target/ at pinned versions

@@ -1,0 +1,419 @@
+//! Remote servers against the `http-server` fixture: one test per failure
+//! path of Streamable HTTP and the legacy HTTP+SSE transport, each with a
+//! time bound, and the fixture's request log to prove what went over the wire.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tether::{
+    CallOptions, Client, ClientOptions, Error, Host, HttpTarget, Notification, Progress,
+    RemoteKind, Transport,
+};
+
+use crate::support::{assert_quick, config_dir, fixture, run_tether, stderr_of, stdout_of, Tag};
+
+/// A running `http-server`; killed on drop.
+struct HttpFixture {
+    child: Child,
+    url: String,
+}
+
+impl HttpFixture {
+    fn start(tag: &Tag, flags: &[&str]) -> HttpFixture {
+        let mut child = Command::new(fixture("http-server"))
+            .args(["--tag", &tag.0])
+            .args(flags)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, receiver) = crossbeam_channel::bounded(1);
+        thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = sender.send(line);
+        });
+        let url =
+            receiver.recv_timeout(Duration::from_secs(10)).expect("http-server printed its URL");
+        HttpFixture { child, url: url.trim().to_owned() }
+    }
+
+    fn target(&self, kind: RemoteKind) -> Transport {
+        Transport::Http(HttpTarget::new(&self.url, kind))
+    }
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn options(timeout_ms: u64) -> ClientOptions {
+    ClientOptions {
+        request_timeout: Duration::from_millis(timeout_ms),
+        max_total_timeout: Duration::from_millis(timeout_ms * 10),
+        ..ClientOptions::default()
+    }
+}
+
+fn connect(server: &HttpFixture, kind: RemoteKind) -> Client {
+    Client::connect("web", &server.target(kind), options(10_000)).expect("connects")
+}
+
+fn echo(client: &Client, text: &str) -> Result<String, Error> {
+    client
+        .call_tool("echo", json!({"text": text}), &CallOptions::default())
+        .map(|result| result.to_text())
+}
+
+/// The fixture's log of every HTTP request it received.
+fn http_log(client: &Client) -> Vec<Value> {
+    let text = client.call_tool("http_log", json!({}), &CallOptions::default()).unwrap().to_text();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn posts_of<'a>(log: &'a [Value], rpc_method: &str) -> Vec<&'a Value> {
+    log.iter()
+        .filter(|entry| entry["method"] == "POST" && entry["rpc_method"] == rpc_method)
+        .collect()
+}
+
+#[test]
+fn json_answers_with_the_right_headers() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &[]);
+    let client = connect(&server, RemoteKind::StreamableHttp);
+    assert_eq!(client.transport_name(), Some("http"));
+    assert!(client
+        .list_tools(&CallOptions::default())
+        .unwrap()
+        .iter()
+        .any(|tool| tool.name == "echo"));
+    assert_eq!(echo(&client, "plain json").unwrap(), "plain json");
+    let log = http_log(&client);
+    let initialize = posts_of(&log, "initialize")[0];
+    assert_eq!(initialize["headers"]["accept"], "application/json, text/event-stream");
+    assert_eq!(initialize["headers"]["content-type"], "application/json");
+    assert!(
+        initialize["headers"].get("mcp-protocol-version").is_none(),
+        "not before it is negotiated"
+    );
+    let call = posts_of(&log, "tools/call")[0];
+    assert_eq!(call["headers"]["mcp-protocol-version"], "2025-11-25");
+    // notifications/initialized was accepted with 202 and nothing else.
+    assert_eq!(posts_of(&log, "notifications/initialized")[0]["status"], 202);
+    client.close().unwrap();
+}
+
+#[test]
+fn sse_answers_carry_progress_then_the_response() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--answer", "sse"]);
+    let client = connect(&server, RemoteKind::StreamableHttp);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&seen);
+    let options = CallOptions {
+        progress: Some(Arc::new(move |_: &Progress| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })),
+        ..CallOptions::default()
+    };
+    let result =
+        client.call_tool("progress", json!({"steps": 4, "interval_ms": 50}), &options).unwrap();
+    assert!(!result.is_error());
+    assert_eq!(seen.load(Ordering::SeqCst), 4);
+    client.close().unwrap();
+}
+
+#[test]
+fn a_200_body_on_a_notification_is_ignored() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--notification-body"]);
+    let client = connect(&server, RemoteKind::StreamableHttp);
+    assert_eq!(echo(&client, "still fine").unwrap(), "still fine");
+    client.close().unwrap();
+}
+
+#[test]
+fn the_session_id_is_echoed_and_deleted_at_close() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--session", "--delete"]);
+    let client = connect(&server, RemoteKind::StreamableHttp);
+    let log = http_log(&client);
+    let session = log
+        .iter()
+        .find_map(|entry| entry["headers"]["mcp-session-id"].as_str())
+        .unwrap()
+        .to_owned();
+    for entry in log.iter().filter(|entry| entry["rpc_method"] != "initialize") {
+        assert_eq!(entry["headers"]["mcp-session-id"], session.as_str(), "{entry}");
+    }
+    client.close().unwrap();
+    // A second client reads the log: the first session was ended with DELETE.
+    let observer = connect(&server, RemoteKind::StreamableHttp);
+    let deleted = http_log(&observer).into_iter().any(|entry| {
+        entry["method"] == "DELETE" && entry["headers"]["mcp-session-id"] == session.as_str()
+    });
+    assert!(deleted, "no DELETE for session {session}");
+    observer.close().unwrap();
+}
+
+#[test]
+fn an_expired_session_is_renewed_and_the_request_retried_once() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--expire-session-after", "3"]);
+    let client = connect(&server, RemoteKind::StreamableHttp);
+    for i in 0..6 {
+        assert_eq!(echo(&client, &format!("call {i}")).unwrap(), format!("call {i}"));
+    }
+    let log = http_log(&client);
+    assert!(posts_of(&log, "initialize").len() >= 2, "the session was never renewed");
+    assert!(log.iter().any(|entry| entry["status"] == 404));
+    client.close().unwrap();
+}
+
+#[test]
+fn a_dropped_response_stream_is_resumed_after_the_servers_retry_delay() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--drop-stream-after", "2", "--retry", "400"]);
+    let client = connect(&server, RemoteKind::StreamableHttp);
+    let started = Instant::now();
+    assert_eq!(echo(&client, "resumed").unwrap(), "resumed");
+    assert_quick(started, Duration::from_secs(3), "a resumed call");
+    let log = http_log(&client);
+    let dropped =
+        log.iter().find(|entry| entry["dropped_at_ms"].is_number()).expect("a stream was dropped");
+    let resume = log
+        .iter()
+        .find(|entry| entry["method"] == "GET" && entry["headers"]["last-event-id"].is_string())
+        .expect("a GET with Last-Event-ID");
+    let waited = resume["at_ms"].as_f64().unwrap() - dropped["dropped_at_ms"].as_f64().unwrap();
+    // The server's retry (400 ms), not a delay of our own.
+    assert!((390.0..900.0).contains(&waited), "resumed after {waited} ms");
+    client.close().unwrap();
+}
+
+#[derive(Default)]
+struct RecordingHost {
+    notifications: Mutex<Vec<Notification>>,
+}
+
+impl Host for RecordingHost {
+    fn notification(&self, _server: &str, notification: &Notification) {
+        self.notifications.lock().unwrap().push(notification.clone());
+    }
+}
+
+#[test]
+fn the_get_stream_delivers_server_requests_and_notifications() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--get-stream", "--session"]);
+    let host = Arc::new(RecordingHost::default());
+    let client_options = ClientOptions { host: host.clone(), ..options(10_000) };
+    let client =
+        Client::connect("web", &server.target(RemoteKind::StreamableHttp), client_options).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let replies = loop {
+        let text = client
+            .call_tool("client_replies", json!({}), &CallOptions::default())
+            .unwrap()
+            .to_text();
+        let replies: Vec<Value> = serde_json::from_str(&text).unwrap();
+        if replies.len() >= 2 || Instant::now() > deadline {
+            break replies;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let by_id =
+        |id: &str| replies.iter().find(|reply| reply["id"] == id).cloned().unwrap_or(Value::Null);
+    assert_eq!(by_id("g-ping")["result"], json!({}));
+    assert_eq!(by_id("g-roots")["result"], json!({"roots": []}));
+    let notified =
+        host.notifications.lock().unwrap().iter().any(|n| n.method == "notifications/message");
+    assert!(notified, "the GET stream's notification did not reach the host");
+    client.close().unwrap();
+}
+
+#[test]
+fn a_405_on_get_is_not_fatal() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &[]);
+    let client = connect(&server, RemoteKind::StreamableHttp);
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(echo(&client, "no GET stream").unwrap(), "no GET stream");
+    assert!(http_log(&client)
+        .iter()
+        .any(|entry| entry["method"] == "GET" && entry["status"] == 405));
+    client.close().unwrap();
+}
+
+#[test]
+fn server_errors_are_retried_for_safe_requests_only() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(
+        &tag,
+        &["--fail-status", "503", "--fail-count", "2", "--fail-method", "tools/list"],
+    );
+    let client = connect(&server, RemoteKind::StreamableHttp);
+    let started = Instant::now();
+    assert!(!client.list_tools(&CallOptions::default()).unwrap().is_empty());
+    assert_quick(started, Duration::from_secs(3), "two retries");
+    assert_eq!(posts_of(&http_log(&client), "tools/list").len(), 3);
+    client.close().unwrap();
+
+    let server = HttpFixture::start(
+        &tag,
+        &["--fail-status", "503", "--fail-count", "all", "--fail-method", "tools/list"],
+    );
+    let client = connect(&server, RemoteKind::StreamableHttp);
+    let err = client.list_tools(&CallOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::Http { status: Some(503), .. }), "{err:?}");
+    client.close().unwrap();
+
+    let server = HttpFixture::start(
+        &tag,
+        &["--fail-status", "500", "--fail-count", "1", "--fail-method", "tools/call"],
+    );
+    let client = connect(&server, RemoteKind::StreamableHttp);
+    let err = echo(&client, "once").unwrap_err();
+    assert!(matches!(err, Error::Http { status: Some(500), .. }), "{err:?}");
+    assert_eq!(
+        posts_of(&http_log(&client), "tools/call").len(),
+        2,
+        "the failed call was not repeated"
+    );
+    client.close().unwrap();
+}
+
+#[test]
+fn a_401_says_what_to_configure_and_a_bearer_token_opens_the_door() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--auth-required"]);
+    let started = Instant::now();
+    let err = Client::connect("web", &server.target(RemoteKind::StreamableHttp), options(10_000))
+        .err()
+        .unwrap();
+    assert_quick(started, Duration::from_secs(2), "a refused initialize");
+    let message = err.to_string();
+    assert!(message.contains("HTTP 401") && message.contains("bearerTokenEnv"), "{message}");
+    assert!(message.contains("oauth-protected-resource"), "{message}");
+    let mut target = HttpTarget::new(&server.url, RemoteKind::StreamableHttp);
+    target.bearer_token = Some("secret-token".into());
+    let client = Client::connect("web", &Transport::Http(target), options(10_000)).unwrap();
+    assert_eq!(echo(&client, "authorized").unwrap(), "authorized");
+    client.close().unwrap();
+}
+
+#[test]
+fn headers_go_on_every_request_the_get_stream_included() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--require-header", "X-Test:yes", "--get-stream"]);
+    let mut target = HttpTarget::new(&server.url, RemoteKind::StreamableHttp);
+    target.headers.push(("X-Test".into(), "yes".into()));
+    let client = Client::connect("web", &Transport::Http(target), options(10_000)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = http_log(&client);
+        if log.iter().any(|entry| entry["method"] == "GET" && entry["status"] == 200) {
+            assert!(log.iter().all(|entry| entry["headers"]["x-test"] == "yes"), "{log:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the GET stream never opened: {log:?}");
+        thread::sleep(Duration::from_millis(20));
+    }
+    client.close().unwrap();
+}
+
+#[test]
+fn a_legacy_server_that_never_names_its_endpoint_fails_within_the_start_timeout() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--mode", "sse", "--never-endpoint"]);
+    let mut target = HttpTarget::new(&server.url, RemoteKind::Sse);
+    target.endpoint_wait = Duration::from_millis(800);
+    let started = Instant::now();
+    let err = Client::connect("web", &Transport::Http(target), options(10_000)).err().unwrap();
+    assert_quick(started, Duration::from_secs(3), "giving up on the endpoint event");
+    assert!(err.to_string().contains("never sent its endpoint event"), "{err}");
+}
+
+#[test]
+fn legacy_sse_and_the_fallback_from_streamable_http() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--mode", "sse", "--get-stream"]);
+    let client = connect(&server, RemoteKind::Sse);
+    assert_eq!(echo(&client, "legacy").unwrap(), "legacy");
+    client.close().unwrap();
+    for flag in ["--405-on-post", "--404-on-post", "--400-on-post"] {
+        let server = HttpFixture::start(&tag, &[flag]);
+        let client = connect(&server, RemoteKind::Auto);
+        assert_eq!(client.transport_name(), Some("sse"), "{flag}");
+        assert_eq!(echo(&client, flag).unwrap(), flag);
+        client.close().unwrap();
+    }
+}
+
+#[test]
+fn an_oversized_event_is_refused() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--huge-event", "17000000"]);
+    let client = connect(&server, RemoteKind::StreamableHttp);
+    let started = Instant::now();
+    let err = echo(&client, "big").unwrap_err();
+    assert_quick(started, Duration::from_secs(10), "refusing an oversized event");
+    assert!(err.to_string().contains("over 16777216 bytes"), "{err}");
+    client.close().unwrap();
+}
+
+#[test]
+fn a_slow_drip_body_hits_the_timeout_and_close_is_not_held_up() {
+    let tag = Tag::new();
+    // One byte every 5 ms: initialize's answer takes about a second, and an
+    // echo of 1000 characters five.
+    let server = HttpFixture::start(&tag, &["--slow-drip", "5"]);
+    let client = connect(&server, RemoteKind::StreamableHttp);
+    let options =
+        CallOptions { timeout: Some(Duration::from_millis(500)), ..CallOptions::default() };
+    let started = Instant::now();
+    let err = client.call_tool("echo", json!({"text": "drip".repeat(250)}), &options).unwrap_err();
+    assert!(matches!(err, Error::Timeout(_)), "{err:?}");
+    assert_quick(started, Duration::from_millis(1500), "a timeout over HTTP");
+    let started = Instant::now();
+    client.close().unwrap();
+    assert_quick(started, Duration::from_secs(3), "closing with a read in flight");
+}
+
+#[test]
+fn the_cli_lists_and_calls_remote_servers() {
+    let tag = Tag::new();
+    let streamable = HttpFixture::start(&tag, &["--session"]);
+    let legacy = HttpFixture::start(&tag, &["--405-on-post"]);
+    let dir = config_dir(json!({
+        "web": {"url": streamable.url},
+        "old": {"url": legacy.url},
+        "locked": {"url": streamable.url, "type": "http", "bearerTokenEnv": "TETHER_TEST_UNSET_TOKEN"},
+    }));
+    let (output, _) = run_tether(dir.path(), &["list"], Duration::from_secs(20));
+    let out = stdout_of(&output);
+    assert!(out.contains("web     connected   http"), "{out}");
+    assert!(out.contains("old     connected   sse"), "{out}");
+    assert!(
+        out.contains("locked  failed") && out.contains("TETHER_TEST_UNSET_TOKEN, which is not set"),
+        "{out}"
+    );
+    let (output, _) = run_tether(
+        dir.path(),
+        &["call", "web", "echo", r#"{"text":"via cli"}"#],
+        Duration::from_secs(20),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(stdout_of(&output), "via cli\n");
+}
