@@ -82,7 +82,8 @@ fn declined(what: &str) -> RpcError {
 
 /// The `capabilities` object tether declares for this host.
 pub(crate) fn client_capabilities(host: &dyn Host) -> Value {
-    let mut capabilities = json!({"roots": {}});
+    // The host may change its roots; `Hub::notify_roots_changed` says so.
+    let mut capabilities = json!({"roots": {"listChanged": true}});
     if host.handles_sampling() {
         capabilities["sampling"] = json!({});
     }

@@ -40,6 +40,8 @@ mod hub;
 mod jsonrpc;
 mod protocol;
 mod registry;
+mod search;
+mod shaping;
 mod threads;
 mod transport;
 
@@ -56,11 +58,15 @@ pub use environment::{host_environment, is_base_variable, stdio_command};
 pub use error::{CloseReason, Error, Timeout};
 pub use framing::MAX_FRAME;
 pub use host::{DefaultHost, Host, Root};
-pub use hub::{error_chain, Hub, HubOptions, Offered, ServerState, ServerStatus};
+pub use hub::{
+    error_chain, Hub, HubOptions, LogFile, LogMessage, LogSink, ModelTool, Offered, RefreshReport,
+    ServerState, ServerStatus, TOOL_SEARCH,
+};
 pub use jsonrpc::{Notification, Request, RequestId, RpcError};
 pub use protocol::{
     Progress, Prompt, PromptArgument, PromptResult, Resource, ResourceContents, ResourceTemplate,
     ServerInfo, Tool, ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
 };
 pub use registry::{qualified_name, NameStyle, RegisteredTool, ToolRegistry, MAX_TOOL_NAME};
+pub use shaping::{check_schema, shape_result, ModelBlock, ModelResult, ResultLimits};
 pub use transport::http::HttpTarget;

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use crate::config::Exposure;
 use crate::protocol::Tool;
 
 /// The longest tool name models accept.
@@ -36,6 +37,8 @@ pub struct RegisteredTool {
     pub server: String,
     /// The tool as the server listed it (its `name` is the server's own).
     pub tool: Tool,
+    /// How it reaches the model (from `exposure` and `toolExposure`).
+    pub exposure: Exposure,
 }
 
 /// All tools of all connected servers, by qualified name.
@@ -64,10 +67,19 @@ impl ToolRegistry {
                     qualified_name: name,
                     server: server.to_owned(),
                     tool: tool.clone(),
+                    exposure: Exposure::Direct,
                 });
             }
         }
         registry
+    }
+
+    /// Sets every tool's exposure from `(server, tool name) -> exposure`.
+    pub fn with_exposure(mut self, exposure_of: impl Fn(&str, &str) -> Exposure) -> ToolRegistry {
+        for entry in &mut self.tools {
+            entry.exposure = exposure_of(&entry.server, &entry.tool.name);
+        }
+        self
     }
 
     /// Finds a tool by qualified name.

@@ -20,8 +20,8 @@ use super::{
 };
 
 /// Runs a server command.
-pub(super) fn run(command: Command, config: Config) -> u8 {
-    let signals = match SignalWatch::start() {
+pub(super) fn run(command: Command, config: Config, options: HubOptions) -> u8 {
+    let signals = match SignalWatch::start(options) {
         Ok(signals) => signals,
         Err(err) => {
             eprintln!("error: cannot watch signals: {err}");
@@ -61,13 +61,14 @@ pub(super) fn run(command: Command, config: Config) -> u8 {
 /// Watches SIGINT, SIGTERM and SIGHUP on a named thread; on the first one it
 /// shuts the current hub down (ending every server's process group) and exits.
 pub(super) struct SignalWatch {
+    options: HubOptions,
     hub: Arc<Mutex<Option<Hub>>>,
     handle: signal_hook::iterator::Handle,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl SignalWatch {
-    fn start() -> io::Result<SignalWatch> {
+    fn start(options: HubOptions) -> io::Result<SignalWatch> {
         let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
         let handle = signals.handle();
         let hub: Arc<Mutex<Option<Hub>>> = Arc::new(Mutex::new(None));
@@ -84,7 +85,7 @@ impl SignalWatch {
                     std::process::exit(128 + signal);
                 }
             })?;
-        Ok(SignalWatch { hub, handle, thread })
+        Ok(SignalWatch { options, hub, handle, thread })
     }
 
     /// Starts a hub that a signal will shut down.
@@ -92,7 +93,7 @@ impl SignalWatch {
         // The lock is held while the servers are spawned: a signal arriving
         // meanwhile waits for it, then finds the hub and ends them.
         let mut slot = self.hub.lock().unwrap(); // Poisoned only if a holder panicked.
-        let hub = Hub::start(config, HubOptions { background: true, ..HubOptions::default() });
+        let hub = Hub::start(config, HubOptions { background: true, ..self.options.clone() });
         *slot = Some(hub.clone());
         drop(slot);
         hub.wait_started();
@@ -233,7 +234,7 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
                     "name": entry.qualified_name,
                     "server": entry.server,
                     "tool": entry.tool.name,
-                    "exposure": "direct",
+                                        "exposure": entry.exposure,
                     "description": entry.tool.description,
                     "inputSchema": entry.tool.input_schema,
                     "outputSchema": entry.tool.output_schema,
@@ -253,7 +254,12 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
                 .and_then(|text| text.lines().next())
                 .unwrap_or("");
             out.push_str(
-                format!("{:width$}  direct  {description}", entry.qualified_name).trim_end(),
+                format!(
+                    "{:width$}  {:<8}  {description}",
+                    entry.qualified_name,
+                    exposure_word(entry.exposure)
+                )
+                .trim_end(),
             );
             out.push('\n');
         }
@@ -418,4 +424,13 @@ fn read_arguments(arguments: Option<&str>) -> Result<Value, String> {
         return Err("the arguments must be a JSON object, like {\"text\": \"hi\"}".to_owned());
     }
     Ok(value)
+}
+
+fn exposure_word(exposure: tether::Exposure) -> &'static str {
+    match exposure {
+        tether::Exposure::Direct => "direct",
+        tether::Exposure::Deferred => "deferred",
+        tether::Exposure::Hidden => "hidden",
+        tether::Exposure::Codemode => "codemode",
+    }
 }

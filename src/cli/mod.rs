@@ -8,7 +8,9 @@
 
 mod browse;
 mod connect;
+mod logs;
 mod manage;
+mod terminal;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -18,7 +20,9 @@ use std::time::Duration;
 
 use lexopt::prelude::*;
 
-use tether::{ConfigFiles, ConfigLoader, Error};
+use std::sync::Arc;
+
+use tether::{ConfigFiles, ConfigLoader, Error, HubOptions, LogFile};
 
 const HELP: &str = "\
 tether: a Model Context Protocol client
@@ -48,7 +52,11 @@ Configuration:
   remove NAME [-l | --user]       remove a server (-l: from the project file)
   enable NAME, disable NAME       turn a server on or off where it is defined
   trust [DIR], untrust [DIR]      let a project's .mcp.json start servers (or not)
-  import FILE                     copy servers from Claude, Cursor or VS Code config
+    import FILE                     copy servers from Claude, Cursor or VS Code config
+
+Logs:
+  logs [--server NAME] [-n N] [-f]
+                                  the servers' log messages (mcp.log); -f follows
 
 Global options (before the command):
   --config-dir DIR   user configuration folder (default: $TETHER_CONFIG_DIR,
@@ -143,6 +151,11 @@ enum Command {
     Import {
         file: PathBuf,
     },
+    Logs {
+        server: Option<String>,
+        lines: usize,
+        follow: bool,
+    },
 }
 
 /// Runs the command line and returns the process exit code.
@@ -187,6 +200,9 @@ pub fn main() -> ExitCode {
         Command::Enable { name, enabled } => manage::enable(&files, &name, enabled),
         Command::Trust { dir, trusted } => manage::trust(&files, dir, trusted),
         Command::Import { file } => manage::import(&files, &file),
+        Command::Logs { server, lines, follow } => {
+            logs::logs(&files.config_dir, server.as_deref(), lines, follow)
+        }
         _ => {
             if std::env::var("TETHER_MCP").as_deref() == Ok("0") {
                 // Off means off: no file is read and no server started.
@@ -210,7 +226,12 @@ pub fn main() -> ExitCode {
             for warning in &config.warnings {
                 log::warn!("{warning}");
             }
-            connect::run(command, config)
+            let options = HubOptions {
+                host: Arc::new(terminal::TerminalHost::new()),
+                log_sink: Some(Arc::new(LogFile::new(files.config_dir.join("mcp.log")))),
+                ..HubOptions::default()
+            };
+            connect::run(command, config, options)
         }
     };
     ExitCode::from(code)
@@ -234,6 +255,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
                     "tools" => parse_tools(&mut parser)?,
                     "resources" | "prompts" => parse_browse(&mut parser, &word)?,
                     "read" | "prompt" => parse_fetch(&mut parser, &word)?,
+                    "logs" => parse_logs(&mut parser)?,
                     "call" => parse_call(&mut parser)?,
                     "add" => Command::Add(manage::parse_add(&mut parser)?),
                     "remove" => parse_remove(&mut parser)?,
@@ -357,6 +379,19 @@ fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
         return Err("usage: tether call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]".into());
     };
     Ok(Command::Call { server, tool, arguments: positional.next(), timeout, json })
+}
+
+fn parse_logs(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut server, mut lines, mut follow) = (None, 50, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("server") | Short('s') => server = Some(parser.value()?.string()?),
+            Short('n') | Long("lines") => lines = parser.value()?.parse()?,
+            Short('f') | Long("follow") => follow = true,
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(Command::Logs { server, lines, follow })
 }
 
 fn parse_remove(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {

@@ -164,7 +164,7 @@ fn tools_shows_qualified_names() {
     let (output, _) = run_tether(dir.path(), &["tools"], WITHIN);
     assert_eq!(output.status.code(), Some(0));
     let out = stdout_of(&output);
-    assert!(out.starts_with("mcp__demo__count_words  direct  Count the words"), "{out}");
+    assert!(out.starts_with("mcp__demo__count_words  direct    Count the words"), "{out}");
     let (output, _) = run_tether(dir.path(), &["tools", "--server", "demo", "--json"], WITHIN);
     let tools: Vec<Value> = serde_json::from_str(&stdout_of(&output)).unwrap();
     assert_eq!(tools[1]["name"], "mcp__demo__echo");

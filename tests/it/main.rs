@@ -1,5 +1,6 @@
 //! tether's integration tests: real child processes, real pipes, real files.
 
+mod agent; // what an agent loop needs: list changes, logs, exposure, shaping, refresh
 mod cli; // the `tether` binary: commands, output, exit codes, signals
 mod config; // scopes, trust, expansion, secrets, and the commands that edit files
 mod http; // remote servers against the http-server fixture: every failure path

@@ -8,7 +8,15 @@
 //! never the hub itself, so dropping the last `Hub` handle shuts everything
 //! down. Locks guard plain data and are never held while talking to a server.
 
-use std::collections::HashMap;
+mod events;
+mod model;
+mod refresh;
+
+pub use events::{LogFile, LogMessage, LogSink};
+pub use model::{ModelTool, TOOL_SEARCH};
+pub use refresh::RefreshReport;
+
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
@@ -20,7 +28,8 @@ use serde_json::Value;
 use crate::client::{CallOptions, Client, ClientOptions, Transport};
 use crate::clock;
 use crate::config::{
-    Config, FailedEntry, RemoteConfig, Scope, ServerConfig, TransportConfig, UntrustedServer,
+    Config, ConfigLoader, Exposure, FailedEntry, RemoteConfig, Scope, ServerConfig,
+    TransportConfig, UntrustedServer,
 };
 use crate::environment;
 use crate::error::Error;
@@ -41,6 +50,11 @@ pub struct HubOptions {
     pub name_style: NameStyle,
     /// Answers server→client requests.
     pub host: Arc<dyn Host>,
+    /// Where servers' log messages go (the CLI's is `mcp.log`).
+    pub log_sink: Option<Arc<dyn LogSink>>,
+    /// How `refresh` reads the configuration again; without it, `refresh`
+    /// only restarts servers that stopped.
+    pub reload: Option<ConfigLoader>,
 }
 
 impl Default for HubOptions {
@@ -49,6 +63,8 @@ impl Default for HubOptions {
             background: false,
             name_style: NameStyle::default(),
             host: Arc::new(DefaultHost),
+            log_sink: None,
+            reload: None,
         }
     }
 }
@@ -142,22 +158,29 @@ pub struct Hub {
 
 struct HubCore {
     shared: Arc<Shared>,
-    starters: Mutex<Vec<JoinHandle<()>>>,
     /// Held for the whole shutdown, so a second caller returns only once
     /// every server is gone.
     shut_down: Mutex<bool>,
 }
 
 struct Shared {
-    slots: Vec<Arc<Slot>>,
-    by_name: HashMap<String, usize>,
-    failed_entries: Vec<FailedEntry>,
-    untrusted: Vec<UntrustedServer>,
+    /// Replaced whole by `refresh`; never held during I/O.
+    slots: Mutex<Vec<Arc<Slot>>>,
+    /// The `{server}-start` threads, joined at shutdown.
+    starters: Mutex<Vec<JoinHandle<()>>>,
+    failed_entries: Mutex<Vec<FailedEntry>>,
+    untrusted: Mutex<Vec<UntrustedServer>>,
+    /// One reconnect at a time.
+    reconnecting: Mutex<()>,
     registry: Mutex<Arc<ToolRegistry>>,
     options: HubOptions,
     shutting_down: AtomicBool,
     pending_starts: Mutex<usize>,
     all_started: Condvar,
+    /// Deferred tools that `tool_search` found: declared from then on.
+    discovered: Mutex<HashSet<String>>,
+    /// Re-listing on `list_changed`, and the log sink.
+    events: events::Events,
 }
 
 struct Slot {
@@ -182,59 +205,27 @@ impl Hub {
     /// each is connected or has failed (at most its start timeout), or at once
     /// with `options.background`.
     pub fn start(config: Config, options: HubOptions) -> Hub {
-        let mut slots = Vec::new();
-        let mut by_name = HashMap::new();
-        for server in config.servers {
-            let state =
-                if server.enabled { ServerState::Connecting } else { ServerState::Disabled };
-            by_name.insert(server.name.clone(), slots.len());
-            slots.push(Arc::new(Slot {
-                config: server,
-                state: Mutex::new(SlotState {
-                    state,
-                    client: None,
-                    tools: Arc::new(Vec::new()),
-                    info: None,
-                    error: None,
-                    hint: None,
-                    warnings: Vec::new(),
-                    stderr_tail: None,
-                    since: SystemTime::now(),
-                }),
-            }));
-        }
-        let enabled: Vec<Arc<Slot>> =
-            slots.iter().filter(|slot| slot.config.enabled).cloned().collect();
+        let slots: Vec<Arc<Slot>> =
+            config.servers.into_iter().map(|server| Arc::new(Slot::new(server))).collect();
         let shared = Arc::new(Shared {
-            slots,
-            by_name,
-            failed_entries: config.failed,
-            untrusted: config.untrusted,
+            slots: Mutex::new(slots.clone()),
+            starters: Mutex::new(Vec::new()),
+            failed_entries: Mutex::new(config.failed),
+            untrusted: Mutex::new(config.untrusted),
+            reconnecting: Mutex::new(()),
             registry: Mutex::new(Arc::new(ToolRegistry::default())),
             options,
             shutting_down: AtomicBool::new(false),
-            pending_starts: Mutex::new(enabled.len()),
+            pending_starts: Mutex::new(0),
             all_started: Condvar::new(),
+            discovered: Mutex::new(HashSet::new()),
+            events: events::Events::new(),
         });
-        let mut starters = Vec::new();
-        for slot in enabled {
-            let thread_shared = Arc::clone(&shared);
-            let thread_slot = Arc::clone(&slot);
-            let started = thread::Builder::new()
-                .name(format!("{}-start", slot.config.name))
-                .spawn(move || thread_shared.start_server(&thread_slot));
-            match started {
-                Ok(handle) => starters.push(handle),
-                Err(err) => shared.settle_failed(&slot, Error::Io(err), None),
-            }
+        shared.events.start(&shared);
+        for slot in slots.into_iter().filter(|slot| slot.config.enabled) {
+            shared.spawn_start(slot);
         }
-        let hub = Hub {
-            core: Arc::new(HubCore {
-                shared,
-                starters: Mutex::new(starters),
-                shut_down: Mutex::new(false),
-            }),
-        };
+        let hub = Hub { core: Arc::new(HubCore { shared, shut_down: Mutex::new(false) }) };
         if !hub.core.shared.options.background {
             hub.wait_started();
         }
@@ -246,7 +237,7 @@ impl Hub {
     pub fn wait_started(&self) {
         let shared = &self.core.shared;
         let longest =
-            shared.slots.iter().map(|slot| slot.config.start_timeout).max().unwrap_or_default();
+            shared.slots().iter().map(|slot| slot.config.start_timeout).max().unwrap_or_default();
         // Each start is bounded by its own timeout; the slack covers spawning.
         let deadline = Instant::now() + longest + Duration::from_secs(5);
         let mut pending = shared.pending_starts.lock().unwrap(); // Poisoned only if a holder panicked.
@@ -278,12 +269,19 @@ impl Hub {
     ) -> Result<ToolResult, Error> {
         let (server, tool_name) = {
             let registry = self.core.shared.registry();
-            let entry = registry
-                .get(qualified_name)
-                .ok_or_else(|| Error::UnknownTool(qualified_name.to_owned()))?;
-            (entry.server.clone(), entry.tool.name.clone())
+            match registry.get(qualified_name) {
+                Some(entry) if entry.exposure != Exposure::Hidden => {
+                    (entry.server.clone(), entry.tool.name.clone())
+                }
+                Some(_) => return Err(Error::UnknownTool(qualified_name.to_owned())),
+                None => {
+                    return self
+                        .call_builtin(qualified_name, &arguments)
+                        .unwrap_or_else(|| Err(Error::UnknownTool(qualified_name.to_owned())));
+                }
+            }
         };
-        let client = self.core.shared.client(&server)?;
+        let client = self.core.shared.connected_client(&server)?;
         client.call_tool(&tool_name, arguments, options).map_err(|err| err.for_server(&server))
     }
 
@@ -304,7 +302,7 @@ impl Hub {
         let shared = &self.core.shared;
         let slot = shared.slot(server).ok_or_else(|| Error::UnknownServer(server.to_owned()))?;
         let name = &slot.config.name;
-        let client = shared.client(name)?;
+        let client = shared.connected_client(name)?;
         let tools = Arc::clone(&slot.state.lock().unwrap().tools); // Poisoned only if a holder panicked.
         let tool_name = if tools.iter().any(|listed| listed.name == tool) {
             tool.to_owned()
@@ -380,7 +378,7 @@ impl Hub {
     ) -> (Vec<Offered<T>>, Vec<Error>) {
         let mut items = Vec::new();
         let mut errors = Vec::new();
-        for slot in &self.core.shared.slots {
+        for slot in self.core.shared.slots().iter() {
             let client = {
                 let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
                 let offers =
@@ -407,8 +405,8 @@ impl Hub {
     pub fn status(&self) -> Vec<ServerStatus> {
         let shared = &self.core.shared;
         let mut statuses: Vec<ServerStatus> =
-            shared.slots.iter().map(|slot| slot.status()).collect();
-        statuses.extend(shared.failed_entries.iter().map(|entry| ServerStatus {
+            shared.slots().iter().map(|slot| slot.status()).collect();
+        statuses.extend(shared.failed_entries.lock().unwrap().iter().map(|entry| ServerStatus {
             name: entry.name.clone(),
             scope: entry.scope,
             transport: "-",
@@ -426,7 +424,7 @@ impl Hub {
             stderr_tail: None,
             since: clock::rfc3339(SystemTime::now()),
         }));
-        statuses.extend(shared.untrusted.iter().map(|entry| ServerStatus {
+        statuses.extend(shared.untrusted.lock().unwrap().iter().map(|entry| ServerStatus {
             name: entry.name.clone(),
             scope: Scope::Project,
             transport: "-",
@@ -451,6 +449,19 @@ impl Hub {
         statuses
     }
 
+    /// Tells every connected server that the host's roots changed
+    /// (`notifications/roots/list_changed`); they ask again with `roots/list`.
+    pub fn notify_roots_changed(&self) {
+        for slot in self.core.shared.slots() {
+            let client = slot.state.lock().unwrap().client.clone(); // Poisoned only if a holder panicked.
+            if let Some(client) = client {
+                if let Err(err) = client.notify_roots_changed() {
+                    log::debug!("{}: could not tell it the roots changed: {err}", slot.config.name);
+                }
+            }
+        }
+    }
+
     /// Closes every connection (in parallel) and joins every thread; no server
     /// process is left. Idempotent; also run when the last handle is dropped.
     pub fn shutdown(&self) {
@@ -469,8 +480,9 @@ impl HubCore {
         // Set before looking at the slots: a start thread that registers its
         // client after this point sees the flag and closes it itself.
         shared.shutting_down.store(true, Ordering::SeqCst);
+        shared.events.stop();
         let clients: Vec<Arc<Client>> = shared
-            .slots
+            .slots()
             .iter()
             .filter_map(|slot| slot.state.lock().unwrap().client.take()) // Poisoned only if a holder panicked.
             .collect();
@@ -484,10 +496,11 @@ impl HubCore {
                 }
             }
         });
-        let starters = std::mem::take(&mut *self.starters.lock().unwrap()); // Poisoned only if a holder panicked.
+        let starters = std::mem::take(&mut *shared.starters.lock().unwrap()); // Poisoned only if a holder panicked.
         for starter in starters {
             let _ = starter.join();
         }
+        shared.events.join();
     }
 }
 
@@ -502,13 +515,30 @@ impl Shared {
         Arc::clone(&self.registry.lock().unwrap()) // Poisoned only if a holder panicked.
     }
 
-    fn slot(&self, name: &str) -> Option<&Arc<Slot>> {
-        match self.by_name.get(name) {
-            Some(&index) => Some(&self.slots[index]),
-            None => {
-                let key = crate::config::name_key(name);
-                self.slots.iter().find(|slot| crate::config::name_key(&slot.config.name) == key)
-            }
+    fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    fn slots(&self) -> Vec<Arc<Slot>> {
+        self.slots.lock().unwrap().clone() // Poisoned only if a holder panicked.
+    }
+
+    fn slot(&self, name: &str) -> Option<Arc<Slot>> {
+        let key = crate::config::name_key(name);
+        self.slots().into_iter().find(|slot| crate::config::name_key(&slot.config.name) == key)
+    }
+
+    /// Starts a server on its own `{server}-start` thread.
+    fn spawn_start(self: &Arc<Self>, slot: Arc<Slot>) {
+        *self.pending_starts.lock().unwrap() += 1; // Poisoned only if a holder panicked.
+        let shared = Arc::clone(self);
+        let thread_slot = Arc::clone(&slot);
+        let started = thread::Builder::new()
+            .name(format!("{}-start", slot.config.name))
+            .spawn(move || shared.start_server(&thread_slot));
+        match started {
+            Ok(handle) => self.starters.lock().unwrap().push(handle), // Poisoned only if a holder panicked.
+            Err(err) => self.settle_failed(&slot, Error::Io(err), None),
         }
     }
 
@@ -540,7 +570,11 @@ impl Shared {
         let client_options = ClientOptions {
             request_timeout: config.timeout,
             max_total_timeout: config.max_total_timeout,
-            host: Arc::clone(&self.options.host),
+            host: Arc::new(events::HubHost {
+                user: Arc::clone(&self.options.host),
+                relist: self.events.relist_sender(),
+                log_sink: self.options.log_sink.clone(),
+            }),
         };
         let client = match Client::start(&config.name, &transport, client_options) {
             Ok(client) => Arc::new(client),
@@ -607,13 +641,32 @@ impl Shared {
         self.all_started.notify_all();
     }
 
+    /// Lists a server's tools again (after `tools/list_changed`): new tools
+    /// appear, withdrawn ones become unreachable.
+    fn relist(&self, server: &str) {
+        let Some(slot) = self.slot(server) else { return };
+        let Ok(client) = self.client(server) else { return };
+        let options = CallOptions { timeout: Some(slot.config.timeout), ..CallOptions::default() };
+        match client.list_tools(&options) {
+            Ok(mut tools) => {
+                if let Some(allowed) = &slot.config.tools {
+                    tools.retain(|tool| allowed.contains(&tool.name));
+                }
+                log::info!("{server}: tools changed; now {}", tools.len());
+                slot.state.lock().unwrap().tools = Arc::new(tools); // Poisoned only if a holder panicked.
+                self.rebuild_registry();
+            }
+            Err(err) => log::warn!("{server}: re-listing tools failed: {err}"),
+        }
+    }
+
     fn rebuild_registry(&self) {
         // Held from snapshot to store, so that two servers becoming ready at
         // once cannot store their snapshots out of order. Only plain data is
         // touched meanwhile (slot locks are never held while taking this one).
         let mut registry = self.registry.lock().unwrap(); // Poisoned only if a holder panicked.
-        let ready: Vec<(String, Arc<Vec<Tool>>)> = self
-            .slots
+        let slots = self.slots();
+        let ready: Vec<(String, Arc<Vec<Tool>>)> = slots
             .iter()
             .filter_map(|slot| {
                 let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
@@ -624,12 +677,36 @@ impl Shared {
         let rebuilt = ToolRegistry::build(
             ready.iter().map(|(name, tools)| (name.as_str(), tools.as_slice())),
             self.options.name_style,
-        );
+        )
+        .with_exposure(|server, tool| {
+            slots
+                .iter()
+                .find(|slot| slot.config.name == server)
+                .map_or(Exposure::Direct, |slot| slot.config.exposure_of(tool))
+        });
         *registry = Arc::new(rebuilt);
     }
 }
 
 impl Slot {
+    fn new(config: ServerConfig) -> Slot {
+        let state = if config.enabled { ServerState::Connecting } else { ServerState::Disabled };
+        Slot {
+            config,
+            state: Mutex::new(SlotState {
+                state,
+                client: None,
+                tools: Arc::new(Vec::new()),
+                info: None,
+                error: None,
+                hint: None,
+                warnings: Vec::new(),
+                stderr_tail: None,
+                since: SystemTime::now(),
+            }),
+        }
+    }
+
     fn status(&self) -> ServerStatus {
         let state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
         let info = state.info.as_ref();

@@ -1,0 +1,184 @@
+//! The command line's host: it answers a server's elicitation on the terminal.
+//!
+//! A form asks for each field of the server's schema (with its default),
+//! then whether to send it; a URL request shows the whole URL and asks before
+//! opening it with the desktop opener (no shell). Without a terminal on
+//! both stdin and stderr, elicitation is not even declared to servers, so
+//! they never ask. Sampling is declined: there is no model here.
+
+use std::io::{self, BufRead, IsTerminal, Write};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use serde_json::{json, Map, Value};
+
+use tether::{Host, RpcError};
+
+/// Answers on the terminal, one question at a time.
+pub(super) struct TerminalHost {
+    interactive: bool,
+    /// Two servers asking at once take turns.
+    asking: Mutex<()>,
+}
+
+impl TerminalHost {
+    pub(super) fn new() -> TerminalHost {
+        TerminalHost {
+            interactive: io::stdin().is_terminal() && io::stderr().is_terminal(),
+            asking: Mutex::new(()),
+        }
+    }
+}
+
+impl Host for TerminalHost {
+    fn handles_elicitation(&self) -> bool {
+        self.interactive
+    }
+
+    fn elicit(&self, server: &str, params: &Value) -> Result<Value, RpcError> {
+        if !self.interactive {
+            return Ok(json!({"action": "decline"}));
+        }
+        let _turn = self.asking.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let message = params.get("message").and_then(Value::as_str).unwrap_or("");
+        eprintln!("\nServer {server:?} asks: {message}");
+        let answer = if params.get("mode").and_then(Value::as_str) == Some("url") {
+            ask_url(params)
+        } else {
+            ask_form(params.get("requestedSchema").unwrap_or(&Value::Null))
+        };
+        Ok(answer.unwrap_or_else(|| json!({"action": "cancel"})))
+    }
+}
+
+fn read_answer(question: &str) -> Option<String> {
+    eprint!("{question}");
+    let _ = io::stderr().flush();
+    let mut line = String::new();
+    match io::stdin().lock().read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim().to_owned()),
+    }
+}
+
+fn ask_url(params: &Value) -> Option<Value> {
+    let url = params.get("url").and_then(Value::as_str).unwrap_or("");
+    eprintln!("It wants you to open this URL:\n  {url}");
+    let open = read_answer("Open it in your browser? [y/N] ")?;
+    if open.eq_ignore_ascii_case("y") || open.eq_ignore_ascii_case("yes") {
+        open_in_browser(url);
+    }
+    match read_answer("When you are done: (a)ccept, (d)ecline or (c)ancel? ")?.chars().next() {
+        Some('a') | Some('A') => Some(json!({"action": "accept"})),
+        Some('d') | Some('D') => Some(json!({"action": "decline"})),
+        _ => Some(json!({"action": "cancel"})),
+    }
+}
+
+/// Runs the desktop's opener with the URL as one argument (never a shell).
+fn open_in_browser(url: &str) {
+    let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
+    let started = Command::new(opener)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    match started {
+        Ok(mut child) => {
+            // Reap it on a thread so that no zombie is left.
+            let _ = std::thread::Builder::new()
+                .name("tether-opener".into())
+                .spawn(move || child.wait());
+        }
+        Err(err) => eprintln!("Could not run {opener} ({err}); open the URL yourself."),
+    }
+}
+
+fn ask_form(schema: &Value) -> Option<Value> {
+    let empty = Map::new();
+    let properties = schema.get("properties").and_then(Value::as_object).unwrap_or(&empty);
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map_or(Vec::new(), |names| names.iter().filter_map(Value::as_str).collect());
+    let mut content = Map::new();
+    for (name, property) in properties {
+        let kind = property.get("type").and_then(Value::as_str).unwrap_or("string");
+        let title = property.get("title").and_then(Value::as_str).unwrap_or(name);
+        let choices: Vec<String> =
+            property.get("enum").and_then(Value::as_array).map_or(Vec::new(), |values| {
+                values.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
+            });
+        let default = property.get("default");
+        let is_required = required.contains(&name.as_str());
+        if let Some(description) = property.get("description").and_then(Value::as_str) {
+            eprintln!("  {description}");
+        }
+        loop {
+            let mut question = format!("{title} ({kind}");
+            if !choices.is_empty() {
+                question.push_str(&format!(": {}", choices.join(", ")));
+            }
+            question.push(')');
+            if let Some(default) = default {
+                question.push_str(&format!(" [{}]", default_text(default)));
+            }
+            if is_required {
+                question.push_str(" *");
+            }
+            question.push_str(": ");
+            let answer = read_answer(&question)?;
+            if answer.is_empty() {
+                match default {
+                    Some(default) => {
+                        content.insert(name.clone(), default.clone());
+                        break;
+                    }
+                    None if !is_required => break,
+                    None => {
+                        eprintln!("  This one is required.");
+                        continue;
+                    }
+                }
+            }
+            match parse_value(&answer, kind, &choices) {
+                Ok(value) => {
+                    content.insert(name.clone(), value);
+                    break;
+                }
+                Err(why) => eprintln!("  {why}"),
+            }
+        }
+    }
+    match read_answer("Send this? (a)ccept, (d)ecline or (c)ancel [a]: ")?.chars().next() {
+        None | Some('a') | Some('A') => Some(json!({"action": "accept", "content": content})),
+        Some('d') | Some('D') => Some(json!({"action": "decline"})),
+        _ => Some(json!({"action": "cancel"})),
+    }
+}
+
+fn default_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn parse_value(answer: &str, kind: &str, choices: &[String]) -> Result<Value, String> {
+    if !choices.is_empty() && !choices.iter().any(|choice| choice == answer) {
+        return Err(format!("Choose one of: {}", choices.join(", ")));
+    }
+    match kind {
+        "integer" => {
+            answer.parse::<i64>().map(Value::from).map_err(|_| "A whole number, please.".into())
+        }
+        "number" => answer.parse::<f64>().map(Value::from).map_err(|_| "A number, please.".into()),
+        "boolean" => match answer.to_ascii_lowercase().as_str() {
+            "y" | "yes" | "true" => Ok(Value::Bool(true)),
+            "n" | "no" | "false" => Ok(Value::Bool(false)),
+            _ => Err("yes or no, please.".into()),
+        },
+        _ => Ok(Value::String(answer.to_owned())),
+    }
+}

@@ -1,0 +1,249 @@
+//! What servers tell the hub on their own: their lists changed, or a log line.
+//!
+//! Every connection's host is wrapped in a `HubHost`, which sees each
+//! notification on that connection's events thread, acts on the hub's part,
+//! and passes it on to the host's own handler. A `tools/list_changed` is not
+//! handled on the spot: it queues the server for the `tether-relist` thread,
+//! which waits a moment and takes the whole burst at once, so a server that
+//! sends fifty notifications in a row is re-listed once.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime};
+
+use crossbeam_channel::{select, Receiver, Sender};
+use serde_json::Value;
+
+use super::Shared;
+use crate::clock;
+use crate::host::{Host, Root};
+use crate::jsonrpc::{Notification, RpcError};
+use crate::threads::NamedThread;
+
+/// How long a burst of list changes is gathered before re-listing.
+const BURST: Duration = Duration::from_millis(50);
+/// The size past which `mcp.log` moves to `mcp.log.1`.
+const LOG_ROTATE_BYTES: u64 = 5 * 1024 * 1024;
+
+/// A server's `notifications/message`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogMessage {
+    /// `debug`, `info`, `notice`, `warning`, `error`, `critical`, `alert`, `emergency`.
+    pub level: String,
+    /// The server's logger name, if any.
+    pub logger: Option<String>,
+    /// The message: a string, or any JSON.
+    pub data: Value,
+}
+
+impl LogMessage {
+    fn from_params(params: &Value) -> LogMessage {
+        LogMessage {
+            level: params.get("level").and_then(Value::as_str).unwrap_or("info").to_owned(),
+            logger: params.get("logger").and_then(Value::as_str).map(str::to_owned),
+            data: params.get("data").cloned().unwrap_or(Value::Null),
+        }
+    }
+
+    /// The message as one line of text.
+    pub fn text(&self) -> String {
+        let text = match &self.data {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        text.replace(['\n', '\r'], " ")
+    }
+}
+
+/// Where servers' log messages go.
+pub trait LogSink: Send + Sync {
+    /// One message from `server`.
+    fn log(&self, server: &str, message: &LogMessage);
+}
+
+/// A log file: `<RFC 3339 time> [<server>] <level> <logger>: <message>` lines,
+/// moved to `<file>.1` once past 5 MB.
+#[derive(Debug, Clone)]
+pub struct LogFile {
+    path: PathBuf,
+    rotate_bytes: u64,
+}
+
+impl LogFile {
+    /// A log file at `path` (its folder is created on the first write).
+    pub fn new(path: impl Into<PathBuf>) -> LogFile {
+        LogFile { path: path.into(), rotate_bytes: LOG_ROTATE_BYTES }
+    }
+
+    /// The same, rotating past `bytes` instead of 5 MB.
+    pub fn with_rotation(mut self, bytes: u64) -> LogFile {
+        self.rotate_bytes = bytes;
+        self
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl LogSink for LogFile {
+    fn log(&self, server: &str, message: &LogMessage) {
+        let logger = message.logger.as_deref().unwrap_or("-");
+        let line = format!(
+            "{} [{server}] {} {logger}: {}\n",
+            clock::rfc3339(SystemTime::now()),
+            message.level,
+            message.text()
+        );
+        // Each line is one append: whole lines, with no lock held across the
+        // write. Rotation may race another process; at worst a line lands in
+        // the older file.
+        if fs::metadata(&self.path).is_ok_and(|meta| meta.len() >= self.rotate_bytes) {
+            let mut rotated = self.path.clone().into_os_string();
+            rotated.push(".1");
+            let _ = fs::rename(&self.path, rotated);
+        }
+        if let Some(folder) = self.path.parent() {
+            let _ = fs::create_dir_all(folder);
+        }
+        let written = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .and_then(|mut file| file.write_all(line.as_bytes()));
+        if let Err(err) = written {
+            log::debug!("cannot write {}: {err}", self.path.display());
+        }
+    }
+}
+
+/// The host every connection of the hub gets: the hub's own handling of
+/// notifications, then the host's.
+pub(super) struct HubHost {
+    pub(super) user: Arc<dyn Host>,
+    pub(super) relist: Sender<String>,
+    pub(super) log_sink: Option<Arc<dyn LogSink>>,
+}
+
+impl Host for HubHost {
+    fn roots(&self) -> Vec<Root> {
+        self.user.roots()
+    }
+
+    fn handles_sampling(&self) -> bool {
+        self.user.handles_sampling()
+    }
+
+    fn create_message(&self, server: &str, params: &Value) -> Result<Value, RpcError> {
+        self.user.create_message(server, params)
+    }
+
+    fn handles_elicitation(&self) -> bool {
+        self.user.handles_elicitation()
+    }
+
+    fn elicit(&self, server: &str, params: &Value) -> Result<Value, RpcError> {
+        self.user.elicit(server, params)
+    }
+
+    fn notification(&self, server: &str, notification: &Notification) {
+        match notification.method.as_str() {
+            "notifications/tools/list_changed" => {
+                let _ = self.relist.send(server.to_owned());
+            }
+            "notifications/message" => {
+                if let Some(sink) = &self.log_sink {
+                    sink.log(
+                        server,
+                        &LogMessage::from_params(
+                            notification.params.as_ref().unwrap_or(&Value::Null),
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+        self.user.notification(server, notification);
+    }
+}
+
+/// The `tether-relist` thread and its queue.
+pub(super) struct Events {
+    relist: Sender<String>,
+    queue: Mutex<Option<Receiver<String>>>,
+    stop: Mutex<Option<Sender<()>>>,
+    stopped: Receiver<()>,
+    thread: Mutex<Option<NamedThread>>,
+}
+
+impl Events {
+    pub(super) fn new() -> Events {
+        let (relist, queue) = crossbeam_channel::unbounded();
+        let (stop, stopped) = crossbeam_channel::bounded(0);
+        Events {
+            relist,
+            queue: Mutex::new(Some(queue)),
+            stop: Mutex::new(Some(stop)),
+            stopped,
+            thread: Mutex::new(None),
+        }
+    }
+
+    /// A sender for connections' hosts.
+    pub(super) fn relist_sender(&self) -> Sender<String> {
+        self.relist.clone()
+    }
+
+    /// Starts the re-list thread; it holds the hub only weakly.
+    pub(super) fn start(&self, shared: &Arc<Shared>) {
+        let Some(queue) = self.queue.lock().unwrap().take() else { return }; // Poisoned only if a holder panicked.
+        let stopped = self.stopped.clone();
+        let weak = Arc::downgrade(shared);
+        match NamedThread::spawn("tether-relist".into(), move || {
+            run_relist(&weak, &queue, &stopped)
+        }) {
+            Ok(thread) => *self.thread.lock().unwrap() = Some(thread), // Poisoned only if a holder panicked.
+            Err(err) => {
+                log::warn!("cannot start the re-list thread: {err}; list changes will be missed")
+            }
+        }
+    }
+
+    pub(super) fn stop(&self) {
+        self.stop.lock().unwrap().take(); // Poisoned only if a holder panicked.
+    }
+
+    pub(super) fn join(&self) {
+        if let Some(thread) = self.thread.lock().unwrap().take() {
+            // Poisoned only if a holder panicked.
+            thread.join_within(Duration::from_secs(5));
+        }
+    }
+}
+
+fn run_relist(shared: &Weak<Shared>, queue: &Receiver<String>, stopped: &Receiver<()>) {
+    loop {
+        let first = select! {
+            recv(queue) -> server => match server {
+                Ok(server) => server,
+                Err(_) => return,
+            },
+            recv(stopped) -> _ => return,
+        };
+        // Gather the rest of the burst.
+        let mut servers = vec![first];
+        let deadline = std::time::Instant::now() + BURST;
+        while let Ok(server) = queue.recv_deadline(deadline) {
+            if !servers.contains(&server) {
+                servers.push(server);
+            }
+        }
+        let Some(shared) = shared.upgrade() else { return };
+        for server in servers {
+            shared.relist(&server);
+        }
+    }
+}

@@ -1,0 +1,1199 @@
+//! Shaping tool results for the model: what of a `tools/call` result a model
+//! should see, and a small JSON Schema check for `structuredContent`.
+//!
+//! A server may answer with anything: megabytes of text, images in formats no
+//! model reads, audio, blobs, links, or blocks of a type invented last week.
+//! The model's context is small and expensive, and a model API rejects a whole
+//! request over one bad image, so [`shape_result`] keeps what a model can use
+//! (text, and a bounded number of bounded images of the four common formats)
+//! and turns everything else into a one-line note that says what was left out
+//! and why. Long text keeps its head and tail, the parts that most often say
+//! what the text is and how it ended, and the full text is saved to a file the
+//! model is told about, so nothing is lost for a host that can read files.
+//!
+//! Shaping never fails: malformed blocks become notes, a spill file that
+//! cannot be written becomes a warning, and a `structuredContent` that does not
+//! match the tool's `outputSchema` is a warning too, since the server's answer
+//! is still the best answer there is. [`check_schema`] implements only the
+//! JSON Schema keywords that output schemas use in practice and ignores the
+//! rest (`$ref` included), because a false alarm is worse than a missed one
+//! when all a mismatch can do is warn.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::protocol::{Tool, ToolResult};
+
+/// The image formats models accept, as MIME types.
+const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// The most characters of one server-supplied string (a name, a URI, a MIME
+/// type) that a note repeats, so that notes stay one short line each.
+const MAX_NOTE_FIELD: usize = 200;
+
+/// The most characters of the server's and the tool's name in a spill file's
+/// name, which keeps the name well under file system limits.
+const MAX_FILE_NAME_PART: usize = 64;
+
+/// How much of a result reaches the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultLimits {
+    /// The most bytes of text the model sees; longer text keeps its head and
+    /// tail and is saved in full to a file (default 20,000).
+    pub max_text_bytes: usize,
+    /// The largest image, in decoded bytes, shown as an image (default 5 MiB).
+    pub max_image_bytes: usize,
+    /// The most images shown from one result (default 4).
+    pub max_images: usize,
+    /// Where full texts are saved; `None` means `tether-results` in the
+    /// system's temporary folder.
+    pub spill_dir: Option<PathBuf>,
+}
+
+impl Default for ResultLimits {
+    fn default() -> ResultLimits {
+        ResultLimits {
+            max_text_bytes: 20_000,
+            max_image_bytes: 5 * 1024 * 1024,
+            max_images: 4,
+            spill_dir: None,
+        }
+    }
+}
+
+/// One block of what the model sees.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ModelBlock {
+    /// Text: the server's own, or a note about a block left out.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image in one of the formats models accept.
+    Image {
+        /// Its MIME type, as the server sent it.
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+        /// Its bytes in base64, as the server sent them.
+        data: String,
+    },
+}
+
+/// A tool result shaped for the model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelResult {
+    /// The blocks, in the server's order.
+    pub blocks: Vec<ModelBlock>,
+    /// True when the tool reported an error (a tool error, not a transport one).
+    pub is_error: bool,
+    /// The result's `structuredContent`, if any.
+    pub structured_content: Option<Value>,
+    /// What was odd about the result, for the host's log, not for the model.
+    pub warnings: Vec<String>,
+    /// The file the full text was saved to, when it was too long.
+    pub saved_to: Option<PathBuf>,
+}
+
+/// A block on its way to the model. Content text is kept apart from notes
+/// because only content text counts towards the text budget and is merged
+/// when truncated; notes stay where the blocks they describe were.
+enum Piece {
+    Content(String),
+    Note(String),
+    Image { mime_type: String, data: String },
+}
+
+/// Turns a tool result into what the model should see.
+///
+/// `server` is the server's configured name (for notes and the spill file's
+/// name) and `tool` the tool that was called (for its `outputSchema`).
+pub fn shape_result(
+    server: &str,
+    tool: &Tool,
+    result: &ToolResult,
+    limits: &ResultLimits,
+) -> ModelResult {
+    let is_error = result.is_error();
+    // An explicit `null` is no structured content at all: the MCP schema
+    // requires an object, and a `null` is what a careless serializer writes
+    // for a missing one.
+    let structured_content = result.structured_content().filter(|value| !value.is_null());
+    let mut warnings = Vec::new();
+
+    let mut pieces = Vec::new();
+    let mut images = 0;
+    for block in result.content() {
+        pieces.push(shape_block(server, block, limits, &mut images));
+    }
+    if pieces.is_empty() {
+        // The MCP specification asks servers to repeat structured content as
+        // text for clients that do not read it; when a server did not, this
+        // is that text.
+        if let Some(structured) = structured_content {
+            pieces.push(Piece::Content(structured.to_string()));
+        }
+    }
+
+    let mut saved_to = None;
+    let total: usize = pieces
+        .iter()
+        .map(|piece| match piece {
+            Piece::Content(text) => text.len(),
+            _ => 0,
+        })
+        .sum();
+    if total > limits.max_text_bytes {
+        pieces = truncate(server, &tool.name, pieces, limits, &mut saved_to, &mut warnings);
+    }
+
+    if let Some(schema) = &tool.output_schema {
+        match structured_content {
+            Some(structured) => {
+                if let Err(why) = check_schema(structured, schema) {
+                    warnings.push(format!(
+                        "structuredContent does not match the outputSchema of {}: {why}",
+                        tool.name
+                    ));
+                }
+            }
+            None if !is_error => warnings.push(format!(
+                "{} has an outputSchema but its result has no structuredContent",
+                tool.name
+            )),
+            None => {}
+        }
+    }
+
+    let blocks = pieces
+        .into_iter()
+        .map(|piece| match piece {
+            Piece::Content(text) | Piece::Note(text) => ModelBlock::Text { text },
+            Piece::Image { mime_type, data } => ModelBlock::Image { mime_type, data },
+        })
+        .collect();
+    ModelResult {
+        blocks,
+        is_error,
+        structured_content: structured_content.cloned(),
+        warnings,
+        saved_to,
+    }
+}
+
+/// Shapes one content block; `images` counts the images kept so far.
+fn shape_block(server: &str, block: &Value, limits: &ResultLimits, images: &mut usize) -> Piece {
+    let server = clip(server);
+    let field = |name: &str| block.get(name).and_then(Value::as_str);
+    let Some(kind) = field("type") else {
+        return Piece::Note(format!("[block without a type from {server}, not shown]"));
+    };
+    match kind {
+        "text" => match field("text") {
+            Some(text) => Piece::Content(text.to_owned()),
+            None => Piece::Note(format!("[text block without text from {server}, not shown]")),
+        },
+        "image" => {
+            let mime_type = field("mimeType").unwrap_or("");
+            let data = field("data").unwrap_or("");
+            let note = |why: &str| {
+                Piece::Note(format!(
+                    "[{} image from {server}, {} bytes, not shown: {why}]",
+                    clip_or(mime_type, "unknown"),
+                    decoded_size(data)
+                ))
+            };
+            if !IMAGE_TYPES.iter().any(|known| known.eq_ignore_ascii_case(mime_type)) {
+                note("not a PNG, JPEG, GIF or WebP image")
+            } else if !is_base64(data) {
+                // Passing bad base64 on would make the model's API refuse the
+                // whole request, not just this image.
+                note("its data is not valid base64")
+            } else if decoded_size(data) > limits.max_image_bytes {
+                note(&format!("larger than the limit of {} bytes", limits.max_image_bytes))
+            } else if *images >= limits.max_images {
+                note(&format!("only {} images are shown per result", limits.max_images))
+            } else {
+                *images += 1;
+                Piece::Image { mime_type: mime_type.to_owned(), data: data.to_owned() }
+            }
+        }
+        "audio" => Piece::Note(format!(
+            "[{} audio from {server}, {} bytes, not shown]",
+            clip_or(field("mimeType").unwrap_or(""), "unknown"),
+            decoded_size(field("data").unwrap_or(""))
+        )),
+        "resource_link" => {
+            let uri = clip_or(field("uri").unwrap_or(""), "without a URI");
+            let name = field("title").or(field("name")).map(clip).filter(|name| !name.is_empty());
+            let description = field("description").map(clip).filter(|text| !text.is_empty());
+            let about = match (name, description) {
+                (Some(name), Some(description)) => format!(": {name} ({description})"),
+                (Some(text), None) | (None, Some(text)) => format!(": {text}"),
+                (None, None) => String::new(),
+            };
+            Piece::Note(format!("[resource {uri} on server {server}{about}]"))
+        }
+        "resource" => {
+            let resource = block.get("resource").unwrap_or(&Value::Null);
+            let field = |name: &str| resource.get(name).and_then(Value::as_str);
+            let uri = clip_or(field("uri").unwrap_or(""), "without a URI");
+            if let Some(text) = field("text") {
+                Piece::Content(text.to_owned())
+            } else if let Some(blob) = field("blob") {
+                Piece::Note(format!(
+                    "[resource {uri} from {server}, {}, {} bytes, not shown]",
+                    clip_or(field("mimeType").unwrap_or(""), "binary"),
+                    decoded_size(blob)
+                ))
+            } else {
+                Piece::Note(format!(
+                    "[resource {uri} from {server} without text or data, not shown]"
+                ))
+            }
+        }
+        other => Piece::Note(format!("[{} block from {server}, not shown]", clip(other))),
+    }
+}
+
+/// The decoded size of base64 data: four characters are three bytes, less
+/// one for each `=` of padding. (Computed per group of four so that no length
+/// can overflow.)
+fn decoded_size(data: &str) -> usize {
+    let padding = data.bytes().rev().take(2).take_while(|&byte| byte == b'=').count();
+    (data.len() / 4 * 3 + data.len() % 4 * 3 / 4).saturating_sub(padding)
+}
+
+/// True for non-empty standard base64 (padding optional, no whitespace).
+fn is_base64(data: &str) -> bool {
+    let body = data.trim_end_matches('=');
+    let padding = data.len() - body.len();
+    !body.is_empty()
+        && padding <= 2
+        && body.len() % 4 != 1
+        && (padding == 0 || data.len() % 4 == 0)
+        && body.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'+' || byte == b'/')
+}
+
+/// A server-supplied string cut to [`MAX_NOTE_FIELD`] characters.
+fn clip(text: &str) -> String {
+    match text.char_indices().nth(MAX_NOTE_FIELD) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// Like [`clip`], with a stand-in for an empty string.
+fn clip_or(text: &str, empty: &str) -> String {
+    if text.is_empty() {
+        empty.to_owned()
+    } else {
+        clip(text)
+    }
+}
+
+/// Merges the content text into one block at the place of the first, keeping
+/// the head and tail of the budget, and saves the full text to a file.
+fn truncate(
+    server: &str,
+    tool: &str,
+    pieces: Vec<Piece>,
+    limits: &ResultLimits,
+    saved_to: &mut Option<PathBuf>,
+    warnings: &mut Vec<String>,
+) -> Vec<Piece> {
+    let mut texts = Vec::new();
+    let mut first = None;
+    let mut kept = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        match piece {
+            Piece::Content(text) => {
+                first.get_or_insert(kept.len());
+                texts.push(text);
+            }
+            other => kept.push(other),
+        }
+    }
+    let full = texts.join("\n");
+
+    let head_end = floor_char_boundary(&full, limits.max_text_bytes / 2);
+    let tail_budget = limits.max_text_bytes - limits.max_text_bytes / 2;
+    let tail_start =
+        ceil_char_boundary(&full, full.len().saturating_sub(tail_budget)).max(head_end);
+    let removed = full[head_end..tail_start].chars().count();
+    let mut text =
+        format!("{}\n…{removed} chars truncated…\n{}\n", &full[..head_end], &full[tail_start..]);
+
+    let dir =
+        limits.spill_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("tether-results"));
+    match save(&dir, server, tool, &full) {
+        Ok(path) => {
+            let _ = write!(text, "[full text saved to {}]", path.display());
+            *saved_to = Some(path);
+        }
+        Err(error) => {
+            // The model still gets the head and tail; it is told the rest is
+            // gone rather than pointed at a file that does not exist.
+            text.push_str("[the full text could not be saved]");
+            warnings.push(format!("could not save the full text in {}: {error}", dir.display()));
+        }
+    }
+
+    // There is at least one content piece, or the budget was not exceeded.
+    kept.insert(first.unwrap_or(0), Piece::Content(text));
+    kept
+}
+
+/// The largest char boundary of `text` at or before `index`.
+fn floor_char_boundary(text: &str, index: usize) -> usize {
+    let mut index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+/// The smallest char boundary of `text` at or after `index`.
+fn ceil_char_boundary(text: &str, index: usize) -> usize {
+    let mut index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index += 1;
+    }
+    index
+}
+
+/// Numbers spill files within this process; with the process id in the name
+/// they are unique across processes too.
+static SPILL_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `text` to a new file in `dir` and returns its path.
+///
+/// The file is created exclusively, so an existing file (or a link planted in
+/// a shared temporary folder) is never written through, and on Unix it and the
+/// folder are private to the user, since tool output may be anything.
+fn save(dir: &Path, server: &str, tool: &str, text: &str) -> std::io::Result<PathBuf> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)?;
+
+    let prefix = format!("{}-{}", file_name_part(server), file_name_part(tool));
+    loop {
+        let counter = SPILL_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("{prefix}-{}-{counter}.txt", std::process::id()));
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        match options.open(&path) {
+            Ok(mut file) => {
+                file.write_all(text.as_bytes())?;
+                return Ok(path);
+            }
+            // A file left by an earlier process with the same id: try the
+            // next number.
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// A name made safe for a file name: `[A-Za-z0-9._-]` only, and short.
+fn file_name_part(name: &str) -> String {
+    let part: String = name
+        .chars()
+        .take(MAX_FILE_NAME_PART)
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .collect();
+    if part.is_empty() {
+        "_".to_owned()
+    } else {
+        part
+    }
+}
+
+/// Checks a value against a JSON Schema, in the subset output schemas use.
+///
+/// Understood: `type` (a name or a list; `integer` is a number without a
+/// fractional part), `properties`, `required`, `additionalProperties` (`false`
+/// or a schema), `items` (a schema or, as in drafts before 2020-12, a list),
+/// `prefixItems`, `enum`, `const`, `minimum`, `maximum`, `exclusiveMinimum`,
+/// `exclusiveMaximum` (as numbers), `minLength` and `maxLength` (in
+/// characters), `minItems`, `maxItems`, `anyOf`, `oneOf`, `allOf`, `not`, and
+/// the boolean schemas `true` and `false`. Every other keyword is ignored, so a
+/// schema with a `$ref` passes where the reference would be checked.
+///
+/// The error is the first mismatch found, prefixed with its JSON path, as in
+/// `$.items[2].name: expected a string`.
+pub fn check_schema(value: &Value, schema: &Value) -> Result<(), String> {
+    check(value, schema, "$")
+}
+
+/// [`check_schema`] at `path`.
+fn check(value: &Value, schema: &Value, path: &str) -> Result<(), String> {
+    let schema = match schema {
+        Value::Bool(true) => return Ok(()),
+        Value::Bool(false) => return Err(format!("{path}: no value is allowed here")),
+        Value::Object(schema) => schema,
+        // Anything else is not a schema; a malformed schema is the server's
+        // fault, not its result's, so it allows everything.
+        _ => return Ok(()),
+    };
+    let fail = |why: String| Err(format!("{path}: {why}"));
+
+    match schema.get("type") {
+        Some(Value::String(name)) if !has_type(value, name) => {
+            return fail(format!("expected {}", type_phrase(name)));
+        }
+        Some(Value::Array(names)) => {
+            let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
+            if !names.is_empty() && !names.iter().any(|name| has_type(value, name)) {
+                let phrases: Vec<String> = names.iter().map(|name| type_phrase(name)).collect();
+                return fail(format!("expected {}", phrases.join(" or ")));
+            }
+        }
+        _ => {}
+    }
+
+    if let Some(Value::Array(allowed)) = schema.get("enum") {
+        if !allowed.iter().any(|candidate| json_equal(candidate, value)) {
+            return fail(format!(
+                "expected one of {}",
+                clip(&Value::from(allowed.clone()).to_string())
+            ));
+        }
+    }
+    if let Some(constant) = schema.get("const") {
+        if !json_equal(constant, value) {
+            return fail(format!("expected {}", clip(&constant.to_string())));
+        }
+    }
+
+    if let Some(number) = value.as_f64() {
+        let bound = |name: &str| schema.get(name).and_then(Value::as_f64);
+        if let Some(minimum) = bound("minimum").filter(|&minimum| number < minimum) {
+            return fail(format!("expected at least {minimum}"));
+        }
+        if let Some(maximum) = bound("maximum").filter(|&maximum| number > maximum) {
+            return fail(format!("expected at most {maximum}"));
+        }
+        if let Some(minimum) = bound("exclusiveMinimum").filter(|&minimum| number <= minimum) {
+            return fail(format!("expected more than {minimum}"));
+        }
+        if let Some(maximum) = bound("exclusiveMaximum").filter(|&maximum| number >= maximum) {
+            return fail(format!("expected less than {maximum}"));
+        }
+    }
+
+    let count = |name: &str| schema.get(name).and_then(Value::as_u64);
+    if let Some(text) = value.as_str() {
+        // JSON Schema counts characters (code points), not bytes.
+        let length = text.chars().count() as u64;
+        if let Some(minimum) = count("minLength").filter(|&minimum| length < minimum) {
+            return fail(format!("expected at least {minimum} characters, found {length}"));
+        }
+        if let Some(maximum) = count("maxLength").filter(|&maximum| length > maximum) {
+            return fail(format!("expected at most {maximum} characters, found {length}"));
+        }
+    }
+
+    if let Some(items) = value.as_array() {
+        let length = items.len() as u64;
+        if let Some(minimum) = count("minItems").filter(|&minimum| length < minimum) {
+            return fail(format!("expected at least {minimum} items, found {length}"));
+        }
+        if let Some(maximum) = count("maxItems").filter(|&maximum| length > maximum) {
+            return fail(format!("expected at most {maximum} items, found {length}"));
+        }
+        // `prefixItems` (2020-12) or a list under `items` (earlier drafts)
+        // checks items by position; a schema under `items` checks the rest.
+        let positional = match (schema.get("prefixItems"), schema.get("items")) {
+            (Some(Value::Array(prefix)), _) | (None, Some(Value::Array(prefix))) => &prefix[..],
+            _ => &[],
+        };
+        for (index, (item, item_schema)) in items.iter().zip(positional).enumerate() {
+            check(item, item_schema, &format!("{path}[{index}]"))?;
+        }
+        if let Some(rest @ (Value::Object(_) | Value::Bool(_))) = schema.get("items") {
+            for (index, item) in items.iter().enumerate().skip(positional.len()) {
+                check(item, rest, &format!("{path}[{index}]"))?;
+            }
+        }
+    }
+
+    if let Some(object) = value.as_object() {
+        if let Some(Value::Array(required)) = schema.get("required") {
+            for name in required.iter().filter_map(Value::as_str) {
+                if !object.contains_key(name) {
+                    return fail(format!("missing required property {}", Value::from(name)));
+                }
+            }
+        }
+        let properties = schema.get("properties").and_then(Value::as_object);
+        if let Some(properties) = properties {
+            for (name, property_schema) in properties {
+                if let Some(property) = object.get(name) {
+                    check(property, property_schema, &property_path(path, name))?;
+                }
+            }
+        }
+        // With `patternProperties`, which would need regular expressions, an
+        // extra property may well be allowed, so it is not judged at all.
+        let additional = schema.get("additionalProperties");
+        if let (Some(additional), None) = (additional, schema.get("patternProperties")) {
+            for (name, property) in object {
+                if properties.is_some_and(|properties| properties.contains_key(name)) {
+                    continue;
+                }
+                let property_path = property_path(path, name);
+                if additional == &Value::Bool(false) {
+                    return Err(format!("{property_path}: unexpected property"));
+                }
+                check(property, additional, &property_path)?;
+            }
+        }
+    }
+
+    if let Some(Value::Array(schemas)) = schema.get("allOf") {
+        for each in schemas {
+            check(value, each, path)?;
+        }
+    }
+    if let Some(Value::Array(schemas)) = schema.get("anyOf") {
+        if !schemas.iter().any(|each| check(value, each, path).is_ok()) {
+            return fail("matches none of the schemas in anyOf".to_owned());
+        }
+    }
+    if let Some(Value::Array(schemas)) = schema.get("oneOf") {
+        let matching: Vec<usize> = (0..schemas.len())
+            .filter(|&index| check(value, &schemas[index], path).is_ok())
+            .collect();
+        match matching[..] {
+            [_] => {}
+            [] => return fail("matches none of the schemas in oneOf".to_owned()),
+            [first, second, ..] => {
+                return fail(format!(
+                    "matches more than one schema in oneOf (#{first} and #{second})"
+                ));
+            }
+        }
+    }
+    if let Some(not) = schema.get("not") {
+        if check(value, not, path).is_ok() {
+            return fail("matches the schema in not".to_owned());
+        }
+    }
+    Ok(())
+}
+
+/// True when `value` is of the JSON Schema type `name`. An unknown type name
+/// allows everything, as a malformed schema should not fail a result.
+fn has_type(value: &Value, name: &str) -> bool {
+    match name {
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "number" => value.is_number(),
+        "integer" => {
+            value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|n| n.fract() == 0.0)
+        }
+        "boolean" => value.is_boolean(),
+        "null" => value.is_null(),
+        _ => true,
+    }
+}
+
+/// A type name as the noun phrase of an error message.
+fn type_phrase(name: &str) -> String {
+    match name {
+        "object" => "an object".to_owned(),
+        "array" => "an array".to_owned(),
+        "string" => "a string".to_owned(),
+        "number" => "a number".to_owned(),
+        "integer" => "an integer".to_owned(),
+        "boolean" => "a boolean".to_owned(),
+        "null" => "null".to_owned(),
+        other => format!("type {}", clip(other)),
+    }
+}
+
+/// JSON equality as JSON Schema defines it: numbers compare by value, so `1`
+/// equals `1.0`, which `Value`'s own equality does not say.
+fn json_equal(left: &Value, right: &Value) -> bool {
+    match (left, right) {
+        (Value::Number(left), Value::Number(right)) => match (left.as_i64(), right.as_i64()) {
+            (Some(left), Some(right)) => left == right,
+            _ => match (left.as_u64(), right.as_u64()) {
+                (Some(left), Some(right)) => left == right,
+                _ => left.as_f64() == right.as_f64(),
+            },
+        },
+        (Value::Array(left), Value::Array(right)) => {
+            left.len() == right.len() && left.iter().zip(right).all(|(l, r)| json_equal(l, r))
+        }
+        (Value::Object(left), Value::Object(right)) => {
+            left.len() == right.len()
+                && left.iter().all(|(key, l)| right.get(key).is_some_and(|r| json_equal(l, r)))
+        }
+        _ => left == right,
+    }
+}
+
+/// The path of property `name` under `path`: `.name` for plain names,
+/// `["odd name"]` for the rest, so every path reads back unambiguously.
+fn property_path(path: &str, name: &str) -> String {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        format!("{path}.{name}")
+    } else {
+        format!("{path}[{}]", Value::from(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(output_schema: Option<Value>) -> Tool {
+        Tool {
+            name: "fetch".to_owned(),
+            title: None,
+            description: None,
+            input_schema: json!({"type": "object"}),
+            output_schema,
+            annotations: None,
+        }
+    }
+
+    fn shape(raw: Value) -> ModelResult {
+        shape_with(raw, &ResultLimits::default())
+    }
+
+    fn shape_with(raw: Value, limits: &ResultLimits) -> ModelResult {
+        shape_result("demo", &tool(None), &ToolResult { raw }, limits)
+    }
+
+    fn text(text: &str) -> ModelBlock {
+        ModelBlock::Text { text: text.to_owned() }
+    }
+
+    /// A spill folder of its own for each test, removed when dropped.
+    struct SpillDir(PathBuf);
+
+    impl SpillDir {
+        fn new(test: &str) -> SpillDir {
+            let dir =
+                std::env::temp_dir().join(format!("tether-shaping-{test}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            SpillDir(dir)
+        }
+
+        fn limits(&self, max_text_bytes: usize) -> ResultLimits {
+            ResultLimits { max_text_bytes, spill_dir: Some(self.0.clone()), ..Default::default() }
+        }
+    }
+
+    impl Drop for SpillDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn text_blocks_are_text() {
+        let result = shape(json!({"content": [
+            {"type": "text", "text": "one"},
+            {"type": "text", "text": "two"}
+        ]}));
+        assert_eq!(result.blocks, vec![text("one"), text("two")]);
+        assert!(!result.is_error);
+        assert_eq!(result.structured_content, None);
+        assert!(result.warnings.is_empty());
+        assert_eq!(result.saved_to, None);
+    }
+
+    #[test]
+    fn supported_images_are_kept() {
+        let result = shape(json!({"content": [
+            {"type": "image", "mimeType": "image/png", "data": "iVBORw=="},
+            {"type": "image", "mimeType": "image/webp", "data": "UklGRg"}
+        ]}));
+        assert_eq!(
+            result.blocks,
+            vec![
+                ModelBlock::Image {
+                    mime_type: "image/png".to_owned(),
+                    data: "iVBORw==".to_owned()
+                },
+                ModelBlock::Image { mime_type: "image/webp".to_owned(), data: "UklGRg".to_owned() },
+            ]
+        );
+        assert_eq!(
+            serde_json::to_value(&result.blocks[0]).unwrap(),
+            json!({"type": "image", "mimeType": "image/png", "data": "iVBORw=="})
+        );
+    }
+
+    #[test]
+    fn images_over_the_size_limit_are_a_note() {
+        // Twelve characters with two of padding are seven bytes.
+        let limits = ResultLimits { max_image_bytes: 6, ..Default::default() };
+        let result = shape_with(
+            json!({"content": [
+                {"type": "image", "mimeType": "image/jpeg", "data": "AAAAAAAAAA=="},
+                {"type": "image", "mimeType": "image/jpeg", "data": "AAAAAAAA"}
+            ]}),
+            &limits,
+        );
+        assert_eq!(
+            result.blocks[0],
+            text("[image/jpeg image from demo, 7 bytes, not shown: larger than the limit of 6 bytes]")
+        );
+        assert!(matches!(result.blocks[1], ModelBlock::Image { .. }));
+    }
+
+    #[test]
+    fn images_over_the_count_limit_are_a_note() {
+        let limits = ResultLimits { max_images: 2, ..Default::default() };
+        let image = json!({"type": "image", "mimeType": "image/gif", "data": "AAAA"});
+        let result = shape_with(json!({"content": [image, image, image]}), &limits);
+        assert!(matches!(result.blocks[0], ModelBlock::Image { .. }));
+        assert!(matches!(result.blocks[1], ModelBlock::Image { .. }));
+        assert_eq!(
+            result.blocks[2],
+            text("[image/gif image from demo, 3 bytes, not shown: only 2 images are shown per result]")
+        );
+    }
+
+    #[test]
+    fn images_of_other_types_or_bad_data_are_a_note() {
+        let result = shape(json!({"content": [
+            {"type": "image", "mimeType": "image/svg+xml", "data": "PHN2Zz4="},
+            // A skipped image does not use up the count.
+            {"type": "image", "mimeType": "image/png", "data": "not base64!"},
+            {"type": "image", "data": "AAAA"}
+        ]}));
+        assert_eq!(
+            result.blocks,
+            vec![
+                text("[image/svg+xml image from demo, 5 bytes, not shown: not a PNG, JPEG, GIF or WebP image]"),
+                text("[image/png image from demo, 8 bytes, not shown: its data is not valid base64]"),
+                text("[unknown image from demo, 3 bytes, not shown: not a PNG, JPEG, GIF or WebP image]"),
+            ]
+        );
+    }
+
+    #[test]
+    fn audio_is_a_note() {
+        let result = shape(json!({"content": [
+            {"type": "audio", "mimeType": "audio/wav", "data": "UklGRiQAAABXQVZF"},
+            {"type": "audio"}
+        ]}));
+        assert_eq!(
+            result.blocks,
+            vec![
+                text("[audio/wav audio from demo, 12 bytes, not shown]"),
+                text("[unknown audio from demo, 0 bytes, not shown]"),
+            ]
+        );
+    }
+
+    #[test]
+    fn resource_links_are_a_note() {
+        let result = shape(json!({"content": [
+            {"type": "resource_link", "uri": "file:///a.txt", "name": "a.txt", "description": "notes"},
+            {"type": "resource_link", "uri": "file:///b.txt", "name": "b.txt"},
+            {"type": "resource_link", "uri": "file:///c.txt"}
+        ]}));
+        assert_eq!(
+            result.blocks,
+            vec![
+                text("[resource file:///a.txt on server demo: a.txt (notes)]"),
+                text("[resource file:///b.txt on server demo: b.txt]"),
+                text("[resource file:///c.txt on server demo]"),
+            ]
+        );
+    }
+
+    #[test]
+    fn embedded_resources_give_their_text_or_a_note() {
+        let result = shape(json!({"content": [
+            {"type": "resource", "resource": {"uri": "file:///a.txt", "text": "alpha"}},
+            {"type": "resource", "resource":
+                {"uri": "file:///b.pdf", "mimeType": "application/pdf", "blob": "JVBERi0="}},
+            {"type": "resource", "resource": {"uri": "file:///c"}},
+            {"type": "resource"}
+        ]}));
+        assert_eq!(
+            result.blocks,
+            vec![
+                text("alpha"),
+                text("[resource file:///b.pdf from demo, application/pdf, 5 bytes, not shown]"),
+                text("[resource file:///c from demo without text or data, not shown]"),
+                text("[resource without a URI from demo without text or data, not shown]"),
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_and_malformed_blocks_are_a_note() {
+        let result = shape(json!({"content": [
+            {"type": "hologram", "data": "…"},
+            {"type": "text"},
+            {"text": "no type"},
+            "not even an object",
+            {"type": 7}
+        ]}));
+        assert_eq!(
+            result.blocks,
+            vec![
+                text("[hologram block from demo, not shown]"),
+                text("[text block without text from demo, not shown]"),
+                text("[block without a type from demo, not shown]"),
+                text("[block without a type from demo, not shown]"),
+                text("[block without a type from demo, not shown]"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_result_with_only_structured_content_shows_it_as_json() {
+        let result = shape(json!({"structuredContent": {"temperature": 21.5, "unit": "C"}}));
+        assert_eq!(result.blocks, vec![text(r#"{"temperature":21.5,"unit":"C"}"#)]);
+        assert_eq!(result.structured_content, Some(json!({"temperature": 21.5, "unit": "C"})));
+
+        // With content, the content is what the model sees.
+        let result = shape(json!({
+            "content": [{"type": "text", "text": "21.5 C"}],
+            "structuredContent": {"temperature": 21.5}
+        }));
+        assert_eq!(result.blocks, vec![text("21.5 C")]);
+
+        // Nothing at all is nothing.
+        assert!(shape(json!({})).blocks.is_empty());
+        assert_eq!(shape(json!({"structuredContent": null})).structured_content, None);
+    }
+
+    #[test]
+    fn long_text_is_truncated_and_saved() {
+        let spill = SpillDir::new("truncated");
+        let first = "a".repeat(30);
+        let second = "b".repeat(30);
+        let result = shape_result(
+            "my server",
+            &Tool { name: "read/file".to_owned(), ..tool(None) },
+            &ToolResult {
+                raw: json!({"content": [
+                    {"type": "image", "mimeType": "image/png", "data": "AAAA"},
+                    {"type": "text", "text": first},
+                    {"type": "audio", "mimeType": "audio/wav", "data": "AAAA"},
+                    {"type": "text", "text": second}
+                ]}),
+            },
+            &spill.limits(21),
+        );
+        let path = result.saved_to.clone().expect("the full text is saved");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{first}\n{second}"));
+        assert_eq!(path.parent(), Some(spill.0.as_path()));
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert!(
+            name.starts_with(&format!("my_server-read_file-{}-", std::process::id())),
+            "{name}"
+        );
+        assert!(name.ends_with(".txt"));
+
+        // 61 characters, of which the first 10 and the last 11 are kept.
+        assert_eq!(result.blocks.len(), 3);
+        assert!(matches!(result.blocks[0], ModelBlock::Image { .. }));
+        assert_eq!(
+            result.blocks[1],
+            text(&format!(
+                "aaaaaaaaaa\n…40 chars truncated…\nbbbbbbbbbbb\n[full text saved to {}]",
+                path.display()
+            ))
+        );
+        assert_eq!(result.blocks[2], text("[audio/wav audio from my server, 3 bytes, not shown]"));
+        assert!(result.warnings.is_empty());
+    }
+
+    #[test]
+    fn text_within_the_limit_is_not_truncated() {
+        let spill = SpillDir::new("within");
+        let result = shape_with(
+            json!({"content": [
+                {"type": "text", "text": "0123456789"},
+                {"type": "text", "text": "0123456789"}
+            ]}),
+            &spill.limits(20),
+        );
+        assert_eq!(result.blocks, vec![text("0123456789"), text("0123456789")]);
+        assert_eq!(result.saved_to, None);
+        assert!(!spill.0.exists());
+    }
+
+    #[test]
+    fn truncation_cuts_on_char_boundaries() {
+        let spill = SpillDir::new("multibyte");
+        // Each "é" is two bytes, so a budget of 7 keeps 3 bytes at the head
+        // (one "é" and an "x") and 4 at the tail (two "é").
+        let full = format!("x{}", "é".repeat(20));
+        let result =
+            shape_with(json!({"content": [{"type": "text", "text": full}]}), &spill.limits(7));
+        let path = result.saved_to.clone().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), full);
+        assert_eq!(
+            result.blocks,
+            vec![text(&format!(
+                "xé\n…17 chars truncated…\néé\n[full text saved to {}]",
+                path.display()
+            ))]
+        );
+
+        // A head of one byte cannot hold a two-byte character at all.
+        let result =
+            shape_with(json!({"content": [{"type": "text", "text": "ééééé"}]}), &spill.limits(3));
+        let ModelBlock::Text { text } = &result.blocks[0] else { panic!("not text") };
+        assert!(text.starts_with("\n…4 chars truncated…\né\n"), "{text}");
+    }
+
+    #[test]
+    fn truncation_without_a_spill_file_warns() {
+        let spill = SpillDir::new("unwritable");
+        // A file where the folder should be makes the folder impossible.
+        std::fs::create_dir_all(spill.0.parent().unwrap()).unwrap();
+        std::fs::write(&spill.0, "in the way").unwrap();
+        let result = shape_with(
+            json!({"content": [{"type": "text", "text": "abcdefghij"}]}),
+            &spill.limits(4),
+        );
+        let _ = std::fs::remove_file(&spill.0);
+        assert_eq!(
+            result.blocks,
+            vec![text("ab\n…6 chars truncated…\nij\n[the full text could not be saved]")]
+        );
+        assert_eq!(result.saved_to, None);
+        assert_eq!(result.warnings.len(), 1);
+        assert!(result.warnings[0].starts_with("could not save the full text in"));
+    }
+
+    #[test]
+    fn structured_only_results_are_truncated_too() {
+        let spill = SpillDir::new("structured");
+        let result =
+            shape_with(json!({"structuredContent": {"k": "0123456789"}}), &spill.limits(6));
+        let path = result.saved_to.clone().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), r#"{"k":"0123456789"}"#);
+        assert_eq!(
+            result.blocks,
+            vec![text(&format!(
+                "{{\"k\n…12 chars truncated…\n9\"}}\n[full text saved to {}]",
+                path.display()
+            ))]
+        );
+        assert_eq!(result.structured_content, Some(json!({"k": "0123456789"})));
+    }
+
+    #[test]
+    fn is_error_is_copied() {
+        let result =
+            shape(json!({"content": [{"type": "text", "text": "no such file"}], "isError": true}));
+        assert!(result.is_error);
+        assert_eq!(result.blocks, vec![text("no such file")]);
+        assert!(!shape(json!({"content": [], "isError": false})).is_error);
+    }
+
+    #[test]
+    fn structured_content_is_checked_against_the_output_schema() {
+        let schema =
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        let call = |raw: Value| {
+            shape_result(
+                "demo",
+                &tool(Some(schema.clone())),
+                &ToolResult { raw },
+                &Default::default(),
+            )
+        };
+
+        assert!(call(json!({"structuredContent": {"n": 3}})).warnings.is_empty());
+        assert_eq!(
+            call(json!({"structuredContent": {"n": "3"}})).warnings,
+            vec!["structuredContent does not match the outputSchema of fetch: $.n: expected an integer"]
+        );
+        assert_eq!(
+            call(json!({"content": [{"type": "text", "text": "3"}]})).warnings,
+            vec!["fetch has an outputSchema but its result has no structuredContent"]
+        );
+        // A tool error need not carry structured content.
+        assert!(call(json!({"content": [], "isError": true})).warnings.is_empty());
+        // Without an output schema, nothing is checked.
+        assert!(shape(json!({"structuredContent": {"n": "3"}})).warnings.is_empty());
+    }
+
+    #[test]
+    fn schema_types() {
+        let check = |value: Value, schema: Value| check_schema(&value, &schema);
+        assert_eq!(check(json!("x"), json!({"type": "string"})), Ok(()));
+        assert_eq!(check(json!(1), json!({"type": "string"})), Err("$: expected a string".into()));
+        assert_eq!(check(json!(2.0), json!({"type": "integer"})), Ok(()));
+        assert_eq!(
+            check(json!(2.5), json!({"type": "integer"})),
+            Err("$: expected an integer".into())
+        );
+        assert_eq!(check(json!(2.5), json!({"type": "number"})), Ok(()));
+        assert_eq!(check(json!(null), json!({"type": ["string", "null"]})), Ok(()));
+        assert_eq!(
+            check(json!(true), json!({"type": ["string", "null"]})),
+            Err("$: expected a string or null".into())
+        );
+        assert_eq!(check(json!([]), json!({"type": "array"})), Ok(()));
+        assert_eq!(check(json!({}), json!({"type": "array"})), Err("$: expected an array".into()));
+        assert_eq!(check(json!(false), json!({"type": "boolean"})), Ok(()));
+        assert_eq!(check(json!({}), json!({"type": "object"})), Ok(()));
+        assert_eq!(check(json!(1), json!(true)), Ok(()));
+        assert_eq!(check(json!(1), json!(false)), Err("$: no value is allowed here".into()));
+    }
+
+    #[test]
+    fn schema_errors_name_the_path() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"items": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"]
+            }}}
+        });
+        let value = json!({"items": [{"name": "a"}, {"name": "b"}, {"name": 3}, {"name": 4}]});
+        assert_eq!(check_schema(&value, &schema), Err("$.items[2].name: expected a string".into()));
+        let value = json!({"items": [{"name": "a"}, {}]});
+        assert_eq!(
+            check_schema(&value, &schema),
+            Err(r#"$.items[1]: missing required property "name""#.into())
+        );
+        let schema = json!({"properties": {"odd key": {"type": "number"}}});
+        assert_eq!(
+            check_schema(&json!({"odd key": "x"}), &schema),
+            Err(r#"$["odd key"]: expected a number"#.into())
+        );
+    }
+
+    #[test]
+    fn schema_additional_properties() {
+        let schema = json!({"properties": {"a": {}}, "additionalProperties": false});
+        assert_eq!(check_schema(&json!({"a": 1}), &schema), Ok(()));
+        assert_eq!(
+            check_schema(&json!({"a": 1, "b": 2}), &schema),
+            Err("$.b: unexpected property".into())
+        );
+        let schema = json!({"properties": {"a": {}}, "additionalProperties": {"type": "string"}});
+        assert_eq!(check_schema(&json!({"a": 1, "b": "x"}), &schema), Ok(()));
+        assert_eq!(check_schema(&json!({"b": 2}), &schema), Err("$.b: expected a string".into()));
+        // Pattern properties are not understood, so extras are not judged.
+        let schema = json!({"patternProperties": {"^x": {}}, "additionalProperties": false});
+        assert_eq!(check_schema(&json!({"x1": 1}), &schema), Ok(()));
+    }
+
+    #[test]
+    fn schema_enum_const_and_bounds() {
+        let check = |value: Value, schema: Value| check_schema(&value, &schema);
+        assert_eq!(check(json!("b"), json!({"enum": ["a", "b"]})), Ok(()));
+        assert_eq!(
+            check(json!("c"), json!({"enum": ["a", "b"]})),
+            Err(r#"$: expected one of ["a","b"]"#.into())
+        );
+        assert_eq!(check(json!(1.0), json!({"enum": [1]})), Ok(()));
+        assert_eq!(check(json!({"v": 1}), json!({"const": {"v": 1}})), Ok(()));
+        assert_eq!(check(json!(2), json!({"const": 1})), Err("$: expected 1".into()));
+        assert_eq!(check(json!(5), json!({"minimum": 5, "maximum": 5})), Ok(()));
+        assert_eq!(check(json!(4), json!({"minimum": 5})), Err("$: expected at least 5".into()));
+        assert_eq!(check(json!(6.5), json!({"maximum": 6})), Err("$: expected at most 6".into()));
+        assert_eq!(
+            check(json!(5), json!({"exclusiveMinimum": 5})),
+            Err("$: expected more than 5".into())
+        );
+        // Bounds of one type do not apply to another.
+        assert_eq!(check(json!("x"), json!({"minimum": 5, "minItems": 2})), Ok(()));
+        assert_eq!(check(json!("éé"), json!({"maxLength": 2})), Ok(()));
+        assert_eq!(
+            check(json!("abc"), json!({"maxLength": 2})),
+            Err("$: expected at most 2 characters, found 3".into())
+        );
+        assert_eq!(
+            check(json!("a"), json!({"minLength": 2})),
+            Err("$: expected at least 2 characters, found 1".into())
+        );
+        assert_eq!(
+            check(json!([1]), json!({"minItems": 2})),
+            Err("$: expected at least 2 items, found 1".into())
+        );
+        assert_eq!(
+            check(json!([1, 2, 3]), json!({"maxItems": 2})),
+            Err("$: expected at most 2 items, found 3".into())
+        );
+    }
+
+    #[test]
+    fn schema_positional_items() {
+        let schema = json!({"prefixItems": [{"type": "string"}], "items": {"type": "number"}});
+        assert_eq!(check_schema(&json!(["a", 1, 2]), &schema), Ok(()));
+        assert_eq!(check_schema(&json!([1]), &schema), Err("$[0]: expected a string".into()));
+        assert_eq!(
+            check_schema(&json!(["a", 1, "b"]), &schema),
+            Err("$[2]: expected a number".into())
+        );
+        let schema = json!({"items": [{"type": "string"}, {"type": "null"}]});
+        assert_eq!(check_schema(&json!(["a", null, 3]), &schema), Ok(()));
+        assert_eq!(check_schema(&json!(["a", 3]), &schema), Err("$[1]: expected null".into()));
+    }
+
+    #[test]
+    fn schema_combinators() {
+        let check = |value: Value, schema: Value| check_schema(&value, &schema);
+        let any = json!({"anyOf": [{"type": "string"}, {"type": "integer"}]});
+        assert_eq!(check(json!(1), any.clone()), Ok(()));
+        assert_eq!(check(json!(1.5), any), Err("$: matches none of the schemas in anyOf".into()));
+        let one = json!({"oneOf": [{"type": "number"}, {"type": "integer"}]});
+        assert_eq!(check(json!(1.5), one.clone()), Ok(()));
+        assert_eq!(
+            check(json!(1), one.clone()),
+            Err("$: matches more than one schema in oneOf (#0 and #1)".into())
+        );
+        assert_eq!(check(json!("x"), one), Err("$: matches none of the schemas in oneOf".into()));
+        let all = json!({"allOf": [{"type": "object"}, {"required": ["a"]}]});
+        assert_eq!(check(json!({"a": 1}), all.clone()), Ok(()));
+        assert_eq!(check(json!({}), all), Err(r#"$: missing required property "a""#.into()));
+        assert_eq!(check(json!(1), json!({"not": {"type": "string"}})), Ok(()));
+        assert_eq!(
+            check(json!("x"), json!({"not": {"type": "string"}})),
+            Err("$: matches the schema in not".into())
+        );
+    }
+
+    #[test]
+    fn schema_ignores_unknown_keywords() {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "T",
+            "description": "d",
+            "properties": {
+                "when": {"type": "string", "format": "date-time"},
+                "next": {"$ref": "#/$defs/node"}
+            },
+            "$defs": {"node": {"type": "object"}}
+        });
+        assert_eq!(check_schema(&json!({"when": "yesterday", "next": 42}), &schema), Ok(()));
+        // Malformed schemas allow everything rather than fail a result.
+        assert_eq!(check_schema(&json!(1), &json!("not a schema")), Ok(()));
+        assert_eq!(check_schema(&json!(1), &json!({"type": "decimal"})), Ok(()));
+        assert_eq!(check_schema(&json!([1]), &json!({"items": 3, "required": "a"})), Ok(()));
+    }
+}

@@ -1,0 +1,318 @@
+//! What a host's agent loop relies on: list changes, log messages, exposure
+//! and tool_search, results shaped for the model, per-turn refresh,
+//! reconnecting, status, and roots.
+
+use std::fs;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tether::{
+    shape_result, CallOptions, ConfigLoader, Error, Exposure, Host, Hub, HubOptions, LogFile,
+    ModelBlock, ResultLimits, Root, ServerConfig, ServerState, TOOL_SEARCH,
+};
+
+use crate::support::{fixture, misbehave_entry, run_tether, stdout_of, Tag, TempDir};
+
+fn misbehave_server(name: &str, tag: &Tag, flags: &[&str]) -> ServerConfig {
+    let mut args = vec!["--tag", tag.0.as_str()];
+    args.extend_from_slice(flags);
+    ServerConfig::stdio(name, &fixture("misbehave").display().to_string(), &args)
+}
+
+fn text_of(hub: &Hub, tool: &str, arguments: Value) -> String {
+    hub.call(tool, arguments, &CallOptions::default()).unwrap().to_text()
+}
+
+/// Waits (bounded) until `check` holds.
+fn eventually(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what} did not happen within {within:?}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_burst_of_list_changes_relists_once_and_tools_come_and_go() {
+    let tag = Tag::new();
+    let hub = tether::Hub::start(
+        tether::Config::new().with_server(misbehave_server("fx", &tag, &[])),
+        HubOptions::default(),
+    );
+    text_of(&hub, "mcp__fx__grow", json!({"name": "fresh", "burst": 25}));
+    eventually("the new tool appearing", Duration::from_secs(3), || {
+        hub.tools().iter().any(|tool| tool.qualified_name == "mcp__fx__fresh")
+    });
+    assert_eq!(text_of(&hub, "mcp__fx__fresh", json!({})), "called fresh");
+    let counts: Value =
+        serde_json::from_str(&text_of(&hub, "mcp__fx__request_counts", json!({}))).unwrap();
+    // The first listing, then one for the whole burst of 25.
+    assert_eq!(counts["tools/list"], 2, "{counts}");
+
+    text_of(&hub, "mcp__fx__shrink", json!({"name": "fresh"}));
+    eventually("the tool leaving", Duration::from_secs(3), || {
+        !hub.tools().iter().any(|tool| tool.qualified_name == "mcp__fx__fresh")
+    });
+    let err = hub.call("mcp__fx__fresh", json!({}), &CallOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::UnknownTool(_)), "{err:?}");
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+#[test]
+fn server_log_messages_go_to_the_log_file_which_rotates() {
+    let tag = Tag::new();
+    let dir = TempDir::new();
+    let log = LogFile::new(dir.path().join("mcp.log")).with_rotation(200);
+    let options = HubOptions { log_sink: Some(Arc::new(log)), ..HubOptions::default() };
+    let hub = Hub::start(
+        tether::Config::new().with_server(misbehave_server("fx", &tag, &["--notify", "3"])),
+        options,
+    );
+    for i in 0..6 {
+        text_of(&hub, "mcp__fx__echo", json!({"text": i.to_string()}));
+    }
+    let both = || {
+        let older = fs::read_to_string(dir.path().join("mcp.log.1")).unwrap_or_default();
+        older + &fs::read_to_string(dir.path().join("mcp.log")).unwrap_or_default()
+    };
+    // One message per call (and the list change and the unknown notification beside it).
+    eventually("log lines", Duration::from_secs(3), || {
+        both().matches("[fx] info misbehave: note 1").count() == 6
+    });
+    let text = both();
+    let line = text.lines().find(|line| line.contains("note 1")).unwrap();
+    // <RFC 3339 time> [<server>] <level> <logger>: <message>
+    assert!(line.len() > 20 && &line[4..5] == "-" && &line[19..21] == "Z ", "{line}");
+    assert!(dir.path().join("mcp.log.1").exists(), "the log did not rotate past 200 bytes");
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+#[test]
+fn the_cli_writes_mcp_log_and_tether_logs_shows_it() {
+    let tag = Tag::new();
+    let dir = crate::support::config_dir(json!({"fx": misbehave_entry(&tag, &["--notify", "1"])}));
+    let (output, _) =
+        run_tether(dir.path(), &["call", "fx", "echo", r#"{"text":"x"}"#], Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(0));
+    let (output, _) =
+        run_tether(dir.path(), &["logs", "--server", "fx", "-n", "1"], Duration::from_secs(20));
+    let out = stdout_of(&output);
+    assert!(out.contains("[fx] info misbehave: note 1") && out.lines().count() == 1, "{out}");
+    tag.assert_gone();
+}
+
+#[test]
+fn exposure_decides_what_the_model_sees_and_tool_search_finds_the_rest() {
+    let tag = Tag::new();
+    let mut server = misbehave_server("fx", &tag, &[]);
+    server.exposure = Exposure::Deferred;
+    server.tool_exposure = vec![("echo".into(), Exposure::Direct), ("f*".into(), Exposure::Hidden)];
+    server.description = Some("A test server that misbehaves on purpose.".into());
+    let hub = Hub::start(tether::Config::new().with_server(server), HubOptions::default());
+    let names = |hub: &Hub| hub.model_tools().into_iter().map(|tool| tool.name).collect::<Vec<_>>();
+    let declared = names(&hub);
+    assert!(declared.contains(&"mcp__fx__echo".to_owned()), "{declared:?}");
+    assert!(declared.contains(&TOOL_SEARCH.to_owned()), "{declared:?}");
+    assert!(
+        !declared.contains(&"mcp__fx__image".to_owned()),
+        "deferred tools wait for tool_search"
+    );
+    let echo = hub.model_tools().into_iter().find(|tool| tool.name == "mcp__fx__echo").unwrap();
+    assert!(
+        echo.description.contains("\"fx\""),
+        "the description names the server: {}",
+        echo.description
+    );
+
+    // Hidden tools are never reachable.
+    let err = hub.call("mcp__fx__fail", json!({}), &CallOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::UnknownTool(_)), "{err:?}");
+
+    let found =
+        hub.call(TOOL_SEARCH, json!({"query": "image png"}), &CallOptions::default()).unwrap();
+    let found_names: Vec<String> = found.structured_content().unwrap()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(found_names.first().map(String::as_str), Some("mcp__fx__image"), "{found_names:?}");
+    assert!(
+        !found_names.iter().any(|name| name == "mcp__fx__fail"),
+        "hidden tools are never found"
+    );
+    // Found tools are declared from now on.
+    assert!(names(&hub).contains(&"mcp__fx__image".to_owned()));
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+#[test]
+fn results_are_shaped_for_the_model() {
+    let tag = Tag::new();
+    let hub = Hub::start(
+        tether::Config::new().with_server(misbehave_server("fx", &tag, &[])),
+        HubOptions::default(),
+    );
+    let spill = TempDir::new();
+    let limits =
+        ResultLimits { spill_dir: Some(spill.path().to_owned()), ..ResultLimits::default() };
+    let huge =
+        hub.call("mcp__fx__huge", json!({"bytes": 30_000}), &CallOptions::default()).unwrap();
+    let tool = hub.tools().into_iter().find(|entry| entry.tool.name == "huge").unwrap().tool;
+    let shaped = shape_result("fx", &tool, &huge, &limits);
+    let ModelBlock::Text { text } = &shaped.blocks[0] else { panic!("{shaped:?}") };
+    assert!(text.len() < 21_000 && text.contains("…10000 chars truncated…"), "{}", text.len());
+    let saved = shaped.saved_to.clone().unwrap();
+    assert_eq!(fs::read_to_string(saved).unwrap().len(), 30_000);
+
+    let image = hub.call("mcp__fx__image", json!({}), &CallOptions::default()).unwrap();
+    let tool = hub.tools().into_iter().find(|entry| entry.tool.name == "image").unwrap().tool;
+    let shaped = shape_result("fx", &tool, &image, &limits);
+    assert!(shaped.blocks.iter().any(
+        |block| matches!(block, ModelBlock::Image { mime_type, .. } if mime_type == "image/png")
+    ));
+
+    let failed = hub.call("mcp__fx__fail", json!({}), &CallOptions::default()).unwrap();
+    assert!(shape_result("fx", &tool, &failed, &limits).is_error);
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+fn write_config(dir: &TempDir, servers: Value) {
+    dir.write("mcp.json", &json!({"mcpServers": servers}).to_string());
+}
+
+#[test]
+fn refresh_follows_the_configuration_file() {
+    let tag = Tag::new();
+    let dir = TempDir::new();
+    write_config(&dir, json!({"a": misbehave_entry(&tag, &[]), "b": misbehave_entry(&tag, &[])}));
+    let loader = ConfigLoader::new().config_dir(dir.path());
+    let hub = Hub::start(
+        loader.load(),
+        HubOptions { reload: Some(loader.clone()), ..HubOptions::default() },
+    );
+    assert!(hub.refresh().is_empty(), "nothing changed");
+
+    write_config(
+        &dir,
+        json!({"a": misbehave_entry(&tag, &["--slow", "1"]), "c": misbehave_entry(&tag, &[])}),
+    );
+    let report = hub.refresh();
+    assert_eq!(report.restarted, ["a"]);
+    assert_eq!(report.started, ["c"]);
+    assert_eq!(report.stopped, ["b"]);
+    let states: Vec<(String, ServerState)> =
+        hub.status().into_iter().map(|s| (s.name, s.state)).collect();
+    assert_eq!(states, [("a".into(), ServerState::Ready), ("c".into(), ServerState::Ready)]);
+    assert_eq!(text_of(&hub, "mcp__c__echo", json!({"text": "new"})), "new");
+    assert!(hub.call("mcp__b__echo", json!({}), &CallOptions::default()).is_err());
+    // Two servers now run: b's process is gone.
+    eventually("b ending", Duration::from_secs(3), || tag.live_processes().len() == 2);
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+#[test]
+fn a_stopped_server_restarts_at_refresh_but_one_that_never_started_is_left_alone() {
+    let tag = Tag::new();
+    let config = tether::Config::new()
+        .with_server(misbehave_server("crashy", &tag, &["--crash-on-call", "1"]))
+        .with_server(ServerConfig::stdio("broken", "/nonexistent/server", &[]));
+    let hub = Hub::start(config, HubOptions::default());
+    let tools_before = hub.model_tools();
+    assert!(hub.call("mcp__crashy__echo", json!({"text": "x"}), &CallOptions::default()).is_err());
+    // The host's list for this turn is a snapshot: it does not change under it.
+    assert_eq!(tools_before, tools_before.clone());
+    let report = hub.refresh();
+    assert_eq!(report.restarted, ["crashy"]);
+    assert!(report.started.is_empty() && report.stopped.is_empty());
+    let status = hub.status();
+    assert_eq!(status[0].state, ServerState::Ready);
+    assert_eq!(status[1].state, ServerState::Failed);
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+#[test]
+fn the_next_call_after_a_drop_reconnects_once() {
+    let tag = Tag::new();
+    let hub = Hub::start(
+        tether::Config::new().with_server(misbehave_server("fx", &tag, &["--crash-on-call", "2"])),
+        HubOptions::default(),
+    );
+    assert_eq!(text_of(&hub, "mcp__fx__echo", json!({"text": "one"})), "one");
+    let err =
+        hub.call("mcp__fx__echo", json!({"text": "two"}), &CallOptions::default()).unwrap_err();
+    assert!(matches!(err.root(), Error::Disconnected(_)), "{err:?}");
+    // A new process answers: its first call is not its crashing one.
+    assert_eq!(text_of(&hub, "mcp__fx__echo", json!({"text": "three"})), "three");
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+#[test]
+fn list_json_has_every_status_field() {
+    let tag = Tag::new();
+    let dir = crate::support::config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let (output, _) = run_tether(dir.path(), &["list", "--json"], Duration::from_secs(20));
+    let statuses: Vec<Value> = serde_json::from_str(&stdout_of(&output)).unwrap();
+    let status = statuses[0].as_object().unwrap();
+    for field in [
+        "name",
+        "scope",
+        "transport",
+        "state",
+        "protocol_version",
+        "server_name",
+        "server_version",
+        "instructions",
+        "tools",
+        "resources",
+        "prompts",
+        "error",
+        "hint",
+        "warnings",
+        "stderr_tail",
+        "since",
+    ] {
+        assert!(status.contains_key(field), "missing {field}: {status:?}");
+    }
+    assert_eq!(
+        status["instructions"],
+        "A deliberately misbehaving server for testing MCP clients."
+    );
+    tag.assert_gone();
+}
+
+struct ChangingRoots {
+    roots: Mutex<Vec<Root>>,
+}
+
+impl Host for ChangingRoots {
+    fn roots(&self) -> Vec<Root> {
+        self.roots.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn servers_hear_when_the_roots_change() {
+    let tag = Tag::new();
+    let host = Arc::new(ChangingRoots { roots: Mutex::new(Vec::new()) });
+    let options = HubOptions { host: host.clone(), ..HubOptions::default() };
+    let hub =
+        Hub::start(tether::Config::new().with_server(misbehave_server("fx", &tag, &[])), options);
+    host.roots.lock().unwrap().push(Root { uri: "file:///tmp".into(), name: None });
+    hub.notify_roots_changed();
+    eventually("the notification arriving", Duration::from_secs(3), || {
+        text_of(&hub, "mcp__fx__client_notifications", json!({}))
+            .contains("notifications/roots/list_changed")
+    });
+    hub.shutdown();
+    tag.assert_gone();
+}
