@@ -146,3 +146,142 @@ fn python_sdk_server_over_streamable_http_and_sse() {
         client.close().unwrap();
     }
 }
+
+/// A host that answers sampling and elicitation, and has one root.
+#[derive(Default)]
+struct FullHost {
+    asked: std::sync::Mutex<Vec<String>>,
+    logs: std::sync::Mutex<Vec<String>>,
+}
+
+impl tether::Host for FullHost {
+    fn roots(&self) -> Vec<tether::Root> {
+        vec![tether::Root { uri: "file:///srv/project".into(), name: Some("project".into()) }]
+    }
+
+    fn handles_sampling(&self) -> bool {
+        true
+    }
+
+    fn create_message(
+        &self,
+        _server: &str,
+        params: &serde_json::Value,
+    ) -> Result<serde_json::Value, tether::RpcError> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(format!("sampling: {}", params["messages"][0]["content"]["text"]));
+        Ok(json!({"role": "assistant", "content": {"type": "text", "text": "a scripted answer"},
+                  "model": "scripted", "stopReason": "endTurn"}))
+    }
+
+    fn handles_elicitation(&self) -> bool {
+        true
+    }
+
+    fn elicit(
+        &self,
+        _server: &str,
+        params: &serde_json::Value,
+    ) -> Result<serde_json::Value, tether::RpcError> {
+        self.asked.lock().unwrap().push(format!("elicitation: {}", params["message"]));
+        Ok(json!({"action": "accept", "content": {"name": "Ada Lovelace", "check": true}}))
+    }
+
+    fn notification(&self, _server: &str, notification: &tether::Notification) {
+        if notification.method == "notifications/message" {
+            self.logs
+                .lock()
+                .unwrap()
+                .push(notification.params.as_ref().map(|p| p.to_string()).unwrap_or_default());
+        }
+    }
+}
+
+#[test]
+fn server_everything_serves_what_an_agent_loop_needs() {
+    let host = std::sync::Arc::new(FullHost::default());
+    let argv = interop_setup::everything_server();
+    let config = tether::Config::new().with_server(tether::ServerConfig::stdio(
+        "everything",
+        &argv[0],
+        &argv[1..].iter().map(String::as_str).collect::<Vec<_>>(),
+    ));
+    let hub = tether::Hub::start(
+        config,
+        tether::HubOptions { host: host.clone(), ..tether::HubOptions::default() },
+    );
+    assert_eq!(hub.status()[0].state, tether::ServerState::Ready, "{:?}", hub.status());
+
+    // Resources, templates and prompts, and the model-facing resource tools.
+    let (resources, errors) = hub.resources();
+    assert!(errors.is_empty() && resources.len() >= 3, "{errors:?}");
+    let (templates, _) = hub.resource_templates();
+    assert!(!templates.is_empty());
+    let (prompts, _) = hub.prompts();
+    assert!(prompts.iter().any(|p| p.item.name == "simple-prompt"));
+    let prompt = hub.get_prompt("everything", "args-prompt", json!({"city": "Lyon"})).unwrap();
+    assert!(serde_json::to_string(&prompt.messages).unwrap().contains("Lyon"));
+    let declared: Vec<String> = hub.model_tools().into_iter().map(|tool| tool.name).collect();
+    assert!(declared.contains(&"read_mcp_resource".to_owned()), "{declared:?}");
+    let uri = resources[0].item.uri.clone();
+    let read = hub
+        .call(
+            "read_mcp_resource",
+            json!({"server": "everything", "uri": uri}),
+            &CallOptions::default(),
+        )
+        .unwrap();
+    assert!(!read.is_error() && read.to_text().len() > 10, "{}", read.to_text());
+
+    // Server→client requests, answered by the host.
+    let roots =
+        hub.call("mcp__everything__get-roots-list", json!({}), &CallOptions::default()).unwrap();
+    assert!(roots.to_text().contains("file:///srv/project"), "{}", roots.to_text());
+    let sampled = hub
+        .call(
+            "mcp__everything__trigger-sampling-request",
+            json!({"prompt": "hello", "maxTokens": 20}),
+            &CallOptions::default(),
+        )
+        .unwrap();
+    assert!(sampled.to_text().contains("a scripted answer"), "{}", sampled.to_text());
+    let elicited = hub
+        .call("mcp__everything__trigger-elicitation-request", json!({}), &CallOptions::default())
+        .unwrap();
+    assert!(elicited.to_text().contains("Ada Lovelace"), "{}", elicited.to_text());
+    assert_eq!(host.asked.lock().unwrap().len(), 2);
+
+    // Results for the model: an image kept as an image, structured content checked.
+    let limits = tether::ResultLimits::default();
+    let tool =
+        |name: &str| hub.tools().into_iter().find(|entry| entry.tool.name == name).unwrap().tool;
+    let image =
+        hub.call("mcp__everything__get-tiny-image", json!({}), &CallOptions::default()).unwrap();
+    let shaped = tether::shape_result("everything", &tool("get-tiny-image"), &image, &limits);
+    assert!(
+        shaped.blocks.iter().any(|block| matches!(block, tether::ModelBlock::Image { .. })),
+        "{shaped:?}"
+    );
+    let structured = hub
+        .call(
+            "mcp__everything__get-structured-content",
+            json!({"location": "New York"}),
+            &CallOptions::default(),
+        )
+        .unwrap();
+    let shaped =
+        tether::shape_result("everything", &tool("get-structured-content"), &structured, &limits);
+    assert!(shaped.structured_content.is_some() && shaped.warnings.is_empty(), "{shaped:?}");
+
+    // Logging: the server's simulated log messages reach the host.
+    hub.call("mcp__everything__toggle-simulated-logging", json!({}), &CallOptions::default())
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while host.logs.lock().unwrap().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no log message within 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    hub.shutdown();
+}

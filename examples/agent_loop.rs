@@ -1,0 +1,108 @@
+//! A non-async agent loop on tether, with a scripted "model" instead of a real one.
+//!
+//! ```text
+//! cargo run --example agent_loop            # uses fixtures/demo/mcp.json
+//! cargo run --example agent_loop -- DIR     # another configuration folder
+//! ```
+//!
+//! Each turn: refresh the hub, take the tools to declare, let the "model"
+//! pick a call, make it with a timeout and a progress callback, and shape
+//! the result for the model. `count_words` is made deferred, so the model
+//! has to find it with `tool_search` first.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tether::{
+    shape_result, CallOptions, ConfigLoader, Exposure, Hub, HubOptions, LogFile, ModelBlock, ModelTool, ResultLimits,
+    Tool,
+};
+
+/// The "model": for each turn, the tool it wants and the arguments it gives,
+/// provided the tool was declared to it.
+const SCRIPT: &[(&str, &str)] = &[
+    ("tool_search", r#"{"query": "count the words in a text"}"#),
+    ("mcp__demo__count_words", r#"{"text": "the quick brown fox jumps over the lazy dog"}"#),
+    ("mcp__demo__echo", r#"{"text": "done"}"#),
+];
+
+fn main() {
+    env_logger::init();
+    let config_dir = std::env::args().nth(1).map_or_else(|| PathBuf::from("fixtures/demo"), PathBuf::from);
+    let loader = ConfigLoader::new().config_dir(&config_dir).project_dir(".");
+    let mut config = loader.load();
+    for warning in &config.warnings {
+        eprintln!("config warning: {warning}");
+    }
+    // Make one tool deferred: declared only once tool_search finds it.
+    for server in &mut config.servers {
+        server.tool_exposure.push(("count_words".into(), Exposure::Deferred));
+    }
+    let options = HubOptions {
+        background: true, // return at once; model_tools() waits for what it needs
+        log_sink: Some(Arc::new(LogFile::new(std::env::temp_dir().join("tether-agent-loop.log")))),
+        ..HubOptions::default()
+    };
+    let hub = Hub::start(config, options);
+    let limits = ResultLimits::default();
+
+    for (turn, (wanted, arguments)) in SCRIPT.iter().enumerate() {
+        // The start of a turn: servers whose configuration changed restart,
+        // crashed ones come back. (This hub has no loader, so only the latter.)
+        let report = hub.refresh();
+        if !report.is_empty() {
+            println!("refresh: {report:?}");
+        }
+        let tools = hub.model_tools();
+        println!("\nturn {}: {} tools declared: {}", turn + 1, tools.len(), names(&tools));
+        if !tools.iter().any(|tool| tool.name == *wanted) {
+            println!("  the model wanted {wanted}, which is not declared");
+            continue;
+        }
+        let arguments: Value = serde_json::from_str(arguments).expect("the script's arguments are JSON");
+        println!("  model calls {wanted} {arguments}");
+        let options = CallOptions {
+            timeout: Some(Duration::from_secs(30)),
+            progress: Some(Arc::new(|progress| println!("  progress: {}", progress.progress))),
+            ..CallOptions::default()
+        };
+        match hub.call(wanted, arguments, &options) {
+            Ok(result) => {
+                // What the model gets back: text, images within limits, notes.
+                let (server, tool) = tool_of(&hub, wanted);
+                let shaped = shape_result(&server, &tool, &result, &limits);
+                for block in &shaped.blocks {
+                    match block {
+                        ModelBlock::Text { text } => println!("  -> {}", text.replace('\n', "\n     ")),
+                        ModelBlock::Image { mime_type, .. } => println!("  -> [{mime_type} image]"),
+                    }
+                }
+                if shaped.is_error {
+                    println!("  (the tool reported an error; the model sees it as such)");
+                }
+            }
+            // A transport failure becomes a message for the model, not a crash.
+            Err(err) => println!("  -> error: {}", tether::error_chain(&err)),
+        }
+    }
+
+    println!();
+    for status in hub.status() {
+        println!("{}: {:?}, {} tools, since {}", status.name, status.state, status.tools.len(), status.since);
+    }
+    hub.shutdown();
+}
+
+fn names(tools: &[ModelTool]) -> String {
+    tools.iter().map(|tool| tool.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// The server and tool definition behind a name (the hub's own tools have none).
+fn tool_of(hub: &Hub, name: &str) -> (String, Tool) {
+    match hub.tools().into_iter().find(|entry| entry.qualified_name == name) {
+        Some(entry) => (entry.server, entry.tool),
+        None => ("tether".into(), serde_json::from_value(json!({"name": name})).expect("a tool needs only a name")),
+    }
+}
