@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tether::{
-    shape_result, CallOptions, ConfigLoader, Exposure, Hub, HubOptions, LogFile, ModelBlock, ModelTool, ResultLimits,
-    Tool,
+    shape_result, CallOptions, ConfigLoader, Exposure, Hub, HubOptions, LogFile, ModelBlock,
+    ModelTool, ResultLimits, Tool,
 };
 
 /// The "model": for each turn, the tool it wants and the arguments it gives,
@@ -30,7 +30,8 @@ const SCRIPT: &[(&str, &str)] = &[
 
 fn main() {
     env_logger::init();
-    let config_dir = std::env::args().nth(1).map_or_else(|| PathBuf::from("fixtures/demo"), PathBuf::from);
+    let config_dir =
+        std::env::args().nth(1).map_or_else(|| PathBuf::from("fixtures/demo"), PathBuf::from);
     let loader = ConfigLoader::new().config_dir(&config_dir).project_dir(".");
     let mut config = loader.load();
     for warning in &config.warnings {
@@ -61,7 +62,8 @@ fn main() {
             println!("  the model wanted {wanted}, which is not declared");
             continue;
         }
-        let arguments: Value = serde_json::from_str(arguments).expect("the script's arguments are JSON");
+        let arguments: Value =
+            serde_json::from_str(arguments).expect("the script's arguments are JSON");
         println!("  model calls {wanted} {arguments}");
         let options = CallOptions {
             timeout: Some(Duration::from_secs(30)),
@@ -75,7 +77,9 @@ fn main() {
                 let shaped = shape_result(&server, &tool, &result, &limits);
                 for block in &shaped.blocks {
                     match block {
-                        ModelBlock::Text { text } => println!("  -> {}", text.replace('\n', "\n     ")),
+                        ModelBlock::Text { text } => {
+                            println!("  -> {}", text.replace('\n', "\n     "))
+                        }
                         ModelBlock::Image { mime_type, .. } => println!("  -> [{mime_type} image]"),
                     }
                 }
@@ -90,7 +94,13 @@ fn main() {
 
     println!();
     for status in hub.status() {
-        println!("{}: {:?}, {} tools, since {}", status.name, status.state, status.tools.len(), status.since);
+        println!(
+            "{}: {:?}, {} tools, since {}",
+            status.name,
+            status.state,
+            status.tools.len(),
+            status.since
+        );
     }
     hub.shutdown();
 }
@@ -103,6 +113,9 @@ fn names(tools: &[ModelTool]) -> String {
 fn tool_of(hub: &Hub, name: &str) -> (String, Tool) {
     match hub.tools().into_iter().find(|entry| entry.qualified_name == name) {
         Some(entry) => (entry.server, entry.tool),
-        None => ("tether".into(), serde_json::from_value(json!({"name": name})).expect("a tool needs only a name")),
+        None => (
+            "tether".into(),
+            serde_json::from_value(json!({"name": name})).expect("a tool needs only a name"),
+        ),
     }
 }

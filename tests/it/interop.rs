@@ -285,3 +285,29 @@ fn server_everything_serves_what_an_agent_loop_needs() {
     }
     hub.shutdown();
 }
+
+#[test]
+fn the_cli_answers_elicitation_on_a_terminal() {
+    assert!(
+        std::path::Path::new("/usr/bin/script").exists(),
+        "this test needs `script` (apt-get install util-linux)"
+    );
+    let argv = interop_setup::everything_server();
+    let dir = crate::support::config_dir(json!({"ev": {"command": argv[0], "args": argv[1..]}}));
+    let command_line = format!(
+        "{} --config-dir {} call ev trigger-elicitation-request",
+        crate::support::tether_bin(),
+        dir.path().display()
+    );
+    let mut command = std::process::Command::new("script");
+    command.args(["-qec", &command_line, "/dev/null"]);
+    // The name, then the defaults of every other field, then "accept".
+    let answers = format!("Ada\n{}a\n", "\n".repeat(14));
+    let (output, _) = crate::support::run_command(command, Some(&answers), Duration::from_secs(60));
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(out.contains("asks: Please provide inputs"), "{out}");
+    assert!(
+        out.contains("\"name\": \"Ada\"") && out.contains("It was a dark and stormy night."),
+        "{out}"
+    );
+}
