@@ -65,6 +65,24 @@ impl ConfigFiles {
         servers.keys().find(|key| name_key(key) == name_key(name)).cloned()
     }
 
+    /// Runs `change` on the `mcpServers` object of a scope's file, under the
+    /// file's lock, and writes the file back. Returns the file.
+    fn edit_servers(
+        &self,
+        scope: Scope,
+        change: impl FnOnce(&mut Map<String, Value>, &str) -> Result<(), String>,
+    ) -> Result<PathBuf, Error> {
+        let path = self
+            .file_of(scope)
+            .ok_or_else(|| Error::Config("host servers are registered in code".into()))?;
+        let shown = path.display().to_string();
+        file::edit(&path, scope == Scope::User, |document| {
+            change(file::servers_mut(document, &shown)?, &shown)
+        })
+        .map_err(Error::Config)?;
+        Ok(path)
+    }
+
     /// Adds a server entry (as JSON) to a scope's file; refuses a name that
     /// file already has. Returns the file.
     ///
@@ -72,12 +90,7 @@ impl ConfigFiles {
     /// A bad name, a taken name, or a file that cannot be rewritten.
     pub fn add_server(&self, scope: Scope, name: &str, entry: Value) -> Result<PathBuf, Error> {
         check_name(name).map_err(|why| Error::Config(format!("the server name {name:?} {why}")))?;
-        let path = self
-            .file_of(scope)
-            .ok_or_else(|| Error::Config("host servers are registered in code".into()))?;
-        let shown = path.display().to_string();
-        file::edit(&path, scope == Scope::User, |document| {
-            let servers = file::servers_mut(document, &shown)?;
+        self.edit_servers(scope, |servers, shown| {
             if let Some(existing) = servers.keys().find(|key| name_key(key) == name_key(name)) {
                 return Err(format!(
                     "{shown} already has a server named {existing:?}; remove it first"
@@ -86,8 +99,6 @@ impl ConfigFiles {
             servers.insert(name.to_owned(), entry);
             Ok(())
         })
-        .map_err(Error::Config)?;
-        Ok(path)
     }
 
     /// Removes a server from a scope's file. Returns the file.
@@ -95,12 +106,7 @@ impl ConfigFiles {
     /// # Errors
     /// The file has no such server, or cannot be rewritten.
     pub fn remove_server(&self, scope: Scope, name: &str) -> Result<PathBuf, Error> {
-        let path = self
-            .file_of(scope)
-            .ok_or_else(|| Error::Config("host servers are registered in code".into()))?;
-        let shown = path.display().to_string();
-        file::edit(&path, scope == Scope::User, |document| {
-            let servers = file::servers_mut(document, &shown)?;
+        self.edit_servers(scope, |servers, shown| {
             let key = servers.keys().find(|key| name_key(key) == name_key(name)).cloned();
             match key {
                 Some(key) => {
@@ -110,8 +116,6 @@ impl ConfigFiles {
                 None => Err(format!("{shown} has no server named {name:?}")),
             }
         })
-        .map_err(Error::Config)?;
-        Ok(path)
     }
 
     /// Sets `field` of a server's entry in the file that defines it (the
@@ -142,12 +146,7 @@ impl ConfigFiles {
         field: &str,
         value: Option<Value>,
     ) -> Result<(Scope, PathBuf), Error> {
-        let path = self
-            .file_of(scope)
-            .ok_or_else(|| Error::Config("host servers are registered in code".into()))?;
-        let shown = path.display().to_string();
-        file::edit(&path, scope == Scope::User, |document| {
-            let servers = file::servers_mut(document, &shown)?;
+        let path = self.edit_servers(scope, |servers, shown| {
             let key = servers.keys().find(|key| name_key(key) == name_key(name)).cloned();
             let Some(Value::Object(entry)) = key.and_then(|key| servers.get_mut(&key)) else {
                 return Err(format!("{shown} has no server named {name:?}"));
@@ -161,8 +160,7 @@ impl ConfigFiles {
                 }
             }
             Ok(())
-        })
-        .map_err(Error::Config)?;
+        })?;
         Ok((scope, path))
     }
 

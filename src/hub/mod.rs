@@ -149,6 +149,36 @@ pub struct ServerStatus {
     pub since: String,
 }
 
+impl ServerStatus {
+    /// The status of an entry that never had a process: invalid or untrusted.
+    fn never_started(
+        name: &str,
+        scope: Scope,
+        state: ServerState,
+        error: Option<String>,
+        hint: Option<String>,
+    ) -> ServerStatus {
+        ServerStatus {
+            name: name.to_owned(),
+            scope,
+            transport: "-",
+            state,
+            protocol_version: None,
+            server_name: None,
+            server_version: None,
+            instructions: None,
+            tools: Vec::new(),
+            resources: false,
+            prompts: false,
+            error,
+            hint,
+            warnings: Vec::new(),
+            stderr_tail: None,
+            since: clock::rfc3339(SystemTime::now()),
+        }
+    }
+}
+
 /// Every configured server behind one tool registry. Cheap to clone; the
 /// last clone dropped shuts everything down.
 #[derive(Clone)]
@@ -406,45 +436,26 @@ impl Hub {
         let shared = &self.core.shared;
         let mut statuses: Vec<ServerStatus> =
             shared.slots().iter().map(|slot| slot.status()).collect();
-        statuses.extend(shared.failed_entries.lock().unwrap().iter().map(|entry| ServerStatus {
-            name: entry.name.clone(),
-            scope: entry.scope,
-            transport: "-",
-            state: ServerState::Failed,
-            protocol_version: None,
-            server_name: None,
-            server_version: None,
-            instructions: None,
-            tools: Vec::new(),
-            resources: false,
-            prompts: false,
-            error: Some(entry.error.clone()),
-            hint: entry.source.as_ref().map(|file| format!("fix the entry in {}", file.display())),
-            warnings: Vec::new(),
-            stderr_tail: None,
-            since: clock::rfc3339(SystemTime::now()),
+        statuses.extend(shared.failed_entries.lock().unwrap().iter().map(|entry| {
+            // Poisoned only if a holder panicked.
+            let hint =
+                entry.source.as_ref().map(|file| format!("fix the entry in {}", file.display()));
+            ServerStatus::never_started(
+                &entry.name,
+                entry.scope,
+                ServerState::Failed,
+                Some(entry.error.clone()),
+                hint,
+            )
         }));
-        statuses.extend(shared.untrusted.lock().unwrap().iter().map(|entry| ServerStatus {
-            name: entry.name.clone(),
-            scope: Scope::Project,
-            transport: "-",
-            state: ServerState::Untrusted,
-            protocol_version: None,
-            server_name: None,
-            server_version: None,
-            instructions: None,
-            tools: Vec::new(),
-            resources: false,
-            prompts: false,
-            error: None,
-            hint: Some(format!(
-                "the project is not trusted; it would run: {}; trust it with: tether trust {}",
-                entry.command_line,
-                entry.source.parent().map_or_else(|| ".".into(), |dir| dir.display().to_string())
-            )),
-            warnings: Vec::new(),
-            stderr_tail: None,
-            since: clock::rfc3339(SystemTime::now()),
+        statuses.extend(shared.untrusted.lock().unwrap().iter().map(|entry| {
+            // Poisoned only if a holder panicked.
+            let project = entry.source.parent().map_or_else(|| ".".into(), |dir| dir.display().to_string());
+            let hint = format!(
+                "the project is not trusted; it would run: {}; trust it with: tether trust {project}",
+                entry.command_line
+            );
+            ServerStatus::never_started(&entry.name, Scope::Project, ServerState::Untrusted, None, Some(hint))
         }));
         statuses
     }

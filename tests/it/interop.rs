@@ -311,3 +311,42 @@ fn the_cli_answers_elicitation_on_a_terminal() {
         "{out}"
     );
 }
+
+#[test]
+fn the_cli_browses_resources_and_prompts() {
+    let argv = interop_setup::everything_server();
+    let dir = crate::support::config_dir(json!({"ev": {"command": argv[0], "args": argv[1..]}}));
+    let run = |args: &[&str]| {
+        let (output, _) = crate::support::run_tether(dir.path(), args, Duration::from_secs(60));
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            crate::support::stderr_of(&output)
+        );
+        crate::support::stdout_of(&output)
+    };
+    let listed = run(&["resources"]);
+    assert!(listed.contains("ev  demo://resource/static/document/architecture.md"), "{listed}");
+    assert!(
+        listed.contains("demo://resource/dynamic/blob/{resourceId}")
+            && listed.contains("(template)"),
+        "{listed}"
+    );
+    let text = run(&["read", "ev", "demo://resource/static/document/architecture.md"]);
+    assert!(text.starts_with("# Everything Server"), "{text}");
+    // A binary resource goes to a file whose path is printed; --raw writes its bytes.
+    let saved = run(&["read", "ev", "demo://resource/dynamic/blob/1"]);
+    let path = saved.trim().rsplit(" saved to ").next().unwrap();
+    let bytes = std::fs::read(path).unwrap();
+    assert!(!bytes.is_empty());
+    // The blob holds the time it was made: compare what does not change.
+    let raw = run(&["read", "ev", "demo://resource/dynamic/blob/1", "--raw"]);
+    let stable = "Resource 1: This is a base64 blob";
+    assert!(raw.starts_with(stable) && bytes.starts_with(stable.as_bytes()), "{raw:?}");
+    let _ = std::fs::remove_file(path);
+    let prompts = run(&["prompts"]);
+    assert!(prompts.contains("ev  args-prompt city [state]"), "{prompts}");
+    let prompt = run(&["prompt", "ev", "args-prompt", r#"{"city": "Lyon"}"#]);
+    assert!(prompt.starts_with("user: ") && prompt.contains("Lyon"), "{prompt}");
+}
