@@ -136,6 +136,8 @@ pub struct Client {
     endpoint: Box<dyn Endpoint>,
     events_thread: Mutex<Option<NamedThread>>,
     events_thread_id: OnceLock<std::thread::ThreadId>,
+    /// Dropped on close: ends the events thread even if its queue is full.
+    stop_events: Mutex<Option<Sender<()>>>,
     info: OnceLock<ServerInfo>,
     skipped_frames: Arc<AtomicU64>,
     options: ClientOptions,
@@ -196,17 +198,19 @@ impl Client {
                 Box::new(http)
             }
         };
+        let (stop_events, events_stopped) = crossbeam_channel::bounded::<()>(0);
         let events_thread = NamedThread::spawn(format!("{server}-events"), {
             let server = server.to_owned();
             let host = Arc::clone(&options.host);
             let router = Arc::clone(&router);
-            move || events_loop(&server, &*host, &events, &router)
+            move || events_loop(&server, &*host, &events, &events_stopped, &router)
         });
         let client = Client {
             router,
             endpoint,
             events_thread: Mutex::new(None),
             events_thread_id: OnceLock::new(),
+            stop_events: Mutex::new(Some(stop_events)),
             info: OnceLock::new(),
             skipped_frames,
             options,
@@ -345,11 +349,15 @@ impl Client {
         let ceiling =
             options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
         let started = Instant::now();
-        let mut hard_deadline = started + ceiling;
+        // A huge timeout means "no timeout", not an overflow.
+        let far = |after: Duration| {
+            started.checked_add(after).unwrap_or(started + Duration::from_secs(100 * 365 * 86_400))
+        };
+        let mut hard_deadline = far(ceiling);
         if let Some(deadline) = options.deadline {
             hard_deadline = hard_deadline.min(deadline);
         }
-        let mut deadline = (started + timeout).min(hard_deadline);
+        let mut deadline = far(timeout).min(hard_deadline);
         loop {
             let wake = match &options.cancel {
                 None => match replies.recv_deadline(deadline) {
@@ -375,7 +383,10 @@ impl Client {
                     if let Some(callback) = &options.progress {
                         callback(&Progress::from_params(&params));
                     }
-                    deadline = (Instant::now() + timeout).min(hard_deadline);
+                    deadline = Instant::now()
+                        .checked_add(timeout)
+                        .unwrap_or(hard_deadline)
+                        .min(hard_deadline);
                 }
                 Wake::TimedOut => {
                     if let Some(outcome) = self.abandon(id, method, replies, "timed out") {
@@ -619,6 +630,7 @@ impl Client {
         self.router.closed(CloseReason::Shutdown);
         let result = self.endpoint.close();
         let _ = self.router.events.try_send(Event::Stop);
+        self.stop_events.lock().unwrap().take(); // Poisoned only if a holder panicked.
         let on_events_thread = self.events_thread_id.get() == Some(&std::thread::current().id());
         // A host may close from inside its own callback, on the events
         // thread: that thread cannot join itself; it ends after the callback.
@@ -830,8 +842,21 @@ impl Inbox for Router {
     }
 }
 
-fn events_loop(server: &str, host: &dyn Host, events: &Receiver<Event>, router: &Router) {
-    for event in events {
+fn events_loop(
+    server: &str,
+    host: &dyn Host,
+    events: &Receiver<Event>,
+    stopped: &Receiver<()>,
+    router: &Router,
+) {
+    loop {
+        let event = select! {
+            recv(events) -> event => match event {
+                Ok(event) => event,
+                Err(_) => return,
+            },
+            recv(stopped) -> _ => return,
+        };
         match event {
             Event::Request(request) => {
                 let params = request.params.unwrap_or(Value::Null);

@@ -7,13 +7,14 @@
 
 use std::fs;
 use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 
 use serde_json::Value;
 
 use tether::{Config, Error, Hub, Offered, ServerState};
 
-use super::connect::{only_server, SignalWatch};
+use super::connect::{only_server, start_failure_code, SignalWatch};
 use super::{emit, report, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE};
 
 /// Starts the hub for `server` (or every server) and fails when a named
@@ -32,7 +33,7 @@ fn connected_hub(config: Config, server: Option<&str>, signals: &SignalWatch) ->
                 "error: server {name:?} is not connected: {}",
                 status.error.as_deref().unwrap_or("unknown error")
             );
-            return Err(EXIT_SERVER);
+            return Err(start_failure_code(&status));
         }
     }
     Ok(hub)
@@ -156,8 +157,7 @@ pub(super) fn read(
 
 /// Saves a binary resource under the temporary folder, named after its URI.
 fn save_blob(uri: &str, bytes: &[u8]) -> io::Result<PathBuf> {
-    let folder = std::env::temp_dir().join(format!("tether-{}", std::process::id()));
-    fs::create_dir_all(&folder)?;
+    let folder = private_folder()?;
     let name: String = uri
         .rsplit('/')
         .find(|part| !part.is_empty())
@@ -166,8 +166,30 @@ fn save_blob(uri: &str, bytes: &[u8]) -> io::Result<PathBuf> {
         .map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' })
         .collect();
     let path = folder.join(if name.is_empty() { "resource".to_owned() } else { name });
-    fs::write(&path, bytes)?;
+    // A new file in a folder only we can write: nothing planted is followed.
+    let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+    file.write_all(bytes)?;
     Ok(path)
+}
+
+/// A new folder under the temporary folder, mode 0700; never one that exists.
+fn private_folder() -> io::Result<PathBuf> {
+    let base = std::env::temp_dir();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    for attempt in 0..100u32 {
+        let folder = base.join(format!("tether-read-{}-{nanos:x}-{attempt}", std::process::id()));
+        match fs::DirBuilder::new().mode(0o700).create(&folder) {
+            Ok(()) => return Ok(folder),
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(err),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "no free folder name under the temporary folder",
+    ))
 }
 
 /// Standard base64 (with or without padding); `None` when it is not.

@@ -361,7 +361,7 @@ fn call(
                 eprintln!("  stderr: {line}");
             }
         }
-        return EXIT_SERVER;
+        return start_failure_code(&status);
     }
     let mut options = CallOptions { timeout, ..CallOptions::default() };
     if io::stderr().is_terminal() {
@@ -432,5 +432,15 @@ fn exposure_word(exposure: tether::Exposure) -> &'static str {
         tether::Exposure::Deferred => "deferred",
         tether::Exposure::Hidden => "hidden",
         tether::Exposure::Codemode => "codemode",
+    }
+}
+
+/// The exit code of a server that did not start: 2 when its configuration
+/// is at fault (an unset `bearerTokenEnv`, say), 3 when the server is.
+pub(super) fn start_failure_code(status: &ServerStatus) -> u8 {
+    if status.error.as_deref().is_some_and(|error| error.starts_with("invalid configuration")) {
+        EXIT_USAGE
+    } else {
+        EXIT_SERVER
     }
 }

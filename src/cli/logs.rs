@@ -36,7 +36,7 @@ pub(super) fn logs(config_dir: &Path, server: Option<&str>, lines: usize, follow
         std::collections::VecDeque::with_capacity(lines);
     let mut line = String::new();
     while reader.read_line(&mut line).unwrap_or(0) > 0 {
-        if matches(&line) {
+        if matches(&line) && lines > 0 {
             if kept.len() == lines {
                 kept.pop_front();
             }

@@ -62,7 +62,13 @@ pub(super) fn parse_add(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::
 
 /// `K=V` (or `K: V` for headers).
 fn key_value(text: &str, option: &str) -> Result<(String, String), lexopt::Error> {
-    let split = text.split_once('=').or_else(|| text.split_once(':'));
+    // `Cookie: sid=abc` is a header with an `=` in its value: split at
+    // whichever separator comes first.
+    let split = match (text.find('='), text.find(':')) {
+        (Some(equals), Some(colon)) if colon < equals => text.split_once(':'),
+        (Some(_), _) => text.split_once('='),
+        (None, _) => text.split_once(':'),
+    };
     match split {
         Some((key, value)) if !key.trim().is_empty() => {
             Ok((key.trim().to_owned(), value.trim_start().to_owned()))

@@ -64,6 +64,10 @@ fn read_answer(question: &str) -> Option<String> {
 fn ask_url(params: &Value) -> Option<Value> {
     let url = params.get("url").and_then(Value::as_str).unwrap_or("");
     eprintln!("It wants you to open this URL:\n  {url}");
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        eprintln!("That is not an http(s) URL; tether will not open it.");
+        return Some(json!({"action": "decline"}));
+    }
     let open = read_answer("Open it in your browser? [y/N] ")?;
     if open.eq_ignore_ascii_case("y") || open.eq_ignore_ascii_case("yes") {
         open_in_browser(url);

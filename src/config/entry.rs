@@ -148,6 +148,7 @@ pub(crate) fn parse(
 
     let mut expander =
         Expander::new(context.environment, context.allowed, context.scope == Scope::Project);
+    expander.run_commands = enabled != Some(false);
     let transport = match (command, url) {
         (Some(_), Some(_)) => {
             return Err(format!(
@@ -333,6 +334,7 @@ pub(crate) fn parse(
             .map_err(|why| field("description", why))?,
         source: context.path.map(Path::to_owned),
         secret_vars: expander.named.into_iter().collect(),
+        raw: Some(entry.clone()),
     })))
 }
 

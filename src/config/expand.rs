@@ -10,6 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,8 @@ pub(crate) struct Expander<'a> {
     project: bool,
     /// Host variables this entry named.
     pub(crate) named: BTreeSet<String>,
+    /// False for a disabled entry: its `!command` values are not run.
+    pub(crate) run_commands: bool,
 }
 
 impl<'a> Expander<'a> {
@@ -33,7 +36,7 @@ impl<'a> Expander<'a> {
         allowed: Option<&'a BTreeSet<String>>,
         project: bool,
     ) -> Expander<'a> {
-        Expander { environment, allowed, project, named: BTreeSet::new() }
+        Expander { environment, allowed, project, named: BTreeSet::new(), run_commands: true }
     }
 
     /// Checks that this entry may hand host variable `name` to a server.
@@ -121,6 +124,10 @@ impl<'a> Expander<'a> {
                 if self.project {
                     return Err("runs a !command, which project files may not do".to_owned());
                 }
+                if !self.run_commands {
+                    // A disabled server starts nothing, so its secrets are not fetched.
+                    return Ok(String::new());
+                }
                 run_command(command_line)
             }
             None => self.expand(value),
@@ -143,7 +150,10 @@ pub(crate) fn expand_home(value: &str, home: Option<&str>) -> String {
 }
 
 /// Runs `!command args` (split on white space, no shell) and returns its
-/// trimmed stdout. The error names the command, never its output.
+/// trimmed stdout. The error names the command, never its output. The
+/// command runs in its own process group, which is killed if it takes too
+/// long; and no wait here is unbounded, even when something it started
+/// keeps its output open.
 fn run_command(command_line: &str) -> Result<String, String> {
     let mut words = command_line.split_whitespace();
     let program = words.next().ok_or("has an empty !command")?;
@@ -153,40 +163,42 @@ fn run_command(command_line: &str) -> Result<String, String> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .map_err(|err| format!("could not run `{shown}`: {err}"))?;
-    let mut stdout = child.stdout.take().expect("stdout is piped");
-    let mut stderr = child.stderr.take().expect("stderr is piped");
-    // Read on threads so that a chatty command cannot block on a full pipe.
-    let reader = std::thread::Builder::new().name("tether-bang-stdout".into()).spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stdout.by_ref().take(1024 * 1024).read_to_end(&mut bytes);
-        bytes
-    });
-    let error_reader =
-        std::thread::Builder::new().name("tether-bang-stderr".into()).spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = stderr.by_ref().take(64 * 1024).read_to_end(&mut bytes);
-            bytes
-        });
     let deadline = Instant::now() + COMMAND_TIMEOUT;
+    let output = read_to_channel(child.stdout.take().expect("stdout is piped"), 1024 * 1024);
+    let errors = read_to_channel(child.stderr.take().expect("stderr is piped"), 64 * 1024);
+    let kill_group = |child: &mut std::process::Child| {
+        // SAFETY: killpg on the group this function created for the child.
+        unsafe {
+            libc::killpg(child.id() as libc::pid_t, libc::SIGKILL);
+        }
+        let _ = child.wait();
+    };
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
             Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
+                kill_group(&mut child);
                 return Err(format!(
                     "`{shown}` did not finish within {} s",
                     COMMAND_TIMEOUT.as_secs()
                 ));
             }
-            Err(err) => return Err(format!("waiting for `{shown}` failed: {err}")),
+            Err(err) => {
+                kill_group(&mut child);
+                return Err(format!("waiting for `{shown}` failed: {err}"));
+            }
         }
     };
-    let output = reader.ok().and_then(|thread| thread.join().ok()).unwrap_or_default();
-    let errors = error_reader.ok().and_then(|thread| thread.join().ok()).unwrap_or_default();
+    let remaining =
+        || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
+    let Ok(output) = output.recv_timeout(remaining()) else {
+        return Err(format!("`{shown}` left something running that holds its output open"));
+    };
+    let errors = errors.recv_timeout(remaining()).unwrap_or_default();
     if !status.success() {
         let first_line =
             String::from_utf8_lossy(&errors).lines().next().unwrap_or("").trim().to_owned();
@@ -196,6 +208,24 @@ fn run_command(command_line: &str) -> Result<String, String> {
     let text = String::from_utf8(output)
         .map_err(|_| format!("`{shown}` printed something that is not UTF-8"))?;
     Ok(text.trim().to_owned())
+}
+
+/// Reads a pipe (at most `limit` bytes) on a thread; the bytes arrive on
+/// the channel when the pipe ends. The thread ends with the pipe.
+fn read_to_channel(
+    pipe: impl Read + Send + 'static,
+    limit: u64,
+) -> crossbeam_channel::Receiver<Vec<u8>> {
+    let (sender, receiver) = crossbeam_channel::bounded(1);
+    let spawned = std::thread::Builder::new().name("tether-bang-output".into()).spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.take(limit).read_to_end(&mut bytes);
+        let _ = sender.send(bytes);
+    });
+    if spawned.is_err() {
+        log::warn!("cannot start a thread to read a !command's output");
+    }
+    receiver
 }
 
 #[cfg(test)]

@@ -46,7 +46,7 @@ pub(crate) fn import(source: &Path, target: &Path) -> Result<ImportReport, Strin
     let mut report = ImportReport::default();
     let mut translated = Vec::new();
     for (name, entry) in &servers {
-        match translate(name, entry, &mut report.notes) {
+        match translate(name, entry, source.parent().unwrap_or(Path::new(".")), &mut report.notes) {
             Ok(entry) => translated.push((name.clone(), entry)),
             Err(why) => report.skipped.push((name.clone(), why)),
         }
@@ -67,8 +67,24 @@ pub(crate) fn import(source: &Path, target: &Path) -> Result<ImportReport, Strin
     Ok(report)
 }
 
-fn translate(name: &str, entry: &Value, notes: &mut Vec<String>) -> Result<Value, String> {
+fn translate(
+    name: &str,
+    entry: &Value,
+    source_dir: &Path,
+    notes: &mut Vec<String>,
+) -> Result<Value, String> {
     check_name(name).map_err(|why| format!("the name {why}"))?;
+    // Here a value that starts with `!` runs a command; elsewhere it was text.
+    for field in ["env", "headers"] {
+        if let Some(Value::Object(values)) = entry.get(field) {
+            if values.values().any(|value| value.as_str().is_some_and(|text| text.starts_with('!')))
+            {
+                return Err(format!(
+                    "a value in {field:?} starts with '!', which tether would run as a command"
+                ));
+            }
+        }
+    }
     let Value::Object(fields) = entry else {
         return Err("the entry is not an object".into());
     };
@@ -101,6 +117,15 @@ fn translate(name: &str, entry: &Value, notes: &mut Vec<String>) -> Result<Value
             }
             continue;
         }
+        if key == "cwd" {
+            // Relative to the file it came from, not to tether's folder.
+            if let Some(cwd) =
+                value.as_str().filter(|cwd| !cwd.starts_with('/') && !cwd.starts_with('~'))
+            {
+                out.insert(key.clone(), Value::String(source_dir.join(cwd).display().to_string()));
+                continue;
+            }
+        }
         if KNOWN_FIELDS.contains(&key.as_str()) {
             // Cursor and VS Code write `${env:VAR}`; VS Code also `${userHome}`.
             out.insert(key.clone(), rewrite_editor_variables(value));
@@ -110,18 +135,44 @@ fn translate(name: &str, entry: &Value, notes: &mut Vec<String>) -> Result<Value
             notes.push(format!("{name}: dropped the unknown field {key:?}"));
         }
     }
-    match (out.contains_key("command"), out.contains_key("url")) {
+    let out = Value::Object(out);
+    let variables = variables_named(&out.to_string());
+    if !variables.is_empty() {
+        notes.push(format!(
+            "{name}: reads the host variables {} from tether's environment",
+            variables.join(", ")
+        ));
+    }
+    match (out.get("command").is_some(), out.get("url").is_some()) {
         (true, true) => Err("it has both \"command\" and \"url\"".into()),
         (false, false) => Err("it has neither \"command\" nor \"url\"".into()),
-        _ => Ok(Value::Object(out)),
+        _ => Ok(out),
     }
 }
 
-/// The editors' `${env:VAR}` is our `${VAR}`; VS Code's `${userHome}` is `${HOME}`.
+/// The `${NAME…}` variables a text names.
+fn variables_named(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = text
+        .split("${")
+        .skip(1)
+        .map(|rest| {
+            rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>()
+        })
+        .filter(|name| !name.is_empty())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The editors' `${env:VAR}` is our `${VAR}`; VS Code's `${userHome}` is
+/// `${HOME}`; Claude Code's `${VAR}` and `${VAR:-default}` mean what ours do.
 fn rewrite_editor_variables(value: &Value) -> Value {
     match value {
         Value::String(text) => {
-            Value::String(text.replace("${env:", "${").replace("${userHome}", "${HOME}"))
+            // A `$` not opening `${` was plain text there; here it must be `$$`.
+            let escaped = text.replace('$', "$$").replace("$${", "${");
+            Value::String(escaped.replace("${env:", "${").replace("${userHome}", "${HOME}"))
         }
         Value::Array(items) => Value::Array(items.iter().map(rewrite_editor_variables).collect()),
         Value::Object(map) => Value::Object(
@@ -223,6 +274,13 @@ mod tests {
         let text = "{\n // a comment, with a comma\n \"a\": \"http://x//y,}\", /* more */ \"b\": [1, 2, /* c */],\n}";
         let value: Value = serde_json::from_str(&strip_jsonc(text)).unwrap();
         assert_eq!(value, serde_json::json!({"a": "http://x//y,}", "b": [1, 2]}));
+    }
+
+    #[test]
+    fn lone_dollars_stay_literal() {
+        let value = rewrite_editor_variables(&serde_json::json!("pa$$w0rd costs $5, key ${KEY}"));
+        assert_eq!(value, serde_json::json!("pa$$$$w0rd costs $$5, key ${KEY}"));
+        assert_eq!(variables_named("${A} and ${B:-x} and ${A}"), ["A", "B"]);
     }
 
     #[test]

@@ -108,6 +108,10 @@ pub struct ServerConfig {
     pub source: Option<PathBuf>,
     /// The host variables the entry hands to the server (names only).
     pub secret_vars: Vec<String>,
+    /// The entry as written, before expansion (`None` when built in code).
+    /// Refresh compares this, so a `!command` whose output changes (a
+    /// short-lived token) does not restart the server every turn.
+    pub raw: Option<Value>,
 }
 
 /// How to reach a server.
@@ -200,7 +204,8 @@ impl fmt::Debug for StdioConfig {
         // `env` values may be secrets: names only.
         f.debug_struct("StdioConfig")
             .field("command", &self.command)
-            .field("args", &self.args)
+            // Arguments may carry expanded secrets (`--key ${KEY}`): count only.
+            .field("args", &format_args!("[{} arguments]", self.args.len()))
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("env_from", &self.env_from)
             .field("inherit_env", &self.inherit_env)
@@ -213,7 +218,7 @@ impl fmt::Debug for RemoteConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Header values may be secrets: names only.
         f.debug_struct("RemoteConfig")
-            .field("url", &self.url)
+            .field("url", &crate::transport::http::redact_url(&self.url))
             .field("kind", &self.kind)
             .field("headers", &self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
             .field("bearer_token_env", &self.bearer_token_env)
@@ -266,6 +271,18 @@ impl ServerConfig {
             description: None,
             source: None,
             secret_vars: Vec::new(),
+            raw: None,
+        }
+    }
+
+    /// True when `other` is the same entry: as written, when both came from
+    /// files; in every field otherwise.
+    pub fn same_entry(&self, other: &ServerConfig) -> bool {
+        match (&self.raw, &other.raw) {
+            (Some(mine), Some(theirs)) => {
+                mine == theirs && self.scope == other.scope && self.source == other.source
+            }
+            _ => self == other,
         }
     }
 
@@ -363,13 +380,7 @@ impl ConfigLoader {
         if variable("TETHER_MCP") == Some("0") {
             return Config { off: true, ..Config::default() };
         }
-        let allowed: Option<BTreeSet<String>> = variable("TETHER_MCP_ENV").map(|list| {
-            list.split(',')
-                .map(str::trim)
-                .filter(|name| !name.is_empty())
-                .map(str::to_owned)
-                .collect()
-        });
+        let allowed = allowed_variables(variable("TETHER_MCP_ENV"));
         let mut config = Config { servers: self.host_servers.clone(), ..Config::default() };
         let reading = Reading { environment: &environment, allowed: allowed.as_ref() };
         if let Some(dir) = &self.config_dir {
@@ -419,12 +430,19 @@ impl Config {
     /// expanding from the process environment.
     pub fn from_json(text: &str) -> Config {
         let environment = crate::environment::host_environment();
+        let variable = |name: &str| {
+            environment.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+        };
+        if variable("TETHER_MCP") == Some("0") {
+            return Config { off: true, ..Config::default() };
+        }
+        let allowed = allowed_variables(variable("TETHER_MCP_ENV"));
         let mut config = Config::new();
         config.add_json(
             text,
             Scope::User,
             None,
-            &Reading { environment: &environment, allowed: None },
+            &Reading { environment: &environment, allowed: allowed.as_ref() },
         );
         config
     }
@@ -615,6 +633,13 @@ fn shell_quote(word: &str) -> String {
     } else {
         format!("'{}'", word.replace('\'', "'\\''"))
     }
+}
+
+/// The names in `TETHER_MCP_ENV`, when it is set.
+fn allowed_variables(list: Option<&str>) -> Option<BTreeSet<String>> {
+    list.map(|list| {
+        list.split(',').map(str::trim).filter(|name| !name.is_empty()).map(str::to_owned).collect()
+    })
 }
 
 /// `-` and `_` are the same in server names.

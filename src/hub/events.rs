@@ -91,12 +91,17 @@ impl LogFile {
 
 impl LogSink for LogFile {
     fn log(&self, server: &str, message: &LogMessage) {
-        let logger = message.logger.as_deref().unwrap_or("-");
+        // A server must not forge lines (or another server's name): no
+        // control characters in what it chose.
+        let clean = |text: &str| {
+            text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>()
+        };
+        let logger = clean(message.logger.as_deref().unwrap_or("-"));
         let line = format!(
             "{} [{server}] {} {logger}: {}\n",
             clock::rfc3339(SystemTime::now()),
-            message.level,
-            message.text()
+            clean(&message.level),
+            clean(&message.text())
         );
         // Each line is one append: whole lines, with no lock held across the
         // write. Rotation may race another process; at worst a line lands in

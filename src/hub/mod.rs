@@ -216,6 +216,9 @@ struct Shared {
 struct Slot {
     config: ServerConfig,
     state: Mutex<SlotState>,
+    /// This server (in this slot or the one it replaced) was ready once: a
+    /// later failure is a server that stopped, which refresh restarts.
+    ever_ready: AtomicBool,
 }
 
 struct SlotState {
@@ -490,7 +493,13 @@ impl HubCore {
         let shared = &self.shared;
         // Set before looking at the slots: a start thread that registers its
         // client after this point sees the flag and closes it itself.
-        shared.shutting_down.store(true, Ordering::SeqCst);
+        {
+            // Under the starters' lock, so that no start begins after this.
+            let _starters = shared.starters.lock().unwrap(); // Poisoned only if a holder panicked.
+            shared.shutting_down.store(true, Ordering::SeqCst);
+        }
+        // A reconnect or refresh in progress finishes first (and then sees the flag).
+        let _no_reconnects = shared.reconnecting.lock().unwrap(); // Poisoned only if a holder panicked.
         shared.events.stop();
         let clients: Vec<Arc<Client>> = shared
             .slots()
@@ -541,6 +550,12 @@ impl Shared {
 
     /// Starts a server on its own `{server}-start` thread.
     fn spawn_start(self: &Arc<Self>, slot: Arc<Slot>) {
+        // Checked under the starters' lock: shutdown takes the same lock to
+        // join them, so no start slips in after it.
+        let mut starters = self.starters.lock().unwrap(); // Poisoned only if a holder panicked.
+        if self.is_shutting_down() {
+            return;
+        }
         *self.pending_starts.lock().unwrap() += 1; // Poisoned only if a holder panicked.
         let shared = Arc::clone(self);
         let thread_slot = Arc::clone(&slot);
@@ -548,8 +563,11 @@ impl Shared {
             .name(format!("{}-start", slot.config.name))
             .spawn(move || shared.start_server(&thread_slot));
         match started {
-            Ok(handle) => self.starters.lock().unwrap().push(handle), // Poisoned only if a holder panicked.
-            Err(err) => self.settle_failed(&slot, Error::Io(err), None),
+            Ok(handle) => starters.push(handle),
+            Err(err) => {
+                drop(starters);
+                self.settle_failed(&slot, Error::Io(err), None);
+            }
         }
     }
 
@@ -602,6 +620,7 @@ impl Shared {
         }
         match connect(&client, config, deadline) {
             Ok((info, tools, warnings)) => {
+                slot.ever_ready.store(true, Ordering::SeqCst);
                 {
                     let mut state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
                     state.state = ServerState::Ready;
@@ -633,12 +652,13 @@ impl Shared {
     fn settle_failed(&self, slot: &Slot, err: Error, client: Option<&Client>) {
         let name = &slot.config.name;
         log::info!("{name}: failed to start: {}", error_chain(&err));
+        let stderr_tail =
+            client.and_then(Client::stderr_tail).filter(|tail| !tail.trim().is_empty());
         {
             let mut state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
             state.hint = hint_for(&err, &slot.config);
             state.error = Some(error_chain(&err));
-            state.stderr_tail =
-                client.and_then(Client::stderr_tail).filter(|tail| !tail.trim().is_empty());
+            state.stderr_tail = stderr_tail;
             state.state = ServerState::Failed;
             state.client = None;
             state.since = SystemTime::now();
@@ -715,18 +735,27 @@ impl Slot {
                 stderr_tail: None,
                 since: SystemTime::now(),
             }),
+            ever_ready: AtomicBool::new(false),
         }
     }
 
+    /// A new slot for the same server, remembering that it ran before.
+    fn successor(&self) -> Slot {
+        let slot = Slot::new(self.config.clone());
+        slot.ever_ready.store(self.ever_ready.load(Ordering::SeqCst), Ordering::SeqCst);
+        slot
+    }
+
     fn status(&self) -> ServerStatus {
-        let state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
-        let info = state.info.as_ref();
-        // A server that dropped after it was ready shows as failed, with why.
-        let lost = state
-            .client
+        // The client's stderr tail may wait for the stream to end: read it
+        // with the slot unlocked, so that a lost server stalls nothing else.
+        let client = self.state.lock().unwrap().client.clone(); // Poisoned only if a holder panicked.
+        let lost = client
             .as_ref()
             .and_then(|client| client.close_reason().map(|reason| (reason, client.stderr_tail())))
             .filter(|(reason, _)| *reason != crate::error::CloseReason::Shutdown);
+        let state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        let info = state.info.as_ref();
         ServerStatus {
             name: self.config.name.clone(),
             scope: self.config.scope,

@@ -40,6 +40,8 @@ impl Hub {
     pub fn refresh(&self) -> RefreshReport {
         let shared = &self.core.shared;
         let mut report = RefreshReport::default();
+        // One refresh or reconnect at a time: each replaces slots.
+        let _exclusive = shared.reconnecting.lock().unwrap(); // Poisoned only if a holder panicked.
         if shared.is_shutting_down() {
             return report;
         }
@@ -51,7 +53,9 @@ impl Hub {
             Some(config) => {
                 for server in config.servers {
                     match old_slots.iter().find(|slot| slot.config.name == server.name) {
-                        Some(old) if old.config == server => new_slots.push(Arc::clone(old)),
+                        Some(old) if old.config.same_entry(&server) => {
+                            new_slots.push(Arc::clone(old))
+                        }
                         Some(old) => {
                             retired.push(Arc::clone(old));
                             let slot = Arc::new(Slot::new(server));
@@ -86,7 +90,7 @@ impl Hub {
         for slot in new_slots.iter_mut() {
             if !to_start.iter().any(|starting| Arc::ptr_eq(starting, slot)) && has_dropped(slot) {
                 retired.push(Arc::clone(slot));
-                *slot = Arc::new(Slot::new(slot.config.clone()));
+                *slot = Arc::new(slot.successor());
                 to_start.push(Arc::clone(slot));
                 report.restarted.push(slot.config.name.clone());
             }
@@ -114,6 +118,9 @@ impl Shared {
             return Ok(client);
         }
         let _one_at_a_time = self.reconnecting.lock().unwrap(); // Poisoned only if a holder panicked.
+        if self.is_shutting_down() {
+            return Err(Error::Disconnected(CloseReason::Shutdown));
+        }
         let Some(current) = self.slot(server) else {
             return Err(Error::UnknownServer(server.to_owned()));
         };
@@ -122,7 +129,7 @@ impl Shared {
             return self.client(server);
         }
         log::info!("{server}: the connection dropped; reconnecting once");
-        let fresh = Arc::new(Slot::new(current.config.clone()));
+        let fresh = Arc::new(current.successor());
         {
             let mut slots = self.slots.lock().unwrap(); // Poisoned only if a holder panicked.
             for slot in slots.iter_mut() {
@@ -138,9 +145,15 @@ impl Shared {
     }
 }
 
-/// True when the server was ready and its connection has since closed.
+/// True when the server was ready and its connection has since closed, or
+/// it ran once and a reconnect since failed.
 fn has_dropped(slot: &Slot) -> bool {
     let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+    if state.state == ServerState::Failed
+        && slot.ever_ready.load(std::sync::atomic::Ordering::SeqCst)
+    {
+        return true;
+    }
     state.state == ServerState::Ready
         && state
             .client

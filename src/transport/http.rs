@@ -58,6 +58,8 @@ const RETRY_PAUSES: [Duration; 2] = [Duration::from_millis(250), Duration::from_
 const MAX_RESUMES: usize = 10;
 /// The reconnection delay when the server gave none.
 const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// The longest reconnection delay honoured, whatever the server asks.
+const MAX_RETRY: Duration = Duration::from_secs(30);
 /// The longest pause between attempts to reopen the GET stream.
 const MAX_GET_BACKOFF: Duration = Duration::from_secs(30);
 /// How long a legacy server may take to name its endpoint.
@@ -126,6 +128,10 @@ pub(crate) struct HttpTransport {
     jobs: Mutex<Option<Sender<Vec<u8>>>>,
     queue: Receiver<Vec<u8>>,
     idle_workers: AtomicUsize,
+    /// Frames sent but not yet taken by a worker.
+    queued: AtomicUsize,
+    /// One session renewal at a time.
+    renewal: Mutex<()>,
     threads: Mutex<Vec<NamedThread>>,
     closing: AtomicBool,
     /// Dropped on close: wakes every pause at once.
@@ -203,6 +209,8 @@ impl HttpTransport {
             jobs: Mutex::new(Some(jobs)),
             queue,
             idle_workers: AtomicUsize::new(0),
+            queued: AtomicUsize::new(0),
+            renewal: Mutex::new(()),
             threads: Mutex::new(Vec::new()),
             closing: AtomicBool::new(false),
             stop: Mutex::new(Some(stop)),
@@ -239,8 +247,13 @@ impl HttpTransport {
         body: impl FnOnce(Arc<HttpTransport>) + Send + 'static,
     ) -> io::Result<()> {
         let Some(me) = self.myself.upgrade() else { return Ok(()) };
-        let thread = NamedThread::spawn(name, move || body(me))?;
-        self.threads.lock().unwrap().push(thread); // Poisoned only if a holder panicked.
+        // Checked under the threads' lock: close takes it to join them all,
+        // so no thread starts after that.
+        let mut threads = self.threads.lock().unwrap(); // Poisoned only if a holder panicked.
+        if self.is_closing() {
+            return Ok(());
+        }
+        threads.push(NamedThread::spawn(name, move || body(me))?);
         Ok(())
     }
 
@@ -250,6 +263,9 @@ impl HttpTransport {
             self.idle_workers.fetch_add(1, Ordering::AcqRel);
             let job = self.queue.recv();
             self.idle_workers.fetch_sub(1, Ordering::AcqRel);
+            if job.is_ok() {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+            }
             match job {
                 Ok(frame) if !self.is_closing() => self.post(&frame),
                 _ => return,
@@ -309,8 +325,8 @@ impl HttpTransport {
         let mut renewed_session = false;
         let mut attempt = 0;
         loop {
-            let sent_session = self.state.lock().unwrap().session_id.is_some(); // Poisoned only if a holder panicked.
-            let response = self.send_post(&self.target.url, frame, is_request);
+            let sent_session = self.state.lock().unwrap().session_id.clone(); // Poisoned only if a holder panicked.
+            let response = self.send_post(&self.target.url, frame, is_request, true);
             let retryable = match response {
                 Err(err) => {
                     if self.is_closing() {
@@ -318,7 +334,7 @@ impl HttpTransport {
                     }
                     Err(Error::Http {
                         status: None,
-                        message: format!("cannot reach {}: {err}", self.target.url),
+                        message: format!("cannot reach {}: {err}", redact_url(&self.target.url)),
                     })
                 }
                 Ok(mut response) => {
@@ -336,10 +352,25 @@ impl HttpTransport {
                                 Ok(())
                             };
                         }
-                        404 if sent_session && !renewed_session && method != Some("initialize") => {
-                            log::info!("{}: the session expired; starting a new one", self.server);
+                        404 if sent_session.is_some()
+                            && !renewed_session
+                            && method != Some("initialize") =>
+                        {
                             renewed_session = true;
-                            self.renew_session()?;
+                            let _one_renewal = self.renewal.lock().unwrap(); // Poisoned only if a holder panicked.
+                                                                             // Another worker may have renewed it meanwhile.
+                            if self.state.lock().unwrap().session_id == sent_session {
+                                log::info!(
+                                    "{}: the session expired; starting a new one",
+                                    self.server
+                                );
+                                if let Err(err) = self.renew_session() {
+                                    self.lost(format!(
+                                        "the session expired and could not be renewed: {err}"
+                                    ));
+                                    return Err(err);
+                                }
+                            }
                             continue;
                         }
                         400 | 404 | 405
@@ -353,7 +384,7 @@ impl HttpTransport {
                             self.start_legacy_stream()?;
                             return self.post_legacy(frame, method);
                         }
-                        401 => return Err(unauthorized(&response, &self.target.url)),
+                        401 => return Err(unauthorized(&response, &redact_url(&self.target.url))),
                         408 | 429 | 500..=599 => Err(http_error(&mut response)),
                         _ => return Err(http_error(&mut response)),
                     }
@@ -367,6 +398,12 @@ impl HttpTransport {
                     }
                     attempt += 1;
                 }
+                // The server cannot be reached at all: the connection is lost,
+                // and the next call reconnects.
+                Err(error @ Error::Http { status: None, .. }) => {
+                    self.lost(error.to_string());
+                    return Err(error);
+                }
                 other => return other,
             }
         }
@@ -378,13 +415,14 @@ impl HttpTransport {
         url: &str,
         frame: &[u8],
         is_request: bool,
+        with_session: bool,
     ) -> Result<Response<Body>, ureq::Error> {
         let mut request = self
             .agent
             .post(url)
             .header("Content-Type", "application/json")
             .header("Accept", "application/json, text/event-stream");
-        request = self.with_common_headers(request);
+        request = self.with_common_headers(request, with_session);
         // A request may run as long as its caller waits; a notification or a
         // response is answered at once.
         let ceiling = if is_request {
@@ -399,6 +437,7 @@ impl HttpTransport {
     fn with_common_headers<B>(
         &self,
         mut request: ureq::RequestBuilder<B>,
+        with_session: bool,
     ) -> ureq::RequestBuilder<B> {
         let mut has_authorization = false;
         for (name, value) in &self.target.headers {
@@ -409,7 +448,7 @@ impl HttpTransport {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
         let state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
-        if let Some(session) = &state.session_id {
+        if let (Some(session), true) = (&state.session_id, with_session) {
             request = request.header("Mcp-Session-Id", session.as_str());
         }
         if let Some(version) =
@@ -435,20 +474,19 @@ impl HttpTransport {
     /// Starts a new session: initialize again (its answer goes nowhere: the
     /// client already has one) and `notifications/initialized`.
     fn renew_session(&self) -> Result<(), Error> {
-        let initialize = {
-            let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
-            state.session_id = None;
-            state.initialize_frame.clone()
-        };
+        // The old id stays in place (other workers keep using it) until the
+        // new one arrives with the answer to initialize.
+        let initialize = self.state.lock().unwrap().initialize_frame.clone(); // Poisoned only if a holder panicked.
         let Some(initialize) = initialize else {
             return Err(Error::Http {
                 status: Some(404),
                 message: "the session expired before it began".into(),
             });
         };
-        let mut response = self.send_post(&self.target.url, &initialize, true).map_err(|err| {
-            Error::Http { status: None, message: format!("renewing the session failed: {err}") }
-        })?;
+        let mut response =
+            self.send_post(&self.target.url, &initialize, true, false).map_err(|err| {
+                Error::Http { status: None, message: format!("renewing the session failed: {err}") }
+            })?;
         if !response.status().is_success() {
             return Err(http_error(&mut response));
         }
@@ -456,7 +494,7 @@ impl HttpTransport {
         // Drain the answer so that the connection can be reused.
         let _ = response.body_mut().as_reader().take(MAX_FRAME as u64).read_to_end(&mut Vec::new());
         let initialized = jsonrpc::encode_notification("notifications/initialized", None);
-        match self.send_post(&self.target.url, &initialized, false) {
+        match self.send_post(&self.target.url, &initialized, false, true) {
             Ok(response) if response.status().is_success() => Ok(()),
             Ok(mut response) => Err(http_error(&mut response)),
             Err(err) => Err(Error::Http {
@@ -478,20 +516,22 @@ impl HttpTransport {
         if content_type.starts_with("text/event-stream") {
             let mut reader =
                 SseReader::new(BufReader::new(response.body_mut().as_reader()), MAX_FRAME);
-            let mut answered = self.deliver_events(&mut reader, id);
+            let mut answered = false;
+            let mut outcome = self.deliver_events(&mut reader, id, &mut answered);
             let mut last_id = reader.last_id().map(str::to_owned);
             let mut retry = reader.retry_ms.map(Duration::from_millis);
             let mut resumes = 0;
             loop {
-                match answered {
-                    Ok(true) => return Ok(()),
-                    Err(err) if err.kind() == io::ErrorKind::InvalidData => {
+                if answered {
+                    return Ok(());
+                }
+                if let Err(err) = &outcome {
+                    if err.kind() == io::ErrorKind::InvalidData {
                         return Err(Error::Http {
                             status: None,
                             message: format!("the server sent {err}"),
                         });
                     }
-                    _ => {}
                 }
                 if self.is_closing() {
                     return Ok(());
@@ -509,21 +549,21 @@ impl HttpTransport {
                     });
                 }
                 resumes += 1;
-                if !self.pause(retry.unwrap_or(DEFAULT_RETRY)) {
+                if !self.pause(retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY)) {
                     return Ok(());
                 }
                 log::debug!("{}: resuming the response stream after event {event_id}", self.server);
-                let mut resumed = match self.open_get(Some(&event_id)) {
+                let mut resumed = match self.open_get(Some(&event_id), Some(self.request_ceiling)) {
                     Ok(resumed) if resumed.status().is_success() => resumed,
                     Ok(mut refused) => return Err(http_error(&mut refused)),
                     Err(err) => {
-                        answered = Err(io::Error::other(err.to_string()));
+                        outcome = Err(io::Error::other(err.to_string()));
                         continue;
                     }
                 };
                 let mut reader =
                     SseReader::new(BufReader::new(resumed.body_mut().as_reader()), MAX_FRAME);
-                answered = self.deliver_events(&mut reader, id);
+                outcome = self.deliver_events(&mut reader, id, &mut answered);
                 last_id = reader.last_id().map(str::to_owned).or(last_id);
                 retry = reader.retry_ms.map(Duration::from_millis).or(retry);
             }
@@ -557,19 +597,19 @@ impl HttpTransport {
         &self,
         reader: &mut SseReader<R>,
         id: Option<i64>,
-    ) -> io::Result<bool> {
-        let mut answered = false;
+        answered: &mut bool,
+    ) -> io::Result<()> {
         while let Some(event) = reader.next_event()? {
             if event.data.trim().is_empty() {
                 continue; // Priming events carry only an id.
             }
             if let Some(message) = self.deliver_bytes(event.data.as_bytes()) {
                 if let (Message::Response(response), Some(id)) = (&message, id) {
-                    answered |= response.id == RequestId::Number(id);
+                    *answered |= response.id == RequestId::Number(id);
                 }
             }
         }
-        Ok(answered)
+        Ok(())
     }
 
     /// Delivers a JSON body: one message, or a batch.
@@ -616,12 +656,27 @@ impl HttpTransport {
         Some(message)
     }
 
-    fn open_get(&self, last_event_id: Option<&str>) -> Result<Response<Body>, ureq::Error> {
+    /// A GET for an event stream; `ceiling` bounds the whole exchange (a
+    /// resumed response stream), `None` leaves it open (the GET stream, which
+    /// close interrupts).
+    fn open_get(
+        &self,
+        last_event_id: Option<&str>,
+        ceiling: Option<Duration>,
+    ) -> Result<Response<Body>, ureq::Error> {
         let mut request = self.agent.get(&self.target.url).header("Accept", "text/event-stream");
         if let Some(event_id) = last_event_id {
             request = request.header("Last-Event-ID", event_id);
         }
-        self.with_common_headers(request).call()
+        self.with_common_headers(request, true).config().timeout_global(ceiling).build().call()
+    }
+
+    /// The connection is gone: every waiting caller fails, status shows it,
+    /// and the next call reconnects.
+    fn lost(&self, why: String) {
+        if let Some(inbox) = self.inbox() {
+            inbox.closed(CloseReason::Io(why));
+        }
     }
 
     /// Opens the GET stream for server-initiated messages, once.
@@ -645,7 +700,7 @@ impl HttpTransport {
         let mut backoff = DEFAULT_RETRY;
         while !self.is_closing() {
             let mut pause = backoff;
-            match self.open_get(last_id.as_deref()) {
+            match self.open_get(last_id.as_deref(), None) {
                 Ok(response) if response.status().as_u16() == 405 => {
                     log::debug!("{}: the server offers no GET stream (405)", self.server);
                     return;
@@ -654,12 +709,12 @@ impl HttpTransport {
                     backoff = DEFAULT_RETRY;
                     let mut reader =
                         SseReader::new(BufReader::new(response.body_mut().as_reader()), MAX_FRAME);
-                    if let Err(err) = self.deliver_events(&mut reader, None) {
+                    if let Err(err) = self.deliver_events(&mut reader, None, &mut false) {
                         log::debug!("{}: the GET stream broke: {err}", self.server);
                     }
                     last_id = reader.last_id().map(str::to_owned).or(last_id);
                     if let Some(retry) = reader.retry_ms {
-                        pause = Duration::from_millis(retry);
+                        pause = Duration::from_millis(retry).min(MAX_RETRY);
                     }
                 }
                 Ok(response) => {
@@ -695,7 +750,7 @@ impl HttpTransport {
     }
 
     fn run_legacy_stream(&self) {
-        let reason = match self.open_get(None) {
+        let reason = match self.open_get(None, None) {
             Ok(mut response) if response.status().is_success() => {
                 let mut reader =
                     SseReader::new(BufReader::new(response.body_mut().as_reader()), MAX_FRAME);
@@ -704,7 +759,7 @@ impl HttpTransport {
             Ok(mut response) => {
                 let status = response.status().as_u16();
                 let error = if status == 401 {
-                    unauthorized(&response, &self.target.url)
+                    unauthorized(&response, &redact_url(&self.target.url))
                 } else {
                     http_error(&mut response)
                 };
@@ -712,7 +767,7 @@ impl HttpTransport {
                 return;
             }
             Err(err) => {
-                self.legacy_failed(format!("cannot reach {}: {err}", self.target.url));
+                self.legacy_failed(format!("cannot reach {}: {err}", redact_url(&self.target.url)));
                 return;
             }
         };
@@ -768,6 +823,9 @@ impl HttpTransport {
             endpoint.to_owned()
         } else if endpoint.starts_with('/') {
             format!("{origin}{endpoint}")
+        } else if endpoint.starts_with('?') {
+            let base = self.target.url.split(['?', '#']).next().unwrap_or(&self.target.url);
+            format!("{base}{endpoint}")
         } else {
             let base = self.target.url.split(['?', '#']).next().unwrap_or(&self.target.url);
             let folder = &base[..base.rfind('/').map_or(base.len(), |at| at + 1)];
@@ -809,7 +867,7 @@ impl HttpTransport {
         let repeatable = method != Some("tools/call");
         let mut attempt = 0;
         loop {
-            let failure = match self.send_post(&endpoint, frame, false) {
+            let failure = match self.send_post(&endpoint, frame, false, true) {
                 Ok(mut response) if response.status().is_success() => {
                     let _ = response
                         .body_mut()
@@ -819,7 +877,7 @@ impl HttpTransport {
                     return Ok(());
                 }
                 Ok(response) if response.status().as_u16() == 401 => {
-                    return Err(unauthorized(&response, &self.target.url))
+                    return Err(unauthorized(&response, &redact_url(&self.target.url)))
                 }
                 Ok(mut response) => {
                     let status = response.status().as_u16();
@@ -829,9 +887,10 @@ impl HttpTransport {
                     }
                     error
                 }
-                Err(err) => {
-                    Error::Http { status: None, message: format!("cannot reach {endpoint}: {err}") }
-                }
+                Err(err) => Error::Http {
+                    status: None,
+                    message: format!("cannot reach {}: {err}", redact_url(&endpoint)),
+                },
             };
             if !repeatable || attempt == RETRY_PAUSES.len() || self.is_closing() {
                 return Err(failure);
@@ -852,11 +911,13 @@ impl Outlet for HttpTransport {
         log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame));
         {
             let jobs = self.jobs.lock().unwrap(); // Poisoned only if a holder panicked.
+            self.queued.fetch_add(1, Ordering::AcqRel);
             jobs.as_ref().ok_or(Closed)?.send(frame).map_err(|_| Closed)?;
         }
         // A worker for every POST in flight, up to the limit, so that a long
-        // call never holds up another.
-        if self.idle_workers.load(Ordering::Acquire) == 0 {
+        // call never holds up another: more frames waiting than idle workers
+        // means one more worker.
+        if self.queued.load(Ordering::Acquire) > self.idle_workers.load(Ordering::Acquire) {
             let number = {
                 let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
                 if state.workers >= MAX_WORKERS {
@@ -881,11 +942,15 @@ impl Endpoint for Arc<HttpTransport> {
         }
         self.stop.lock().unwrap().take(); // Poisoned only if a holder panicked.
         self.jobs.lock().unwrap().take(); // Poisoned only if a holder panicked.
-        self.endpoint_ready.notify_all();
-        let session = self.state.lock().unwrap().session_id.clone(); // Poisoned only if a holder panicked.
+        let session = {
+            // Notified under the lock, so a worker about to wait cannot miss it.
+            let state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            self.endpoint_ready.notify_all();
+            state.session_id.clone()
+        };
         if session.is_some() {
             // End the session; a 405 (the server does not allow it) is fine.
-            let request = self.with_common_headers(self.agent.delete(&self.target.url));
+            let request = self.with_common_headers(self.agent.delete(&self.target.url), true);
             match request.config().timeout_global(Some(Duration::from_secs(2))).build().call() {
                 Ok(response) => {
                     log::debug!("{}: DELETE session: {}", self.server, response.status())
@@ -896,8 +961,12 @@ impl Endpoint for Arc<HttpTransport> {
         // Wakes every read still blocked on a socket.
         self.agent.clone().shutdown();
         let threads = std::mem::take(&mut *self.threads.lock().unwrap()); // Poisoned only if a holder panicked.
+                                                                          // One deadline for them all, so many workers cannot add up.
+        let deadline = Instant::now() + JOIN_WAIT;
         for thread in threads {
-            thread.join_within(JOIN_WAIT);
+            thread.join_within(
+                deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10)),
+            );
         }
         self.inbox.lock().unwrap().take(); // Poisoned only if a holder panicked.
         Ok(())
@@ -953,8 +1022,26 @@ impl ureq::unversioned::resolver::Resolver for LiteralFirstResolver {
 /// `scheme://host[:port]` of a URL.
 fn origin_of(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
     let authority = rest.split(['/', '?', '#']).next()?;
-    Some(format!("{}://{}", scheme.to_ascii_lowercase(), authority.to_ascii_lowercase()))
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host).to_ascii_lowercase();
+    let default_port = if scheme == "https" { ":443" } else { ":80" };
+    let host = host.strip_suffix(default_port).unwrap_or(&host);
+    Some(format!("{scheme}://{host}"))
+}
+
+/// A URL as messages may show it: no user info, no query (where keys go).
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.split(['?', '#']).next().unwrap_or(url).to_owned();
+    };
+    let without_query = rest.split(['?', '#']).next().unwrap_or(rest);
+    let (authority, path) =
+        without_query.split_once('/').map_or((without_query, ""), |(a, p)| (a, p));
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let slash = if without_query.contains('/') { "/" } else { "" };
+    let elided = if rest.len() > without_query.len() { "?…" } else { "" };
+    format!("{scheme}://{host}{slash}{path}{elided}")
 }
 
 /// An error from a status and (the start of) the body.
@@ -994,6 +1081,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn urls_in_messages_hide_credentials() {
+        assert_eq!(
+            redact_url("https://user:pw@example.com/mcp?key=s3cr3t"),
+            "https://example.com/mcp?…"
+        );
+        assert_eq!(redact_url("http://127.0.0.1:9/mcp"), "http://127.0.0.1:9/mcp");
+    }
+
+    #[test]
     fn origins() {
         assert_eq!(
             origin_of("http://127.0.0.1:8080/mcp?x=1").as_deref(),
@@ -1001,5 +1097,7 @@ mod tests {
         );
         assert_eq!(origin_of("HTTPS://Example.com").as_deref(), Some("https://example.com"));
         assert_eq!(origin_of("nope"), None);
+        assert_eq!(origin_of("https://a.example:443/x"), origin_of("https://a.example/y"));
+        assert_eq!(origin_of("http://me@a.example/x").as_deref(), Some("http://a.example"));
     }
 }

@@ -61,7 +61,7 @@ impl std::fmt::Debug for StdioCommand {
         let names: Vec<&str> = self.env.iter().map(|(name, _)| name.as_str()).collect();
         f.debug_struct("StdioCommand")
             .field("program", &self.program)
-            .field("args", &self.args)
+            .field("args", &format_args!("[{} arguments]", self.args.len()))
             .field("env", &names)
             .field("cwd", &self.cwd)
             .finish()
