@@ -578,3 +578,44 @@ fn remove_on_a_terminal_asks_which_file() {
     assert_eq!(setup.project_file(), json!({"mcpServers": {}}));
     assert_eq!(setup.user_file()["mcpServers"]["both"]["command"], "u");
 }
+
+#[test]
+fn headers_with_equals_in_their_value_split_at_the_colon() {
+    let setup = Setup::new(None, None);
+    let (code, _, err) = setup.run(
+        &["add", "web", "--url", "https://example.test/mcp", "--header", "Cookie: sid=abc=="],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(setup.user_file()["mcpServers"]["web"]["headers"], json!({"Cookie": "sid=abc=="}));
+}
+
+#[test]
+fn import_keeps_other_clients_text_as_text() {
+    let setup = Setup::new(None, None);
+    let source = setup.project.write(
+        "other.json",
+        &json!({"mcpServers": {
+            "pw": {"command": "x", "cwd": "sub", "env": {"PASSWORD": "pa$$w0rd", "TOKEN": "${MY_TOKEN}"}},
+            "bang": {"command": "x", "env": {"GREETING": "!shout"}},
+        }})
+        .to_string(),
+    );
+    let (code, out, err) = setup.run(&["import", source.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Skipped bang: a value in \"env\" starts with '!'"), "{out}");
+    assert!(out.contains("pw: reads the host variables MY_TOKEN"), "{out}");
+    let entry = &setup.user_file()["mcpServers"]["pw"];
+    assert_eq!(entry["env"]["PASSWORD"], "pa$$$$w0rd", "a literal $ is written $$");
+    assert_eq!(entry["cwd"], setup.project.path().join("sub").display().to_string());
+    // And it expands back to the text it was.
+    let config = ConfigLoader::new()
+        .config_dir(setup.config.path())
+        .environment(vec![("MY_TOKEN".into(), "t".into())])
+        .load();
+    let Some(tether::TransportConfig::Stdio(stdio)) = config.server("pw").map(|s| &s.transport)
+    else {
+        panic!()
+    };
+    assert_eq!(stdio.env["PASSWORD"], "pa$$w0rd");
+}
