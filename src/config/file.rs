@@ -32,6 +32,15 @@ pub(crate) fn edit<T>(
     private: bool,
     change: impl FnOnce(&mut Map<String, Value>) -> Result<T, String>,
 ) -> Result<T, String> {
+    // A file kept as a link (dotfiles) is edited where it really is, so the
+    // rename replaces the file, not the link.
+    let resolved = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+        }
+        _ => path.to_owned(),
+    };
+    let path = resolved.as_path();
     let shown = path.display().to_string();
     let folder =
         path.parent().filter(|folder| !folder.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -132,16 +141,22 @@ fn write_atomically(path: &Path, bytes: &[u8], private: bool) -> Result<(), Stri
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
+    // The user file is private; another keeps its mode, or gets the umask's.
     let mode = if private {
-        0o600
+        Some(0o600)
     } else {
-        fs::metadata(path).map(|meta| meta.permissions().mode() & 0o777).unwrap_or(0o644)
+        fs::metadata(path).ok().map(|meta| meta.permissions().mode() & 0o777)
     };
     let written = (|| -> std::io::Result<()> {
-        let mut file =
-            OpenOptions::new().create_new(true).write(true).mode(mode).open(&temporary)?;
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .mode(mode.unwrap_or(0o666))
+            .open(&temporary)?;
         file.write_all(bytes)?;
-        file.set_permissions(fs::Permissions::from_mode(mode))?;
+        if let Some(mode) = mode {
+            file.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
         file.sync_all()?;
         fs::rename(&temporary, path)?;
         if let Some(folder) = path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
@@ -199,6 +214,22 @@ mod tests {
         let err = edit(&path, true, |_| Ok(())).unwrap_err();
         assert!(err.contains("line 2 column"), "{err}");
         assert_eq!(fs::read_to_string(&path).unwrap(), "{\n  \"mcpServers\": {,\n}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_linked_file_is_edited_where_it_is() {
+        let dir = scratch("linked");
+        fs::create_dir_all(dir.join("dotfiles")).unwrap();
+        fs::write(dir.join("dotfiles/mcp.json"), "{}").unwrap();
+        std::os::unix::fs::symlink(dir.join("dotfiles/mcp.json"), dir.join("mcp.json")).unwrap();
+        edit(&dir.join("mcp.json"), true, |doc| {
+            doc.insert("k".into(), json!(1));
+            Ok(())
+        })
+        .unwrap();
+        assert!(fs::symlink_metadata(dir.join("mcp.json")).unwrap().file_type().is_symlink());
+        assert!(fs::read_to_string(dir.join("dotfiles/mcp.json")).unwrap().contains("\"k\": 1"));
         fs::remove_dir_all(dir).unwrap();
     }
 

@@ -383,7 +383,7 @@ impl Hub {
     /// # Errors
     /// The server is unknown or not connected, or the read failed.
     pub fn read_resource(&self, server: &str, uri: &str) -> Result<Vec<ResourceContents>, Error> {
-        let client = self.core.shared.client(server)?;
+        let client = self.core.shared.connected_client(server)?;
         client.read_resource(uri, &CallOptions::default()).map_err(|err| err.for_server(server))
     }
 
@@ -397,7 +397,7 @@ impl Hub {
         name: &str,
         arguments: Value,
     ) -> Result<PromptResult, Error> {
-        let client = self.core.shared.client(server)?;
+        let client = self.core.shared.connected_client(server)?;
         client
             .get_prompt(name, arguments, &CallOptions::default())
             .map_err(|err| err.for_server(server))

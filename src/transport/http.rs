@@ -603,7 +603,7 @@ impl HttpTransport {
             if event.data.trim().is_empty() {
                 continue; // Priming events carry only an id.
             }
-            if let Some(message) = self.deliver_bytes(event.data.as_bytes()) {
+            for message in self.deliver_json(event.data.as_bytes()) {
                 if let (Message::Response(response), Some(id)) = (&message, id) {
                     *answered |= response.id == RequestId::Number(id);
                 }
@@ -613,19 +613,21 @@ impl HttpTransport {
     }
 
     /// Delivers a JSON body: one message, or a batch.
-    fn deliver_json(&self, body: &[u8]) {
+    /// Delivers one message or a batch; returns what was delivered.
+    fn deliver_json(&self, body: &[u8]) -> Vec<Message> {
         // Only a batch is parsed twice; a single message goes straight through.
         if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'[') {
-            self.deliver_bytes(body);
-            return;
+            return self.deliver_bytes(body).into_iter().collect();
         }
         match serde_json::from_slice::<Vec<Value>>(body) {
-            Ok(batch) => {
-                for item in batch {
-                    self.deliver_bytes(item.to_string().as_bytes());
-                }
+            Ok(batch) => batch
+                .into_iter()
+                .filter_map(|item| self.deliver_bytes(item.to_string().as_bytes()))
+                .collect(),
+            Err(err) => {
+                log::warn!("{}: the answer is not a JSON batch: {err}", self.server);
+                Vec::new()
             }
-            Err(err) => log::warn!("{}: the answer is not a JSON batch: {err}", self.server),
         }
     }
 
