@@ -409,3 +409,32 @@ mod tests {
         assert!(split_words("   ").is_err());
     }
 }
+
+pub(super) fn expose(
+    files: &ConfigFiles,
+    name: &str,
+    mode: &str,
+    tool: Option<&str>,
+    project: bool,
+) -> u8 {
+    // Where the server is defined, unless -l asks for the project file.
+    let scope = if project {
+        Scope::Project
+    } else {
+        files.defined_in(name).first().copied().unwrap_or(Scope::User)
+    };
+    match files.set_exposure(scope, name, mode, tool) {
+        Ok(path) => {
+            match tool {
+                Some(pattern) => println!(
+                    "Set the exposure of {name:?} tools matching {pattern:?} to {mode} in {}.",
+                    path.display()
+                ),
+                None => println!("Set the exposure of {name:?} to {mode} in {}.", path.display()),
+            }
+            println!("Check it with: tether tools --server {name}");
+            EXIT_OK
+        }
+        Err(err) => report(&err),
+    }
+}

@@ -50,7 +50,9 @@ Configuration:
            [--bearer-token-env-var VAR] [--description TEXT]
   add                             (on a terminal) asks for each setting
   remove NAME [-l | --user]       remove a server (-l: from the project file)
-  enable NAME, disable NAME       turn a server on or off where it is defined
+    enable NAME, disable NAME       turn a server on or off where it is defined
+  expose NAME MODE [--tool PATTERN] [-l]
+                                  how its tools reach the model: direct, deferred, hidden
   trust [DIR], untrust [DIR]      let a project's .mcp.json start servers (or not)
     import FILE                     copy servers from Claude, Cursor or VS Code config
 
@@ -156,6 +158,12 @@ enum Command {
         lines: usize,
         follow: bool,
     },
+    Expose {
+        name: String,
+        mode: String,
+        tool: Option<String>,
+        project: bool,
+    },
 }
 
 /// Runs the command line and returns the process exit code.
@@ -200,6 +208,9 @@ pub fn main() -> ExitCode {
         Command::Enable { name, enabled } => manage::enable(&files, &name, enabled),
         Command::Trust { dir, trusted } => manage::trust(&files, dir, trusted),
         Command::Import { file } => manage::import(&files, &file),
+        Command::Expose { name, mode, tool, project } => {
+            manage::expose(&files, &name, &mode, tool.as_deref(), project)
+        }
         Command::Logs { server, lines, follow } => {
             logs::logs(&files.config_dir, server.as_deref(), lines, follow)
         }
@@ -256,6 +267,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
                     "resources" | "prompts" => parse_browse(&mut parser, &word)?,
                     "read" | "prompt" => parse_fetch(&mut parser, &word)?,
                     "logs" => parse_logs(&mut parser)?,
+                    "expose" => parse_expose(&mut parser)?,
                     "call" => parse_call(&mut parser)?,
                     "add" => Command::Add(manage::parse_add(&mut parser)?),
                     "remove" => parse_remove(&mut parser)?,
@@ -379,6 +391,26 @@ fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
         return Err("usage: tether call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]".into());
     };
     Ok(Command::Call { server, tool, arguments: positional.next(), timeout, json })
+}
+
+fn parse_expose(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut positional, mut tool, mut project) = (Vec::new(), None, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("tool") => tool = Some(parser.value()?.string()?),
+            Short('l') | Long("local") | Long("project") => project = true,
+            Value(word) if positional.len() < 2 => positional.push(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let mut positional = positional.into_iter();
+    match (positional.next(), positional.next()) {
+        (Some(name), Some(mode)) => Ok(Command::Expose { name, mode, tool, project }),
+        _ => {
+            Err("usage: tether expose SERVER direct|deferred|hidden|codemode [--tool PATTERN] [-l]"
+                .into())
+        }
+    }
 }
 
 fn parse_logs(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {

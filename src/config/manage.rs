@@ -164,6 +164,58 @@ impl ConfigFiles {
         Ok((scope, path))
     }
 
+    /// Sets a server's `exposure`, or one `toolExposure` pattern, in a
+    /// scope's file. In the project file a server it does not define gets an
+    /// entry that only overrides exposure. Returns the file.
+    ///
+    /// # Errors
+    /// An unknown mode, no such server in that (user) file, or a file that
+    /// cannot be rewritten.
+    pub fn set_exposure(
+        &self,
+        scope: Scope,
+        name: &str,
+        mode: &str,
+        tool: Option<&str>,
+    ) -> Result<PathBuf, Error> {
+        if !matches!(mode, "direct" | "deferred" | "hidden" | "codemode") {
+            return Err(Error::Config(format!(
+                "{mode:?} is not an exposure; use direct, deferred, hidden or codemode"
+            )));
+        }
+        check_name(name).map_err(|why| Error::Config(format!("the server name {name:?} {why}")))?;
+        self.edit_servers(scope, |servers, shown| {
+            let key = servers.keys().find(|key| name_key(key) == name_key(name)).cloned();
+            let key = match key {
+                Some(key) => key,
+                None if scope == Scope::Project => {
+                    servers.insert(name.to_owned(), Value::Object(Map::new()));
+                    name.to_owned()
+                }
+                None => return Err(format!("{shown} has no server named {name:?}")),
+            };
+            let Some(Value::Object(entry)) = servers.get_mut(&key) else {
+                return Err(format!("{shown}: server {key:?} is not an object"));
+            };
+            match tool {
+                None => {
+                    entry.insert("exposure".into(), Value::String(mode.to_owned()));
+                }
+                Some(pattern) => {
+                    let patterns =
+                        entry.entry("toolExposure").or_insert_with(|| Value::Object(Map::new()));
+                    let Value::Object(patterns) = patterns else {
+                        return Err(format!(
+                            "{shown}: server {key:?}: \"toolExposure\" is not an object"
+                        ));
+                    };
+                    patterns.insert(pattern.to_owned(), Value::String(mode.to_owned()));
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// What a project's `.mcp.json` would start: `(name, command line)` as written.
     ///
     /// # Errors

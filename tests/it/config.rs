@@ -619,3 +619,26 @@ fn import_keeps_other_clients_text_as_text() {
     };
     assert_eq!(stdio.env["PASSWORD"], "pa$$w0rd");
 }
+
+#[test]
+fn expose_sets_exposure_where_the_server_is_defined_or_overrides_it_in_the_project() {
+    let setup =
+        Setup::new(Some(json!({"fx": {"command": "x", "toolExposure": {"keep": "direct"}}})), None);
+    assert_eq!(setup.run(&["expose", "fx", "deferred"], &[]).0, 0);
+    assert_eq!(setup.run(&["expose", "fx", "hidden", "--tool", "delete_*"], &[]).0, 0);
+    let entry = &setup.user_file()["mcpServers"]["fx"];
+    assert_eq!(entry["exposure"], "deferred");
+    assert_eq!(entry["toolExposure"], json!({"keep": "direct", "delete_*": "hidden"}));
+    // -l writes an override-only entry in the project file.
+    assert_eq!(setup.run(&["expose", "fx", "hidden", "-l"], &[]).0, 0);
+    assert_eq!(setup.project_file(), json!({"mcpServers": {"fx": {"exposure": "hidden"}}}));
+    let config = ConfigLoader::new()
+        .config_dir(setup.config.path())
+        .project_dir(setup.project.path())
+        .environment(vec![("TETHER_TRUST_PROJECT".into(), "1".into())])
+        .load();
+    assert_eq!(config.server("fx").unwrap().exposure, tether::Exposure::Hidden);
+    let (code, _, err) = setup.run(&["expose", "fx", "loud"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not an exposure"), "{err}");
+}
