@@ -395,21 +395,6 @@ pub(super) fn import(files: &ConfigFiles, source: &Path) -> u8 {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn words_split_with_quotes() {
-        assert_eq!(
-            split_words(r#"npx -y "@scope/pkg" 'a b' """#).unwrap(),
-            ["npx", "-y", "@scope/pkg", "a b", ""]
-        );
-        assert!(split_words("a 'b").is_err());
-        assert!(split_words("   ").is_err());
-    }
-}
-
 pub(super) fn expose(
     files: &ConfigFiles,
     name: &str,
@@ -436,5 +421,20 @@ pub(super) fn expose(
             EXIT_OK
         }
         Err(err) => report(&err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_split_with_quotes() {
+        assert_eq!(
+            split_words(r#"npx -y "@scope/pkg" 'a b' """#).unwrap(),
+            ["npx", "-y", "@scope/pkg", "a b", ""]
+        );
+        assert!(split_words("a 'b").is_err());
+        assert!(split_words("   ").is_err());
     }
 }
