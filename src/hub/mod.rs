@@ -404,30 +404,61 @@ impl Hub {
     }
 
     /// Runs a list request on every connected server with `capability`.
-    fn gather<T>(
+    /// Every server is asked at once (one scoped thread each), so a slow
+    /// server delays the listing by its own time only, not by the sum.
+    fn gather<T: Send>(
         &self,
         capability: &str,
-        list: impl Fn(&Client, &CallOptions) -> Result<Vec<T>, Error>,
+        list: impl Fn(&Client, &CallOptions) -> Result<Vec<T>, Error> + Sync,
     ) -> (Vec<Offered<T>>, Vec<Error>) {
-        let mut items = Vec::new();
-        let mut errors = Vec::new();
-        for slot in self.core.shared.slots().iter() {
-            let client = {
+        let offering: Vec<(String, Arc<Client>)> = self
+            .core
+            .shared
+            .slots()
+            .iter()
+            .filter_map(|slot| {
                 let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
                 let offers =
                     state.info.as_ref().is_some_and(|info| info.has_capability(capability));
                 match (&state.client, state.state) {
-                    (Some(client), ServerState::Ready) if offers => Arc::clone(client),
-                    _ => continue,
+                    (Some(client), ServerState::Ready) if offers => {
+                        Some((slot.config.name.clone(), Arc::clone(client)))
+                    }
+                    _ => None,
                 }
-            };
-            match list(&client, &CallOptions::default()) {
-                Ok(found) => items.extend(
-                    found
-                        .into_iter()
-                        .map(|item| Offered { server: slot.config.name.clone(), item }),
-                ),
-                Err(err) => errors.push(err.for_server(&slot.config.name)),
+            })
+            .collect();
+        let answers: Vec<(String, Result<Vec<T>, Error>)> = thread::scope(|scope| {
+            let list = &list;
+            let asks: Vec<_> = offering
+                .iter()
+                .map(|(name, client)| {
+                    let asked = thread::Builder::new()
+                        .name(format!("{name}-list"))
+                        .spawn_scoped(scope, move || list(client, &CallOptions::default()));
+                    (name, client, asked)
+                })
+                .collect();
+            asks.into_iter()
+                .map(|(name, client, asked)| {
+                    let answer = match asked {
+                        Ok(handle) => handle
+                            .join()
+                            .unwrap_or_else(|_| Err(Error::Protocol("listing panicked".into()))),
+                        // No thread to be had: ask on this one.
+                        Err(_) => list(client, &CallOptions::default()),
+                    };
+                    (name.clone(), answer)
+                })
+                .collect()
+        });
+        let mut items = Vec::new();
+        let mut errors = Vec::new();
+        for (name, answer) in answers {
+            match answer {
+                Ok(found) => items
+                    .extend(found.into_iter().map(|item| Offered { server: name.clone(), item })),
+                Err(err) => errors.push(err.for_server(&name)),
             }
         }
         (items, errors)
