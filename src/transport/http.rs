@@ -152,6 +152,8 @@ struct State {
     legacy_error: Option<String>,
     legacy_started: bool,
     workers: usize,
+    /// The server answered the GET stream with 405.
+    no_get_stream: bool,
 }
 
 /// Just enough of an outgoing frame to route it.
@@ -585,7 +587,14 @@ impl HttpTransport {
         }
         if !content_type.starts_with("application/json") && body.iter().all(u8::is_ascii_whitespace)
         {
-            // 202 Accepted for a request: the answer comes on the GET stream.
+            // 202 Accepted for a request: the answer comes on the GET stream,
+            // if there is one; without it, it never comes.
+            if self.state.lock().unwrap().no_get_stream {
+                // Poisoned only if a holder panicked.
+                return Err(Error::Protocol(
+                    "the server accepted the request without answering, and offers no stream to answer on".into(),
+                ));
+            }
             return Ok(());
         }
         self.deliver_json(&body);
@@ -705,6 +714,7 @@ impl HttpTransport {
             match self.open_get(last_id.as_deref(), None) {
                 Ok(response) if response.status().as_u16() == 405 => {
                     log::debug!("{}: the server offers no GET stream (405)", self.server);
+                    self.state.lock().unwrap().no_get_stream = true; // Poisoned only if a holder panicked.
                     return;
                 }
                 Ok(mut response) if response.status().is_success() => {
