@@ -263,8 +263,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
                 let word = word.string()?;
                 args.command = Some(match word.as_str() {
                     "list" => parse_list(&mut parser)?,
-                    "tools" => parse_tools(&mut parser)?,
-                    "resources" | "prompts" => parse_browse(&mut parser, &word)?,
+                    "tools" | "resources" | "prompts" => parse_listing(&mut parser, &word)?,
                     "read" | "prompt" => parse_fetch(&mut parser, &word)?,
                     "logs" => parse_logs(&mut parser)?,
                     "expose" => parse_expose(&mut parser)?,
@@ -319,7 +318,9 @@ fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     Ok(Command::List { names, scope, json })
 }
 
-fn parse_tools(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+/// `tools`, `resources` and `prompts` take the same options:
+/// `[--server NAME] [--json]`.
+fn parse_listing(parser: &mut lexopt::Parser, command: &str) -> Result<Command, lexopt::Error> {
     let (mut server, mut json) = (None, false);
     while let Some(arg) = parser.next()? {
         match arg {
@@ -328,22 +329,10 @@ fn parse_tools(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
             _ => return Err(arg.unexpected()),
         }
     }
-    Ok(Command::Tools { server, json })
-}
-
-fn parse_browse(parser: &mut lexopt::Parser, command: &str) -> Result<Command, lexopt::Error> {
-    let (mut server, mut json) = (None, false);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("server") => server = Some(parser.value()?.string()?),
-            Long("json") => json = true,
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    Ok(if command == "resources" {
-        Command::Resources { server, json }
-    } else {
-        Command::Prompts { server, json }
+    Ok(match command {
+        "tools" => Command::Tools { server, json },
+        "resources" => Command::Resources { server, json },
+        _ => Command::Prompts { server, json },
     })
 }
 
