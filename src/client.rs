@@ -22,7 +22,7 @@ use serde_json::{json, Map, Value};
 
 use crate::error::{CloseReason, Error, Timeout};
 use crate::host::{self, DefaultHost, Host};
-use crate::jsonrpc::{self, Message, Notification, Request, RequestId, RpcError};
+use crate::jsonrpc::{Frame, Message, Notification, Request, RequestId, RpcError};
 use crate::protocol::{
     Progress, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool,
     ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
@@ -225,12 +225,15 @@ impl Client {
         Ok(client)
     }
 
-    /// Runs `initialize` and sends `notifications/initialized`.
+    /// Runs `initialize` and sends `notifications/initialized`; returns once
+    /// the session is open (over HTTP: the GET stream answered), all within
+    /// `timeout`.
     ///
     /// # Errors
     /// A failed or timed-out handshake, a malformed result, or an unsupported
     /// revision (the connection is then closed).
     pub fn initialize(&self, timeout: Duration) -> Result<&ServerInfo, Error> {
+        let deadline = Instant::now() + timeout;
         let params = json!({
             "protocolVersion": LATEST_PROTOCOL_VERSION,
             "capabilities": host::client_capabilities(&*self.options.host),
@@ -239,6 +242,7 @@ impl Client {
         let options = CallOptions {
             timeout: Some(timeout),
             max_total_timeout: Some(timeout),
+            deadline: Some(deadline),
             ..CallOptions::default()
         };
         let result = self
@@ -256,8 +260,14 @@ impl Client {
             info.version,
             info.protocol_version
         );
-        self.notify("notifications/initialized", None)?;
+        let initialized = Frame::notification("notifications/initialized", None);
+        let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
+        outlet.begin_session(initialized, &info.protocol_version, deadline)?;
         Ok(self.info.get_or_init(|| info))
+    }
+
+    fn disconnected(&self) -> Error {
+        Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof))
     }
 
     /// A server that sent only garbage times out; say so rather than just "timed out".
@@ -329,7 +339,7 @@ impl Client {
         // Whatever happens from here (even a panicking progress callback),
         // the pending entry goes when this call does.
         let _pending = PendingGuard { router: &self.router, id };
-        let frame = jsonrpc::encode_request(&RequestId::Number(id), method, params.as_ref());
+        let frame = Frame::request(id, method, params.as_ref());
         drop(params);
         if self.router.send(frame).is_err() {
             return Err(Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof)));
@@ -449,7 +459,7 @@ impl Client {
         if let Some(reason) = self.close_reason() {
             return Err(Error::Disconnected(reason));
         }
-        let frame = jsonrpc::encode_notification(method, params.as_ref());
+        let frame = Frame::notification(method, params.as_ref());
         self.router
             .send(frame)
             .map_err(|_| Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof)))
@@ -719,8 +729,12 @@ struct Router {
 }
 
 impl Router {
-    fn send(&self, frame: Vec<u8>) -> Result<(), Closed> {
-        self.outlet.get().ok_or(Closed)?.send(frame)
+    fn outlet(&self) -> Result<&Arc<dyn Outlet>, Closed> {
+        self.outlet.get().ok_or(Closed)
+    }
+
+    fn send(&self, frame: Frame) -> Result<(), Closed> {
+        self.outlet()?.send(frame)
     }
 
     fn register(&self, id: i64, waiter: Waiter) -> Result<(), Error> {
@@ -789,8 +803,7 @@ impl Inbox for Router {
                 self.deliver_progress(notification.params);
             }
             Message::Request(request) if request.method == "ping" => {
-                let frame = jsonrpc::encode_response(&request.id, &Ok(json!({})));
-                let _ = self.send(frame);
+                let _ = self.send(Frame::response(&request.id, &Ok(json!({}))));
             }
             Message::Request(request) => {
                 if let Err(TrySendError::Full(Event::Request(request))) =
@@ -801,7 +814,7 @@ impl Inbox for Router {
                         message: "the client is busy; try again".into(),
                         data: None,
                     };
-                    let _ = self.send(jsonrpc::encode_response(&request.id, &Err(busy)));
+                    let _ = self.send(Frame::response(&request.id, &Err(busy)));
                 }
             }
             Message::Notification(notification) => {
@@ -864,8 +877,7 @@ fn events_loop(
                 if let Err(error) = &outcome {
                     log::debug!("{server}: answered {} with an error: {error}", request.method);
                 }
-                let frame = jsonrpc::encode_response(&request.id, &outcome);
-                let _ = router.send(frame);
+                let _ = router.send(Frame::response(&request.id, &outcome));
             }
             Event::Notification(notification) => {
                 log::debug!("{server}: notification {}", notification.method);

@@ -172,21 +172,53 @@ fn to_bytes<T: Serialize>(message: &T) -> Vec<u8> {
     serde_json::to_vec(message).expect("JSON-RPC message serializes")
 }
 
-/// Encodes a request as one JSON text (no newline).
-pub fn encode_request(id: &RequestId, method: &str, params: Option<&Value>) -> Vec<u8> {
-    to_bytes(&OutgoingRequest { jsonrpc: "2.0", id, method, params })
+/// One outgoing message, encoded as one JSON text (no newline), with what a
+/// transport routes by, so that nothing below the client parses it again.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    /// The encoded message.
+    pub bytes: Vec<u8>,
+    /// A request's id; `None` for notifications and responses.
+    pub id: Option<i64>,
+    /// A request's or notification's method; `None` for a response.
+    pub method: Option<String>,
 }
 
-/// Encodes a notification as one JSON text (no newline).
-pub fn encode_notification(method: &str, params: Option<&Value>) -> Vec<u8> {
-    to_bytes(&OutgoingNotification { jsonrpc: "2.0", method, params })
-}
+impl Frame {
+    /// A request with a numeric id (tether's ids are numbers).
+    pub fn request(id: i64, method: &str, params: Option<&Value>) -> Frame {
+        let bytes = to_bytes(&OutgoingRequest {
+            jsonrpc: "2.0",
+            id: &RequestId::Number(id),
+            method,
+            params,
+        });
+        Frame { bytes, id: Some(id), method: Some(method.to_owned()) }
+    }
 
-/// Encodes a response as one JSON text (no newline).
-pub fn encode_response(id: &RequestId, outcome: &Result<Value, RpcError>) -> Vec<u8> {
-    match outcome {
-        Ok(result) => to_bytes(&OutgoingResult { jsonrpc: "2.0", id, result }),
-        Err(error) => to_bytes(&OutgoingError { jsonrpc: "2.0", id, error }),
+    /// A notification.
+    pub fn notification(method: &str, params: Option<&Value>) -> Frame {
+        let bytes = to_bytes(&OutgoingNotification { jsonrpc: "2.0", method, params });
+        Frame { bytes, id: None, method: Some(method.to_owned()) }
+    }
+
+    /// A response to a server's request.
+    pub fn response(id: &RequestId, outcome: &Result<Value, RpcError>) -> Frame {
+        let bytes = match outcome {
+            Ok(result) => to_bytes(&OutgoingResult { jsonrpc: "2.0", id, result }),
+            Err(error) => to_bytes(&OutgoingError { jsonrpc: "2.0", id, error }),
+        };
+        Frame { bytes, id: None, method: None }
+    }
+
+    /// True for a request (it expects an answer).
+    pub fn is_request(&self) -> bool {
+        self.id.is_some()
+    }
+
+    /// True for a request or notification with this method.
+    pub fn is(&self, method: &str) -> bool {
+        self.method.as_deref() == Some(method)
     }
 }
 
@@ -277,12 +309,12 @@ mod tests {
     #[test]
     fn encodes_without_cloning_params() {
         let params = json!({"name": "echo"});
-        let bytes = encode_request(&RequestId::Number(1), "tools/call", Some(&params));
+        let bytes = Frame::request(1, "tools/call", Some(&params)).bytes;
         assert_eq!(
             String::from_utf8(bytes).unwrap(),
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#
         );
-        let bytes = encode_notification("notifications/initialized", None);
+        let bytes = Frame::notification("notifications/initialized", None).bytes;
         assert_eq!(
             String::from_utf8(bytes).unwrap(),
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#

@@ -31,7 +31,6 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use serde::Deserialize;
 use serde_json::Value;
 use ureq::http::Response;
 use ureq::Body;
@@ -39,8 +38,7 @@ use ureq::Body;
 use crate::config::RemoteKind;
 use crate::error::{CloseReason, Error};
 use crate::framing::MAX_FRAME;
-use crate::jsonrpc::{self, Message, RequestId};
-use crate::protocol::ServerInfo;
+use crate::jsonrpc::{Frame, Message, RequestId};
 use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
 use crate::transport::sse::SseReader;
@@ -125,8 +123,8 @@ pub(crate) struct HttpTransport {
     /// Signalled when the legacy endpoint arrives (or cannot).
     endpoint_ready: Condvar,
     inbox: Mutex<Option<Arc<dyn Inbox>>>,
-    jobs: Mutex<Option<Sender<Vec<u8>>>>,
-    queue: Receiver<Vec<u8>>,
+    jobs: Mutex<Option<Sender<Frame>>>,
+    queue: Receiver<Frame>,
     idle_workers: AtomicUsize,
     /// Frames sent but not yet taken by a worker.
     queued: AtomicUsize,
@@ -146,7 +144,6 @@ struct State {
     session_id: Option<String>,
     protocol_version: Option<String>,
     initialize_frame: Option<Vec<u8>>,
-    initialize_id: Option<i64>,
     get_stream_started: bool,
     legacy_endpoint: Option<String>,
     legacy_error: Option<String>,
@@ -154,15 +151,6 @@ struct State {
     workers: usize,
     /// The server answered the GET stream with 405.
     no_get_stream: bool,
-}
-
-/// Just enough of an outgoing frame to route it.
-#[derive(Deserialize)]
-struct Probe {
-    #[serde(default)]
-    id: Option<Value>,
-    #[serde(default)]
-    method: Option<String>,
 }
 
 impl HttpTransport {
@@ -276,59 +264,50 @@ impl HttpTransport {
     }
 
     /// Sends one frame and delivers what comes back.
-    fn post(&self, frame: &[u8]) {
-        let probe: Probe = match serde_json::from_slice(frame) {
-            Ok(probe) => probe,
-            Err(err) => return log::warn!("{}: not sending a malformed frame: {err}", self.server),
-        };
-        let id = probe.id.as_ref().and_then(Value::as_i64);
-        let method = probe.method.as_deref();
-        if method == Some("initialize") {
-            let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
-            state.initialize_frame = Some(frame.to_vec());
-            state.initialize_id = id;
+    fn post(&self, frame: &Frame) {
+        let method = frame.method.as_deref();
+        if frame.is("initialize") {
+            self.state.lock().unwrap().initialize_frame = Some(frame.bytes.clone());
+            // Poisoned only if a holder panicked.
         }
-        let result = match self.mode() {
-            Mode::Legacy => self.post_legacy(frame, method),
-            Mode::Streamable | Mode::Undecided => self.post_streamable(frame, id, method),
-        };
-        if let Err(error) = result {
-            if self.is_closing() {
-                return;
-            }
-            match (id, method) {
-                (Some(id), Some(_)) => {
-                    if let Some(inbox) = self.inbox() {
-                        inbox.failed(id, error);
-                    }
+        let Err(error) = self.post_now(frame) else { return };
+        if self.is_closing() {
+            return;
+        }
+        match frame.id {
+            Some(id) => {
+                if let Some(inbox) = self.inbox() {
+                    inbox.failed(id, error);
                 }
-                _ => log::warn!(
-                    "{}: sending {} failed: {error}",
-                    self.server,
-                    method.unwrap_or("a response")
-                ),
             }
+            None => log::warn!(
+                "{}: sending {} failed: {error}",
+                self.server,
+                method.unwrap_or("a response")
+            ),
         }
-        if method == Some("notifications/initialized") {
-            self.start_get_stream();
+    }
+
+    /// POSTs a frame on this thread, by the transport in use.
+    fn post_now(&self, frame: &Frame) -> Result<(), Error> {
+        let method = frame.method.as_deref();
+        match self.mode() {
+            Mode::Legacy => self.post_legacy(&frame.bytes, method),
+            Mode::Streamable | Mode::Undecided => self.post_streamable(frame),
         }
     }
 
     /// POSTs a frame to the Streamable HTTP endpoint, with retries, session
     /// renewal and the fallback to the legacy transport.
-    fn post_streamable(
-        &self,
-        frame: &[u8],
-        id: Option<i64>,
-        method: Option<&str>,
-    ) -> Result<(), Error> {
-        let is_request = id.is_some() && method.is_some();
+    fn post_streamable(&self, frame: &Frame) -> Result<(), Error> {
+        let (id, method) = (frame.id, frame.method.as_deref());
+        let is_request = frame.is_request();
         let repeatable = method != Some("tools/call");
         let mut renewed_session = false;
         let mut attempt = 0;
         loop {
             let sent_session = self.state.lock().unwrap().session_id.clone(); // Poisoned only if a holder panicked.
-            let response = self.send_post(&self.target.url, frame, is_request, true);
+            let response = self.send_post(&self.target.url, &frame.bytes, is_request, true);
             let retryable = match response {
                 Err(err) => {
                     if self.is_closing() {
@@ -384,7 +363,7 @@ impl HttpTransport {
                             );
                             self.state.lock().unwrap().mode = Some(Mode::Legacy); // Poisoned only if a holder panicked.
                             self.start_legacy_stream()?;
-                            return self.post_legacy(frame, method);
+                            return self.post_legacy(&frame.bytes, method);
                         }
                         401 => return Err(unauthorized(&response, &redact_url(&self.target.url))),
                         408 | 429 | 500..=599 => Err(http_error(&mut response)),
@@ -495,7 +474,7 @@ impl HttpTransport {
         self.remember_session(&response);
         // Drain the answer so that the connection can be reused.
         let _ = response.body_mut().as_reader().take(MAX_FRAME as u64).read_to_end(&mut Vec::new());
-        let initialized = jsonrpc::encode_notification("notifications/initialized", None);
+        let initialized = Frame::notification("notifications/initialized", None).bytes;
         match self.send_post(&self.target.url, &initialized, false, true) {
             Ok(response) if response.status().is_success() => Ok(()),
             Ok(mut response) => Err(http_error(&mut response)),
@@ -640,7 +619,7 @@ impl HttpTransport {
         }
     }
 
-    /// Parses and delivers one message; notes the negotiated revision.
+    /// Parses and delivers one message.
     fn deliver_bytes(&self, bytes: &[u8]) -> Option<Message> {
         let message = match Message::parse(bytes) {
             Ok(message) => message,
@@ -650,18 +629,6 @@ impl HttpTransport {
             }
         };
         log::trace!("{} <- {}", self.server, String::from_utf8_lossy(bytes));
-        if let Message::Response(response) = &message {
-            let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
-            if state.initialize_id.is_some()
-                && Some(&response.id) == state.initialize_id.map(RequestId::Number).as_ref()
-            {
-                if let Ok(result) = &response.outcome {
-                    if let Ok(info) = ServerInfo::from_initialize_result(result) {
-                        state.protocol_version = Some(info.protocol_version);
-                    }
-                }
-            }
-        }
         let inbox = self.inbox()?;
         inbox.deliver(message.clone());
         Some(message)
@@ -690,8 +657,10 @@ impl HttpTransport {
         }
     }
 
-    /// Opens the GET stream for server-initiated messages, once.
-    fn start_get_stream(&self) {
+    /// Opens the GET stream for server-initiated messages, once, and waits
+    /// (at most until `deadline`) until the server has answered it, so that
+    /// nothing the server sends on it during the first request is lost.
+    fn open_get_stream(&self, deadline: Instant) {
         {
             let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
             if state.get_stream_started || state.mode != Some(Mode::Streamable) {
@@ -699,25 +668,35 @@ impl HttpTransport {
             }
             state.get_stream_started = true;
         }
+        let (answered, first_answer) = crossbeam_channel::bounded(1);
         let name = format!("{}-http-get", self.server);
-        if let Err(err) = self.spawn_thread(name, |me| me.run_get_stream()) {
-            log::warn!("{}: cannot start the GET stream thread: {err}", self.server);
+        if let Err(err) = self.spawn_thread(name, |me| me.run_get_stream(answered)) {
+            return log::warn!("{}: cannot start the GET stream thread: {err}", self.server);
+        }
+        // Any answer will do (a 405 means there is no stream); a dropped
+        // sender means the thread is gone.
+        if let Err(RecvTimeoutError::Timeout) = first_answer.recv_deadline(deadline) {
+            log::debug!("{}: the GET stream has not answered; going on without it", self.server);
         }
     }
 
-    /// Keeps the GET stream open, reopening it when it drops.
-    fn run_get_stream(&self) {
+    /// Keeps the GET stream open, reopening it when it drops; `answered`
+    /// hears of the first answer.
+    fn run_get_stream(&self, answered: Sender<()>) {
+        let mut answered = Some(answered);
         let mut last_id: Option<String> = None;
         let mut backoff = DEFAULT_RETRY;
         while !self.is_closing() {
             let mut pause = backoff;
-            match self.open_get(last_id.as_deref(), None) {
+            let opened = self.open_get(last_id.as_deref(), None);
+            match opened {
                 Ok(response) if response.status().as_u16() == 405 => {
                     log::debug!("{}: the server offers no GET stream (405)", self.server);
                     self.state.lock().unwrap().no_get_stream = true; // Poisoned only if a holder panicked.
                     return;
                 }
                 Ok(mut response) if response.status().is_success() => {
+                    answered.take().map(|answered| answered.send(()));
                     backoff = DEFAULT_RETRY;
                     let mut reader =
                         SseReader::new(BufReader::new(response.body_mut().as_reader()), MAX_FRAME);
@@ -742,6 +721,7 @@ impl HttpTransport {
                     backoff = (backoff * 2).min(MAX_GET_BACKOFF);
                 }
             }
+            answered.take();
             if !self.pause(pause) {
                 return;
             }
@@ -916,11 +896,11 @@ impl HttpTransport {
 }
 
 impl Outlet for HttpTransport {
-    fn send(&self, frame: Vec<u8>) -> Result<(), Closed> {
+    fn send(&self, frame: Frame) -> Result<(), Closed> {
         if self.is_closing() {
             return Err(Closed);
         }
-        log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame));
+        log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
         {
             let jobs = self.jobs.lock().unwrap(); // Poisoned only if a holder panicked.
             self.queued.fetch_add(1, Ordering::AcqRel);
@@ -943,6 +923,28 @@ impl Outlet for HttpTransport {
                 log::warn!("{}: cannot start an HTTP worker: {err}", self.server);
             }
         }
+        Ok(())
+    }
+
+    /// `initialized` is POSTed on the caller's thread, so it is answered
+    /// before any request goes out; then the GET stream opens.
+    fn begin_session(
+        &self,
+        initialized: Frame,
+        protocol_version: &str,
+        deadline: Instant,
+    ) -> Result<(), Error> {
+        self.state.lock().unwrap().protocol_version = Some(protocol_version.to_owned()); // Poisoned only if a holder panicked.
+        if self.is_closing() {
+            return Err(Error::Disconnected(CloseReason::Shutdown));
+        }
+        log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&initialized.bytes));
+        // The server learns nothing new from a failure here; the requests
+        // that follow will say what is wrong.
+        if let Err(err) = self.post_now(&initialized) {
+            log::warn!("{}: sending notifications/initialized failed: {err}", self.server);
+        }
+        self.open_get_stream(deadline);
         Ok(())
     }
 }

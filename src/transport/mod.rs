@@ -13,9 +13,10 @@ mod sse;
 pub(crate) mod stdio;
 
 use std::io;
+use std::time::Instant;
 
 use crate::error::{CloseReason, Error};
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{Frame, Message};
 
 /// Where a transport's reader delivers what arrives.
 pub(crate) trait Inbox: Send + Sync {
@@ -30,11 +31,29 @@ pub(crate) trait Inbox: Send + Sync {
 
 /// Where the client writes frames: a pipe, or HTTP requests.
 pub(crate) trait Outlet: Send + Sync {
-    /// Sends one encoded JSON-RPC message (no framing).
+    /// Sends one message. Returns once it is written (stdio) or handed to
+    /// a worker (HTTP); frames sent one after another from one thread may
+    /// still travel side by side over HTTP.
     ///
     /// # Errors
     /// [`outbox::Closed`] once nothing more can be sent.
-    fn send(&self, frame: Vec<u8>) -> Result<(), outbox::Closed>;
+    fn send(&self, frame: Frame) -> Result<(), outbox::Closed>;
+
+    /// Completes the session start once `initialize` has been answered with
+    /// `protocol_version`: sends `initialized` so that it is on the wire
+    /// before this returns (no request can overtake it), and opens whatever
+    /// else the session needs before the first request (HTTP: the GET stream
+    /// for server-initiated messages, waited for until it answers, at most
+    /// until `deadline`).
+    ///
+    /// # Errors
+    /// `initialized` could not be sent.
+    fn begin_session(
+        &self,
+        initialized: Frame,
+        protocol_version: &str,
+        deadline: Instant,
+    ) -> Result<(), Error>;
 }
 
 /// A running transport, as the client sees it once connected.

@@ -417,3 +417,88 @@ fn the_cli_lists_and_calls_remote_servers() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
     assert_eq!(stdout_of(&output), "via cli\n");
 }
+
+/// Accepts every elicitation with the name "tether".
+struct NamingHost;
+
+impl Host for NamingHost {
+    fn handles_elicitation(&self) -> bool {
+        true
+    }
+
+    fn elicit(&self, _server: &str, _params: &Value) -> Result<Value, tether::RpcError> {
+        Ok(json!({"action": "accept", "content": {"name": "tether"}}))
+    }
+}
+
+fn index_of(log: &[Value], found: impl Fn(&Value) -> bool) -> Option<usize> {
+    log.iter().position(found)
+}
+
+// Issue 8: `notifications/initialized` must be on the wire before any other
+// request, and the GET stream open before `connect` returns.
+#[test]
+fn issue_8_the_session_starts_in_order() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--get-stream", "--session"]);
+    for round in 0..20 {
+        let client = connect(&server, RemoteKind::StreamableHttp);
+        client.list_tools(&CallOptions::default()).unwrap();
+        let log = http_log(&client);
+        client.close().unwrap();
+        // This client's requests: from its (last) initialize on.
+        let start = log.iter().rposition(|entry| entry["rpc_method"] == "initialize").unwrap();
+        let log = &log[start..];
+        let initialized = index_of(log, |e| e["rpc_method"] == "notifications/initialized");
+        let tools_list = index_of(log, |e| e["rpc_method"] == "tools/list");
+        let get = index_of(log, |e| e["method"] == "GET");
+        let first_call = index_of(log, |e| e["rpc_method"] == "tools/call");
+        assert!(initialized < tools_list, "round {round}: {log:?}");
+        assert!(get.is_some() && get < tools_list && get < first_call, "round {round}: {log:?}");
+    }
+}
+
+// Issue 8: a server that asks on the GET stream while a tool runs (the
+// TypeScript SDK's servers do, for requests not tied to a POST) is answered.
+#[test]
+fn issue_8_an_elicitation_on_the_get_stream_during_a_call_is_answered() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--get-stream", "--session"]);
+    for round in 0..20 {
+        let client_options = ClientOptions { host: Arc::new(NamingHost), ..options(10_000) };
+        let client =
+            Client::connect("web", &server.target(RemoteKind::StreamableHttp), client_options)
+                .unwrap();
+        let started = Instant::now();
+        let result = client.call_tool("elicit_on_get", json!({}), &CallOptions::default()).unwrap();
+        assert!(!result.is_error(), "round {round}: {}", result.to_text());
+        assert!(result.to_text().contains("tether"), "round {round}: {}", result.to_text());
+        assert_quick(started, Duration::from_secs(3), "an elicitation on the GET stream");
+        client.close().unwrap();
+    }
+}
+
+// Issue 8: with the GET stream open from the start, the only GET after a
+// dropped response stream is the resumption with `Last-Event-ID`.
+#[test]
+fn issue_8_a_dropped_stream_is_resumed_with_last_event_id_every_time() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(
+        &tag,
+        &["--get-stream", "--session", "--drop-stream-after", "2", "--retry", "50"],
+    );
+    for round in 0..20 {
+        let client = connect(&server, RemoteKind::StreamableHttp);
+        assert_eq!(echo(&client, "resumed").unwrap(), "resumed", "round {round}");
+        let log = http_log(&client);
+        client.close().unwrap();
+        let start = log.iter().rposition(|entry| entry["rpc_method"] == "initialize").unwrap();
+        let log = &log[start..];
+        let echo_post = index_of(log, |e| e["rpc_method"] == "tools/call").unwrap();
+        let after: Vec<&Value> = log[echo_post..].iter().filter(|e| e["method"] == "GET").collect();
+        assert!(!after.is_empty(), "round {round}: no resumption: {log:?}");
+        for get in after {
+            assert!(get["headers"]["last-event-id"].is_string(), "round {round}: {get}");
+        }
+    }
+}

@@ -350,3 +350,34 @@ fn the_cli_browses_resources_and_prompts() {
     let prompt = run(&["prompt", "ev", "args-prompt", r#"{"city": "Lyon"}"#]);
     assert!(prompt.starts_with("user: ") && prompt.contains("Lyon"), "{prompt}");
 }
+
+// Issue 8: over Streamable HTTP the session starts in order and the GET
+// stream is open before the first call, so what the server asks while a tool
+// runs (an elicitation, its roots) is answered every time.
+#[test]
+fn issue_8_server_everything_asks_during_calls_over_streamable_http() {
+    let (argv, env) = interop_setup::everything_server_http("streamableHttp");
+    let server = interop_setup::spawn_http_server(&argv, &env);
+    let transport =
+        Transport::Http(HttpTarget::new(&server.url("/mcp"), RemoteKind::StreamableHttp));
+    for round in 0..20 {
+        let host = std::sync::Arc::new(FullHost::default());
+        let client_options = ClientOptions { host: host.clone(), ..options() };
+        let client = Client::connect("everything", &transport, client_options).unwrap();
+        let elicited = client
+            .call_tool("trigger-elicitation-request", json!({}), &CallOptions::default())
+            .unwrap();
+        assert!(
+            elicited.to_text().contains("Ada Lovelace"),
+            "round {round}: {}",
+            elicited.to_text()
+        );
+        let roots = client.call_tool("get-roots-list", json!({}), &CallOptions::default()).unwrap();
+        assert!(
+            roots.to_text().contains("file:///srv/project"),
+            "round {round}: {}",
+            roots.to_text()
+        );
+        client.close().unwrap();
+    }
+}
