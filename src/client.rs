@@ -27,6 +27,7 @@ use crate::protocol::{
     Progress, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool,
     ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
 };
+use crate::sync::lock;
 use crate::threads::NamedThread;
 use crate::transport::http::{HttpTarget, HttpTransport};
 use crate::transport::outbox::{Closed, Outbox};
@@ -115,12 +116,12 @@ impl CancelHandle {
     pub fn cancel(&self) {
         // Dropping the only sender disconnects the channel, which wakes
         // every receiver at once.
-        self.trigger.lock().unwrap().take(); // Poisoned only if a holder panicked.
+        lock(&self.trigger).take();
     }
 
     /// True once `cancel` was called.
     pub fn is_cancelled(&self) -> bool {
-        self.trigger.lock().unwrap().is_none() // Poisoned only if a holder panicked.
+        lock(&self.trigger).is_none()
     }
 }
 
@@ -218,7 +219,7 @@ impl Client {
         match events_thread {
             Ok(thread) => {
                 let _ = client.events_thread_id.set(thread.id());
-                *client.events_thread.lock().unwrap() = Some(thread); // Poisoned only if a holder panicked.
+                *lock(&client.events_thread) = Some(thread);
             }
             Err(err) => return Err(Error::Io(err)),
         }
@@ -306,7 +307,7 @@ impl Client {
 
     /// Why the connection closed, if it did.
     pub fn close_reason(&self) -> Option<CloseReason> {
-        self.router.state.lock().unwrap().closed.clone() // Poisoned only if a holder panicked.
+        lock(&self.router.state).closed.clone()
     }
 
     /// Sends a request and waits for its result.
@@ -640,13 +641,12 @@ impl Client {
         self.router.closed(CloseReason::Shutdown);
         let result = self.endpoint.close();
         let _ = self.router.events.try_send(Event::Stop);
-        self.stop_events.lock().unwrap().take(); // Poisoned only if a holder panicked.
+        lock(&self.stop_events).take();
         let on_events_thread = self.events_thread_id.get() == Some(&std::thread::current().id());
         // A host may close from inside its own callback, on the events
         // thread: that thread cannot join itself; it ends after the callback.
         if !on_events_thread {
-            if let Some(thread) = self.events_thread.lock().unwrap().take() {
-                // Poisoned only if a holder panicked.
+            if let Some(thread) = lock(&self.events_thread).take() {
                 thread.join_within(EVENTS_JOIN_WAIT);
             }
         }
@@ -738,7 +738,7 @@ impl Router {
     }
 
     fn register(&self, id: i64, waiter: Waiter) -> Result<(), Error> {
-        let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        let mut state = lock(&self.state);
         if let Some(reason) = &state.closed {
             return Err(Error::Disconnected(reason.clone()));
         }
@@ -748,12 +748,12 @@ impl Router {
 
     /// Removes a waiter; false when it was already gone (answered or closed).
     fn forget(&self, id: i64) -> bool {
-        self.state.lock().unwrap().waiters.remove(&id).is_some() // Poisoned only if a holder panicked.
+        lock(&self.state).waiters.remove(&id).is_some()
     }
 
     fn deliver_response(&self, id: RequestId, outcome: Result<Value, RpcError>) {
         let waiter = match &id {
-            RequestId::Number(n) => self.state.lock().unwrap().waiters.remove(n), // Poisoned only if a holder panicked.
+            RequestId::Number(n) => lock(&self.state).waiters.remove(n),
             RequestId::String(_) => None,
         };
         match waiter {
@@ -770,9 +770,8 @@ impl Router {
     fn deliver_progress(&self, params: Option<Value>) {
         let params = params.unwrap_or(Value::Null);
         let token = params.get("progressToken").and_then(Value::as_i64);
-        // Poisoned only if a holder panicked.
         let waiter = token.and_then(|token| {
-            let state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            let state = lock(&self.state);
             state
                 .waiters
                 .get(&token)
@@ -827,7 +826,7 @@ impl Inbox for Router {
 
     fn closed(&self, reason: CloseReason) {
         let waiters = {
-            let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            let mut state = lock(&self.state);
             if state.closed.is_some() {
                 return;
             }
@@ -842,7 +841,7 @@ impl Inbox for Router {
     }
 
     fn failed(&self, id: i64, error: Error) {
-        let waiter = self.state.lock().unwrap().waiters.remove(&id); // Poisoned only if a holder panicked.
+        let waiter = lock(&self.state).waiters.remove(&id);
         match waiter {
             Some(waiter) => {
                 let _ = waiter.replies.send(Reply::Failed(error));

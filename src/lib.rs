@@ -42,6 +42,7 @@ mod protocol;
 mod registry;
 mod search;
 mod shaping;
+mod sync;
 mod threads;
 mod transport;
 

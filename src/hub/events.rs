@@ -20,6 +20,7 @@ use super::Shared;
 use crate::clock;
 use crate::host::{Host, Root};
 use crate::jsonrpc::{Notification, RpcError};
+use crate::sync::lock;
 use crate::threads::NamedThread;
 
 /// How long a burst of list changes is gathered before re-listing.
@@ -204,13 +205,13 @@ impl Events {
 
     /// Starts the re-list thread; it holds the hub only weakly.
     pub(super) fn start(&self, shared: &Arc<Shared>) {
-        let Some(queue) = self.queue.lock().unwrap().take() else { return }; // Poisoned only if a holder panicked.
+        let Some(queue) = lock(&self.queue).take() else { return };
         let stopped = self.stopped.clone();
         let weak = Arc::downgrade(shared);
         match NamedThread::spawn("tether-relist".into(), move || {
             run_relist(&weak, &queue, &stopped)
         }) {
-            Ok(thread) => *self.thread.lock().unwrap() = Some(thread), // Poisoned only if a holder panicked.
+            Ok(thread) => *lock(&self.thread) = Some(thread),
             Err(err) => {
                 log::warn!("cannot start the re-list thread: {err}; list changes will be missed")
             }
@@ -218,12 +219,11 @@ impl Events {
     }
 
     pub(super) fn stop(&self) {
-        self.stop.lock().unwrap().take(); // Poisoned only if a holder panicked.
+        lock(&self.stop).take();
     }
 
     pub(super) fn join(&self) {
-        if let Some(thread) = self.thread.lock().unwrap().take() {
-            // Poisoned only if a holder panicked.
+        if let Some(thread) = lock(&self.thread).take() {
             thread.join_within(Duration::from_secs(5));
         }
     }

@@ -39,6 +39,7 @@ use crate::protocol::{
     ToolResult,
 };
 use crate::registry::{NameStyle, RegisteredTool, ToolRegistry};
+use crate::sync::{lock, wait_timeout};
 use crate::transport::http::HttpTarget;
 
 /// How the hub starts and names things.
@@ -273,14 +274,14 @@ impl Hub {
             shared.slots().iter().map(|slot| slot.config.start_timeout).max().unwrap_or_default();
         // Each start is bounded by its own timeout; the slack covers spawning.
         let deadline = Instant::now() + longest + Duration::from_secs(5);
-        let mut pending = shared.pending_starts.lock().unwrap(); // Poisoned only if a holder panicked.
+        let mut pending = lock(&shared.pending_starts);
         while *pending > 0 {
             let now = Instant::now();
             if now >= deadline {
                 log::warn!("{} server(s) still starting past their start timeout", *pending);
                 return;
             }
-            pending = shared.all_started.wait_timeout(pending, deadline - now).unwrap().0;
+            pending = wait_timeout(&shared.all_started, pending, deadline - now);
         }
     }
 
@@ -336,7 +337,7 @@ impl Hub {
         let slot = shared.slot(server).ok_or_else(|| Error::UnknownServer(server.to_owned()))?;
         let name = &slot.config.name;
         let client = shared.connected_client(name)?;
-        let tools = Arc::clone(&slot.state.lock().unwrap().tools); // Poisoned only if a holder panicked.
+        let tools = Arc::clone(&lock(&slot.state).tools);
         let tool_name = if tools.iter().any(|listed| listed.name == tool) {
             tool.to_owned()
         } else {
@@ -417,7 +418,7 @@ impl Hub {
             .slots()
             .iter()
             .filter_map(|slot| {
-                let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+                let state = lock(&slot.state);
                 let offers =
                     state.info.as_ref().is_some_and(|info| info.has_capability(capability));
                 match (&state.client, state.state) {
@@ -470,8 +471,7 @@ impl Hub {
         let shared = &self.core.shared;
         let mut statuses: Vec<ServerStatus> =
             shared.slots().iter().map(|slot| slot.status()).collect();
-        statuses.extend(shared.failed_entries.lock().unwrap().iter().map(|entry| {
-            // Poisoned only if a holder panicked.
+        statuses.extend(lock(&shared.failed_entries).iter().map(|entry| {
             let hint =
                 entry.source.as_ref().map(|file| format!("fix the entry in {}", file.display()));
             ServerStatus::never_started(
@@ -482,8 +482,7 @@ impl Hub {
                 hint,
             )
         }));
-        statuses.extend(shared.untrusted.lock().unwrap().iter().map(|entry| {
-            // Poisoned only if a holder panicked.
+        statuses.extend(lock(&shared.untrusted).iter().map(|entry| {
             let project = entry.source.parent().map_or_else(|| ".".into(), |dir| dir.display().to_string());
             let hint = format!(
                 "the project is not trusted; it would run: {}; trust it with: tether trust {project}",
@@ -498,7 +497,7 @@ impl Hub {
     /// (`notifications/roots/list_changed`); they ask again with `roots/list`.
     pub fn notify_roots_changed(&self) {
         for slot in self.core.shared.slots() {
-            let client = slot.state.lock().unwrap().client.clone(); // Poisoned only if a holder panicked.
+            let client = lock(&slot.state).client.clone();
             if let Some(client) = client {
                 if let Err(err) = client.notify_roots_changed() {
                     log::debug!("{}: could not tell it the roots changed: {err}", slot.config.name);
@@ -516,7 +515,7 @@ impl Hub {
 
 impl HubCore {
     fn shutdown(&self) {
-        let mut shut_down = self.shut_down.lock().unwrap(); // Poisoned only if a holder panicked.
+        let mut shut_down = lock(&self.shut_down);
         if *shut_down {
             return;
         }
@@ -526,17 +525,14 @@ impl HubCore {
         // client after this point sees the flag and closes it itself.
         {
             // Under the starters' lock, so that no start begins after this.
-            let _starters = shared.starters.lock().unwrap(); // Poisoned only if a holder panicked.
+            let _starters = lock(&shared.starters);
             shared.shutting_down.store(true, Ordering::SeqCst);
         }
         // A reconnect or refresh in progress finishes first (and then sees the flag).
-        let _no_reconnects = shared.reconnecting.lock().unwrap(); // Poisoned only if a holder panicked.
+        let _no_reconnects = lock(&shared.reconnecting);
         shared.events.stop();
-        let clients: Vec<Arc<Client>> = shared
-            .slots()
-            .iter()
-            .filter_map(|slot| slot.state.lock().unwrap().client.take()) // Poisoned only if a holder panicked.
-            .collect();
+        let clients: Vec<Arc<Client>> =
+            shared.slots().iter().filter_map(|slot| lock(&slot.state).client.take()).collect();
         thread::scope(|scope| {
             for client in &clients {
                 let closer = thread::Builder::new()
@@ -547,7 +543,7 @@ impl HubCore {
                 }
             }
         });
-        let starters = std::mem::take(&mut *shared.starters.lock().unwrap()); // Poisoned only if a holder panicked.
+        let starters = std::mem::take(&mut *lock(&shared.starters));
         for starter in starters {
             let _ = starter.join();
         }
@@ -563,7 +559,7 @@ impl Drop for HubCore {
 
 impl Shared {
     fn registry(&self) -> Arc<ToolRegistry> {
-        Arc::clone(&self.registry.lock().unwrap()) // Poisoned only if a holder panicked.
+        Arc::clone(&lock(&self.registry))
     }
 
     fn is_shutting_down(&self) -> bool {
@@ -571,7 +567,7 @@ impl Shared {
     }
 
     fn slots(&self) -> Vec<Arc<Slot>> {
-        self.slots.lock().unwrap().clone() // Poisoned only if a holder panicked.
+        lock(&self.slots).clone()
     }
 
     fn slot(&self, name: &str) -> Option<Arc<Slot>> {
@@ -583,11 +579,11 @@ impl Shared {
     fn spawn_start(self: &Arc<Self>, slot: Arc<Slot>) {
         // Checked under the starters' lock: shutdown takes the same lock to
         // join them, so no start slips in after it.
-        let mut starters = self.starters.lock().unwrap(); // Poisoned only if a holder panicked.
+        let mut starters = lock(&self.starters);
         if self.is_shutting_down() {
             return;
         }
-        *self.pending_starts.lock().unwrap() += 1; // Poisoned only if a holder panicked.
+        *lock(&self.pending_starts) += 1;
         let shared = Arc::clone(self);
         let thread_slot = Arc::clone(&slot);
         let started = thread::Builder::new()
@@ -604,7 +600,7 @@ impl Shared {
 
     fn client(&self, server: &str) -> Result<Arc<Client>, Error> {
         let slot = self.slot(server).ok_or_else(|| Error::UnknownServer(server.to_owned()))?;
-        let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        let state = lock(&slot.state);
         match (&state.client, state.state) {
             (Some(client), ServerState::Ready) => Ok(Arc::clone(client)),
             _ => Err(Error::NotConnected { state: state.state.label().to_owned() }
@@ -640,7 +636,7 @@ impl Shared {
             Ok(client) => Arc::new(client),
             Err(err) => return self.settle_failed(slot, err, None),
         };
-        slot.state.lock().unwrap().client = Some(Arc::clone(&client)); // Poisoned only if a holder panicked.
+        lock(&slot.state).client = Some(Arc::clone(&client));
         if self.shutting_down.load(Ordering::SeqCst) {
             let _ = client.close();
             return self.settle_failed(
@@ -653,7 +649,7 @@ impl Shared {
             Ok((info, tools, warnings)) => {
                 slot.ever_ready.store(true, Ordering::SeqCst);
                 {
-                    let mut state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+                    let mut state = lock(&slot.state);
                     state.state = ServerState::Ready;
                     state.tools = Arc::new(tools);
                     state.info = Some(info);
@@ -686,7 +682,7 @@ impl Shared {
         let stderr_tail =
             client.and_then(Client::stderr_tail).filter(|tail| !tail.trim().is_empty());
         {
-            let mut state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            let mut state = lock(&slot.state);
             state.hint = hint_for(&err, &slot.config);
             state.error = Some(error_chain(&err));
             state.stderr_tail = stderr_tail;
@@ -698,7 +694,7 @@ impl Shared {
     }
 
     fn settled(&self) {
-        let mut pending = self.pending_starts.lock().unwrap(); // Poisoned only if a holder panicked.
+        let mut pending = lock(&self.pending_starts);
         *pending = pending.saturating_sub(1);
         self.all_started.notify_all();
     }
@@ -715,7 +711,7 @@ impl Shared {
                     tools.retain(|tool| allowed.contains(&tool.name));
                 }
                 log::info!("{server}: tools changed; now {}", tools.len());
-                slot.state.lock().unwrap().tools = Arc::new(tools); // Poisoned only if a holder panicked.
+                lock(&slot.state).tools = Arc::new(tools);
                 self.rebuild_registry();
             }
             Err(err) => log::warn!("{server}: re-listing tools failed: {err}"),
@@ -726,12 +722,12 @@ impl Shared {
         // Held from snapshot to store, so that two servers becoming ready at
         // once cannot store their snapshots out of order. Only plain data is
         // touched meanwhile (slot locks are never held while taking this one).
-        let mut registry = self.registry.lock().unwrap(); // Poisoned only if a holder panicked.
+        let mut registry = lock(&self.registry);
         let slots = self.slots();
         let ready: Vec<(String, Arc<Vec<Tool>>)> = slots
             .iter()
             .filter_map(|slot| {
-                let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+                let state = lock(&slot.state);
                 (state.state == ServerState::Ready)
                     .then(|| (slot.config.name.clone(), Arc::clone(&state.tools)))
             })
@@ -780,12 +776,12 @@ impl Slot {
     fn status(&self) -> ServerStatus {
         // The client's stderr tail may wait for the stream to end: read it
         // with the slot unlocked, so that a lost server stalls nothing else.
-        let client = self.state.lock().unwrap().client.clone(); // Poisoned only if a holder panicked.
+        let client = lock(&self.state).client.clone();
         let lost = client
             .as_ref()
             .and_then(|client| client.close_reason().map(|reason| (reason, client.stderr_tail())))
             .filter(|(reason, _)| *reason != crate::error::CloseReason::Shutdown);
-        let state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        let state = lock(&self.state);
         let info = state.info.as_ref();
         ServerStatus {
             name: self.config.name.clone(),

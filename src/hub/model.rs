@@ -18,6 +18,7 @@ use crate::config::Exposure;
 use crate::error::Error;
 use crate::protocol::ToolResult;
 use crate::search::{SearchDoc, SearchIndex};
+use crate::sync::lock;
 
 /// The tool that finds deferred tools.
 pub const TOOL_SEARCH: &str = "tool_search";
@@ -54,7 +55,7 @@ impl Hub {
             self.wait_for_direct_servers();
         }
         let registry = shared.registry();
-        let discovered = shared.discovered.lock().unwrap().clone(); // Poisoned only if a holder panicked.
+        let discovered = lock(&shared.discovered).clone();
         let mut tools = Vec::new();
         let mut any_deferred = false;
         for entry in registry.tools() {
@@ -189,7 +190,7 @@ impl Hub {
         let found: Vec<_> =
             index.search(query, limit).into_iter().map(|(index, _)| candidates[index]).collect();
         {
-            let mut discovered = shared.discovered.lock().unwrap(); // Poisoned only if a holder panicked.
+            let mut discovered = lock(&shared.discovered);
             discovered.extend(found.iter().map(|entry| entry.qualified_name.clone()));
         }
         if found.is_empty() {
@@ -225,7 +226,7 @@ impl Hub {
             .iter()
             .map(|slot| {
                 let description = slot.config.description.clone().or_else(|| {
-                    let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+                    let state = lock(&slot.state);
                     state
                         .info
                         .as_ref()
@@ -238,7 +239,7 @@ impl Hub {
 
     fn any_server_offers(&self, capability: &str) -> bool {
         self.core.shared.slots().iter().any(|slot| {
-            let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            let state = lock(&slot.state);
             state.state == ServerState::Ready
                 && state.info.as_ref().is_some_and(|info| info.has_capability(capability))
         })
@@ -257,10 +258,7 @@ impl Hub {
                 continue;
             }
             let deadline = Instant::now() + slot.config.start_timeout;
-            while slot.state.lock().unwrap().state == ServerState::Connecting
-                && Instant::now() < deadline
-            {
-                // Poisoned only if a holder panicked. The start thread settles
+            while lock(&slot.state).state == ServerState::Connecting && Instant::now() < deadline {
                 // it within the start timeout; poll finely, as this wait is short.
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
@@ -269,7 +267,7 @@ impl Hub {
 
     /// The deferred tools `tool_search` has found so far.
     pub fn discovered_tools(&self) -> HashSet<String> {
-        self.core.shared.discovered.lock().unwrap().clone() // Poisoned only if a holder panicked.
+        lock(&self.core.shared.discovered).clone()
     }
 }
 

@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::{Hub, ServerState, Shared, Slot};
 use crate::client::Client;
 use crate::error::{CloseReason, Error};
+use crate::sync::lock;
 
 /// What a `refresh` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -41,7 +42,7 @@ impl Hub {
         let shared = &self.core.shared;
         let mut report = RefreshReport::default();
         // One refresh or reconnect at a time: each replaces slots.
-        let _exclusive = shared.reconnecting.lock().unwrap(); // Poisoned only if a holder panicked.
+        let _exclusive = lock(&shared.reconnecting);
         if shared.is_shutting_down() {
             return report;
         }
@@ -81,8 +82,8 @@ impl Hub {
                         report.stopped.push(old.config.name.clone());
                     }
                 }
-                *shared.failed_entries.lock().unwrap() = config.failed; // Poisoned only if a holder panicked.
-                *shared.untrusted.lock().unwrap() = config.untrusted; // Poisoned only if a holder panicked.
+                *lock(&shared.failed_entries) = config.failed;
+                *lock(&shared.untrusted) = config.untrusted;
             }
             None => new_slots = old_slots.clone(),
         }
@@ -95,7 +96,7 @@ impl Hub {
                 report.restarted.push(slot.config.name.clone());
             }
         }
-        *shared.slots.lock().unwrap() = new_slots; // Poisoned only if a holder panicked.
+        *lock(&shared.slots) = new_slots;
         close_all(&retired);
         for slot in to_start {
             shared.spawn_start(slot);
@@ -117,7 +118,7 @@ impl Shared {
         if client.close_reason().is_none_or(|reason| reason == CloseReason::Shutdown) {
             return Ok(client);
         }
-        let _one_at_a_time = self.reconnecting.lock().unwrap(); // Poisoned only if a holder panicked.
+        let _one_at_a_time = lock(&self.reconnecting);
         if self.is_shutting_down() {
             return Err(Error::Disconnected(CloseReason::Shutdown));
         }
@@ -131,7 +132,7 @@ impl Shared {
         log::info!("{server}: the connection dropped; reconnecting once");
         let fresh = Arc::new(current.successor());
         {
-            let mut slots = self.slots.lock().unwrap(); // Poisoned only if a holder panicked.
+            let mut slots = lock(&self.slots);
             for slot in slots.iter_mut() {
                 if Arc::ptr_eq(slot, &current) {
                     *slot = Arc::clone(&fresh);
@@ -139,7 +140,7 @@ impl Shared {
             }
         }
         close_all(&[current]);
-        *self.pending_starts.lock().unwrap() += 1; // Poisoned only if a holder panicked.
+        *lock(&self.pending_starts) += 1;
         self.start_server(&fresh);
         self.client(server)
     }
@@ -148,7 +149,7 @@ impl Shared {
 /// True when the server was ready and its connection has since closed, or
 /// it ran once and a reconnect since failed.
 fn has_dropped(slot: &Slot) -> bool {
-    let state = slot.state.lock().unwrap(); // Poisoned only if a holder panicked.
+    let state = lock(&slot.state);
     if state.state == ServerState::Failed
         && slot.ever_ready.load(std::sync::atomic::Ordering::SeqCst)
     {
@@ -165,7 +166,7 @@ fn has_dropped(slot: &Slot) -> bool {
 /// Closes the clients of these slots, in parallel.
 fn close_all(slots: &[Arc<Slot>]) {
     let clients: Vec<Arc<Client>> =
-        slots.iter().filter_map(|slot| slot.state.lock().unwrap().client.take()).collect(); // Poisoned only if a holder panicked.
+        slots.iter().filter_map(|slot| lock(&slot.state).client.take()).collect();
     std::thread::scope(|scope| {
         for client in &clients {
             let closer = std::thread::Builder::new()

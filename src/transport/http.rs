@@ -39,6 +39,7 @@ use crate::config::RemoteKind;
 use crate::error::{CloseReason, Error};
 use crate::framing::MAX_FRAME;
 use crate::jsonrpc::{Frame, Message, RequestId};
+use crate::sync::{lock, wait_timeout};
 use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
 use crate::transport::sse::SseReader;
@@ -214,11 +215,11 @@ impl HttpTransport {
     }
 
     fn mode(&self) -> Mode {
-        self.state.lock().unwrap().mode.unwrap_or(Mode::Undecided) // Poisoned only if a holder panicked.
+        lock(&self.state).mode.unwrap_or(Mode::Undecided)
     }
 
     fn inbox(&self) -> Option<Arc<dyn Inbox>> {
-        self.inbox.lock().unwrap().clone() // Poisoned only if a holder panicked.
+        lock(&self.inbox).clone()
     }
 
     fn is_closing(&self) -> bool {
@@ -239,7 +240,7 @@ impl HttpTransport {
         let Some(me) = self.myself.upgrade() else { return Ok(()) };
         // Checked under the threads' lock: close takes it to join them all,
         // so no thread starts after that.
-        let mut threads = self.threads.lock().unwrap(); // Poisoned only if a holder panicked.
+        let mut threads = lock(&self.threads);
         if self.is_closing() {
             return Ok(());
         }
@@ -267,8 +268,7 @@ impl HttpTransport {
     fn post(&self, frame: &Frame) {
         let method = frame.method.as_deref();
         if frame.is("initialize") {
-            self.state.lock().unwrap().initialize_frame = Some(frame.bytes.clone());
-            // Poisoned only if a holder panicked.
+            lock(&self.state).initialize_frame = Some(frame.bytes.clone());
         }
         let Err(error) = self.post_now(frame) else { return };
         if self.is_closing() {
@@ -306,7 +306,7 @@ impl HttpTransport {
         let mut renewed_session = false;
         let mut attempt = 0;
         loop {
-            let sent_session = self.state.lock().unwrap().session_id.clone(); // Poisoned only if a holder panicked.
+            let sent_session = lock(&self.state).session_id.clone();
             let response = self.send_post(&self.target.url, &frame.bytes, is_request, true);
             let retryable = match response {
                 Err(err) => {
@@ -323,8 +323,7 @@ impl HttpTransport {
                     match status {
                         200..=299 => {
                             if method == Some("initialize") {
-                                self.state.lock().unwrap().mode = Some(Mode::Streamable);
-                                // Poisoned only if a holder panicked.
+                                lock(&self.state).mode = Some(Mode::Streamable);
                             }
                             self.remember_session(&response);
                             return if is_request {
@@ -338,9 +337,9 @@ impl HttpTransport {
                             && method != Some("initialize") =>
                         {
                             renewed_session = true;
-                            let _one_renewal = self.renewal.lock().unwrap(); // Poisoned only if a holder panicked.
-                                                                             // Another worker may have renewed it meanwhile.
-                            if self.state.lock().unwrap().session_id == sent_session {
+                            let _one_renewal = lock(&self.renewal);
+                            // Another worker may have renewed it meanwhile.
+                            if lock(&self.state).session_id == sent_session {
                                 log::info!(
                                     "{}: the session expired; starting a new one",
                                     self.server
@@ -361,7 +360,7 @@ impl HttpTransport {
                                 "{}: initialize got HTTP {status}; trying the legacy HTTP+SSE transport",
                                 self.server
                             );
-                            self.state.lock().unwrap().mode = Some(Mode::Legacy); // Poisoned only if a holder panicked.
+                            lock(&self.state).mode = Some(Mode::Legacy);
                             self.start_legacy_stream()?;
                             return self.post_legacy(&frame.bytes, method);
                         }
@@ -428,7 +427,7 @@ impl HttpTransport {
         if let (Some(token), false) = (&self.target.bearer_token, has_authorization) {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
-        let state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        let state = lock(&self.state);
         if let (Some(session), true) = (&state.session_id, with_session) {
             request = request.header("Mcp-Session-Id", session.as_str());
         }
@@ -444,7 +443,7 @@ impl HttpTransport {
         if let Some(session) =
             response.headers().get("mcp-session-id").and_then(|value| value.to_str().ok())
         {
-            let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            let mut state = lock(&self.state);
             if state.session_id.as_deref() != Some(session) {
                 log::debug!("{}: session {session}", self.server);
                 state.session_id = Some(session.to_owned());
@@ -457,7 +456,7 @@ impl HttpTransport {
     fn renew_session(&self) -> Result<(), Error> {
         // The old id stays in place (other workers keep using it) until the
         // new one arrives with the answer to initialize.
-        let initialize = self.state.lock().unwrap().initialize_frame.clone(); // Poisoned only if a holder panicked.
+        let initialize = lock(&self.state).initialize_frame.clone();
         let Some(initialize) = initialize else {
             return Err(Error::Http {
                 status: Some(404),
@@ -568,8 +567,7 @@ impl HttpTransport {
         {
             // 202 Accepted for a request: the answer comes on the GET stream,
             // if there is one; without it, it never comes.
-            if self.state.lock().unwrap().no_get_stream {
-                // Poisoned only if a holder panicked.
+            if lock(&self.state).no_get_stream {
                 return Err(Error::Protocol(
                     "the server accepted the request without answering, and offers no stream to answer on".into(),
                 ));
@@ -662,7 +660,7 @@ impl HttpTransport {
     /// nothing the server sends on it during the first request is lost.
     fn open_get_stream(&self, deadline: Instant) {
         {
-            let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            let mut state = lock(&self.state);
             if state.get_stream_started || state.mode != Some(Mode::Streamable) {
                 return;
             }
@@ -692,7 +690,7 @@ impl HttpTransport {
             match opened {
                 Ok(response) if response.status().as_u16() == 405 => {
                     log::debug!("{}: the server offers no GET stream (405)", self.server);
-                    self.state.lock().unwrap().no_get_stream = true; // Poisoned only if a holder panicked.
+                    lock(&self.state).no_get_stream = true;
                     return;
                 }
                 Ok(mut response) if response.status().is_success() => {
@@ -731,7 +729,7 @@ impl HttpTransport {
     /// Opens the legacy SSE stream (once); its first event names the endpoint.
     fn start_legacy_stream(&self) -> Result<(), Error> {
         {
-            let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            let mut state = lock(&self.state);
             if state.legacy_started {
                 return Ok(());
             }
@@ -779,7 +777,7 @@ impl HttpTransport {
                     match self.resolve_endpoint(event.data.trim()) {
                         Ok(endpoint) => {
                             log::debug!("{}: legacy endpoint {endpoint}", self.server);
-                            self.state.lock().unwrap().legacy_endpoint = Some(endpoint); // Poisoned only if a holder panicked.
+                            lock(&self.state).legacy_endpoint = Some(endpoint);
                             self.endpoint_ready.notify_all();
                         }
                         Err(why) => {
@@ -801,7 +799,7 @@ impl HttpTransport {
     }
 
     fn legacy_failed(&self, why: String) {
-        let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        let mut state = lock(&self.state);
         if state.legacy_error.is_none() {
             state.legacy_error = Some(why);
         }
@@ -835,7 +833,7 @@ impl HttpTransport {
     fn post_legacy(&self, frame: &[u8], method: Option<&str>) -> Result<(), Error> {
         let endpoint = {
             let deadline = Instant::now() + self.target.endpoint_wait;
-            let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            let mut state = lock(&self.state);
             loop {
                 if let Some(endpoint) = &state.legacy_endpoint {
                     break endpoint.clone();
@@ -853,7 +851,7 @@ impl HttpTransport {
                         ),
                     });
                 }
-                state = self.endpoint_ready.wait_timeout(state, deadline - now).unwrap().0;
+                state = wait_timeout(&self.endpoint_ready, state, deadline - now);
             }
         };
         let repeatable = method != Some("tools/call");
@@ -902,7 +900,7 @@ impl Outlet for HttpTransport {
         }
         log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
         {
-            let jobs = self.jobs.lock().unwrap(); // Poisoned only if a holder panicked.
+            let jobs = lock(&self.jobs);
             self.queued.fetch_add(1, Ordering::AcqRel);
             jobs.as_ref().ok_or(Closed)?.send(frame).map_err(|_| Closed)?;
         }
@@ -911,7 +909,7 @@ impl Outlet for HttpTransport {
         // means one more worker.
         if self.queued.load(Ordering::Acquire) > self.idle_workers.load(Ordering::Acquire) {
             let number = {
-                let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+                let mut state = lock(&self.state);
                 if state.workers >= MAX_WORKERS {
                     return Ok(());
                 }
@@ -934,7 +932,7 @@ impl Outlet for HttpTransport {
         protocol_version: &str,
         deadline: Instant,
     ) -> Result<(), Error> {
-        self.state.lock().unwrap().protocol_version = Some(protocol_version.to_owned()); // Poisoned only if a holder panicked.
+        lock(&self.state).protocol_version = Some(protocol_version.to_owned());
         if self.is_closing() {
             return Err(Error::Disconnected(CloseReason::Shutdown));
         }
@@ -954,11 +952,11 @@ impl Endpoint for Arc<HttpTransport> {
         if self.closing.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        self.stop.lock().unwrap().take(); // Poisoned only if a holder panicked.
-        self.jobs.lock().unwrap().take(); // Poisoned only if a holder panicked.
+        lock(&self.stop).take();
+        lock(&self.jobs).take();
         let session = {
             // Notified under the lock, so a worker about to wait cannot miss it.
-            let state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            let state = lock(&self.state);
             self.endpoint_ready.notify_all();
             state.session_id.clone()
         };
@@ -974,15 +972,15 @@ impl Endpoint for Arc<HttpTransport> {
         }
         // Wakes every read still blocked on a socket.
         self.agent.clone().shutdown();
-        let threads = std::mem::take(&mut *self.threads.lock().unwrap()); // Poisoned only if a holder panicked.
-                                                                          // One deadline for them all, so many workers cannot add up.
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        // One deadline for them all, so many workers cannot add up.
         let deadline = Instant::now() + JOIN_WAIT;
         for thread in threads {
             thread.join_within(
                 deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10)),
             );
         }
-        self.inbox.lock().unwrap().take(); // Poisoned only if a holder panicked.
+        lock(&self.inbox).take();
         Ok(())
     }
 

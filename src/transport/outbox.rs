@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
+use crate::sync::lock;
 use crate::transport::{Inbox, Outlet};
 
 /// How long the writer waits for room in the pipe before checking for close.
@@ -69,7 +70,7 @@ impl Outbox {
     /// when writing fails.
     pub(crate) fn attach(&self, pipe: ChildStdin, inbox: Arc<dyn Inbox>) -> io::Result<()> {
         set_nonblocking(&pipe)?;
-        let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        let mut state = lock(&self.state);
         state.pipe = Some(Arc::new(pipe));
         state.inbox = Some(inbox);
         if !state.backlog.is_empty() {
@@ -84,7 +85,7 @@ impl Outbox {
     /// [`Closed`] once the outbox is closed or the pipe broke.
     pub(crate) fn send(&self, mut frame: Vec<u8>) -> Result<(), Closed> {
         frame.push(b'\n');
-        let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        let mut state = lock(&self.state);
         if self.closed.load(Ordering::Acquire) {
             return Err(Closed);
         }
@@ -127,7 +128,7 @@ impl Outbox {
     /// Closes the outbox and the connection, for this reason.
     fn fail(&self, reason: CloseReason) {
         log::debug!("{}: {reason}", self.server);
-        let inbox = self.state.lock().unwrap().inbox.take(); // Poisoned only if a holder panicked.
+        let inbox = lock(&self.state).inbox.take();
         self.close();
         if let Some(inbox) = inbox {
             inbox.closed(reason);
@@ -137,7 +138,7 @@ impl Outbox {
     /// Closes the pipe (the server sees end of input); queued frames are
     /// dropped. Idempotent.
     pub(crate) fn close(&self) {
-        let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+        let mut state = lock(&self.state);
         self.closed.store(true, Ordering::Release);
         state.pipe = None;
         state.inbox = None;
@@ -151,7 +152,7 @@ impl Outbox {
     pub(crate) fn run_writer(&self) {
         loop {
             let (pipe, batch) = {
-                let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+                let mut state = lock(&self.state);
                 loop {
                     if self.closed.load(Ordering::Acquire) {
                         state.writer_owns_pipe = false;

@@ -29,6 +29,7 @@ use crossbeam_channel::Sender;
 use crate::error::{CloseReason, Error};
 use crate::framing::{FrameError, FrameReader, MAX_FRAME};
 use crate::jsonrpc::Message;
+use crate::sync::{lock, wait_timeout};
 use crate::threads::NamedThread;
 use crate::transport::outbox::Outbox;
 use crate::transport::{Endpoint, Inbox};
@@ -163,7 +164,7 @@ pub(crate) fn spawn(
             Err(err) => failure = Some(err),
         }
     }
-    *endpoint.threads.lock().unwrap() = started; // Poisoned only if a holder panicked.
+    *lock(&endpoint.threads) = started;
     if let Some(err) = failure {
         let _ = endpoint.close();
         return Err(Error::Io(err));
@@ -174,7 +175,7 @@ pub(crate) fn spawn(
 impl ServerProcess {
     fn end(&self) -> io::Result<()> {
         let mut child = {
-            let mut state = self.state.lock().unwrap(); // Poisoned only if a holder panicked.
+            let mut state = lock(&self.state);
             match std::mem::replace(&mut *state, ProcessState::Ending) {
                 ProcessState::Running(child) => child,
                 ProcessState::Ending => {
@@ -186,7 +187,7 @@ impl ServerProcess {
                         if now >= deadline {
                             break;
                         }
-                        state = self.ended.wait_timeout(state, deadline - now).unwrap().0;
+                        state = wait_timeout(&self.ended, state, deadline - now);
                     }
                     return Ok(());
                 }
@@ -198,7 +199,7 @@ impl ServerProcess {
         };
         self.outbox.close();
         let result = end_process_group(&self.server, self.pid, &mut child);
-        *self.state.lock().unwrap() = ProcessState::Ended; // Poisoned only if a holder panicked.
+        *lock(&self.state) = ProcessState::Ended;
         self.ended.notify_all();
         result.map(|_| ())
     }
@@ -207,7 +208,7 @@ impl ServerProcess {
 impl Endpoint for StdioEndpoint {
     fn close(&self) -> io::Result<()> {
         let result = self.process.end();
-        let threads = std::mem::take(&mut *self.threads.lock().unwrap()); // Poisoned only if a holder panicked.
+        let threads = std::mem::take(&mut *lock(&self.threads));
         for thread in threads {
             thread.join_within(JOIN_WAIT);
         }
@@ -346,7 +347,7 @@ fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &StderrTail) {
             Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
-        tail.bytes.lock().unwrap().push(&chunk[..n]); // Poisoned only if a holder panicked.
+        lock(&tail.bytes).push(&chunk[..n]);
         if log::log_enabled!(log::Level::Debug) {
             partial_line.extend_from_slice(&chunk[..n]);
             while let Some(end) = partial_line.iter().position(|&byte| byte == b'\n') {
@@ -358,7 +359,7 @@ fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &StderrTail) {
             }
         }
     }
-    tail.bytes.lock().unwrap().ended = true; // Poisoned only if a holder panicked.
+    lock(&tail.bytes).ended = true;
     tail.changed.notify_all();
 }
 
@@ -374,13 +375,13 @@ impl StderrTail {
     /// that a server's last words before it exited are in it.
     fn text(&self, wait_for_end: Duration) -> String {
         let deadline = Instant::now() + wait_for_end;
-        let mut tail = self.bytes.lock().unwrap(); // Poisoned only if a holder panicked.
+        let mut tail = lock(&self.bytes);
         while !tail.ended {
             let now = Instant::now();
             if now >= deadline {
                 break;
             }
-            tail = self.changed.wait_timeout(tail, deadline - now).unwrap().0;
+            tail = wait_timeout(&self.changed, tail, deadline - now);
         }
         tail.text()
     }
