@@ -29,11 +29,9 @@ use crate::protocol::{
 };
 use crate::sync::lock;
 use crate::threads::NamedThread;
-use crate::transport::http::{HttpTarget, HttpTransport};
+use crate::transport::http::HttpTransport;
 use crate::transport::outbox::{Closed, Outbox};
-use crate::transport::{self, Endpoint, Inbox, Outlet};
-
-pub use crate::transport::stdio::StdioCommand;
+use crate::transport::{self, Endpoint, Inbox, Outlet, Transport};
 
 /// How long `close` waits for the events thread (it may be inside the host).
 const EVENTS_JOIN_WAIT: Duration = Duration::from_secs(1);
@@ -46,16 +44,6 @@ const PROGRESS_QUEUE: usize = 16;
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// A server that pages forever is cut off here.
 const MAX_PAGES: usize = 1000;
-
-/// How to reach a server.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum Transport {
-    /// A child process speaking over its stdin and stdout.
-    Stdio(StdioCommand),
-    /// A server at a URL (Streamable HTTP, or the legacy HTTP+SSE).
-    Http(HttpTarget),
-}
 
 /// Settings of one connection.
 #[derive(Clone)]
@@ -403,10 +391,7 @@ impl Client {
                     if let Some(outcome) = self.abandon(id, method, replies, "timed out") {
                         return outcome;
                     }
-                    return Err(Error::Timeout(Timeout {
-                        step: method.to_owned(),
-                        after: started.elapsed(),
-                    }));
+                    return Err(Error::Timeout(Timeout::request(method, started.elapsed())));
                 }
                 Wake::Cancelled => {
                     if let Some(outcome) =

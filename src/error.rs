@@ -9,6 +9,7 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
+use crate::hub::ServerState;
 use crate::jsonrpc::RpcError;
 
 /// Everything that can go wrong talking to an MCP server.
@@ -43,8 +44,8 @@ pub enum Error {
     UnknownServer(String),
     /// The server is configured but is not connected (failed, disabled, …).
     NotConnected {
-        /// The server's state, as `status` shows it.
-        state: String,
+        /// The server's state.
+        state: ServerState,
     },
     /// The configuration is invalid.
     Config(String),
@@ -66,11 +67,35 @@ pub enum Error {
 
 /// Which wait ran out, and after how long.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Timeout {
-    /// The request method (or step, such as `start`) that timed out.
-    pub step: String,
+    /// Which limit ran out.
+    pub step: Step,
+    /// The request that was waiting for its answer.
+    pub method: String,
     /// How long tether waited.
     pub after: Duration,
+}
+
+/// Which limit a [`Timeout`] ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Step {
+    /// A server's start (spawn, `initialize`, the first `tools/list`),
+    /// bounded by its start timeout.
+    Start {
+        /// The start timeout.
+        limit: Duration,
+    },
+    /// One request, bounded by its timeout (reset by progress up to its ceiling).
+    Request,
+}
+
+impl Timeout {
+    /// A request that timed out.
+    pub(crate) fn request(method: &str, after: Duration) -> Timeout {
+        Timeout { step: Step::Request, method: method.to_owned(), after }
+    }
 }
 
 /// Why a connection closed; cloned into every request it fails.
@@ -109,6 +134,19 @@ impl Error {
         }
     }
 
+    /// The same error, with a timeout marked as the server's start running out.
+    pub(crate) fn during_start(self, limit: Duration) -> Error {
+        match self {
+            Error::Timeout(timeout) => {
+                Error::Timeout(Timeout { step: Step::Start { limit }, ..timeout })
+            }
+            Error::Server { name, source } => {
+                Error::Server { name, source: Box::new(source.during_start(limit)) }
+            }
+            other => other,
+        }
+    }
+
     /// True when the server could not be reached or broke the protocol
     /// (the CLI's exit code 3), as opposed to bad input from the user.
     pub fn is_server_failure(&self) -> bool {
@@ -133,18 +171,20 @@ impl fmt::Display for Error {
             }
             Error::Rpc(rpc) => write!(f, "server error {}: {}", rpc.code, rpc.message),
             Error::Timeout(timeout) => {
-                write!(
-                    f,
-                    "timed out after {:.1} s waiting for {}",
-                    timeout.after.as_secs_f64(),
-                    timeout.step
-                )
+                let after = timeout.after.as_secs_f64();
+                write!(f, "timed out after {after:.1} s waiting for {}", timeout.method)?;
+                match timeout.step {
+                    Step::Start { limit } => write!(f, " (start timeout {limit:?})"),
+                    Step::Request => Ok(()),
+                }
             }
             Error::Cancelled => f.write_str("cancelled"),
             Error::Disconnected(reason) => write!(f, "connection closed: {reason}"),
             Error::UnknownTool(name) => write!(f, "no tool named {name:?}"),
             Error::UnknownServer(name) => write!(f, "no server named {name:?} is configured"),
-            Error::NotConnected { state } => write!(f, "server is not connected ({state})"),
+            Error::NotConnected { state } => {
+                write!(f, "server is not connected ({})", state.as_str())
+            }
             Error::Config(what) => write!(f, "invalid configuration: {what}"),
             Error::Http { status: Some(status), message } => write!(f, "HTTP {status}: {message}"),
             Error::Http { status: None, message } => write!(f, "HTTP: {message}"),

@@ -46,9 +46,7 @@ mod sync;
 mod threads;
 mod transport;
 
-pub use client::{
-    CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback, StdioCommand, Transport,
-};
+pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
 pub use clock::rfc3339;
 pub use config::{
     default_config_dir, Config, ConfigFiles, ConfigLoader, Exposure, FailedEntry, ImportReport,
@@ -56,7 +54,7 @@ pub use config::{
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT,
 };
 pub use environment::{host_environment, is_base_variable, stdio_command};
-pub use error::{CloseReason, Error, Timeout};
+pub use error::{CloseReason, Error, Step, Timeout};
 pub use framing::MAX_FRAME;
 pub use host::{DefaultHost, Host, Root};
 pub use hub::{
@@ -70,4 +68,4 @@ pub use protocol::{
 };
 pub use registry::{qualified_name, NameStyle, RegisteredTool, ToolRegistry, MAX_TOOL_NAME};
 pub use shaping::{check_schema, shape_result, ModelBlock, ModelResult, ResultLimits};
-pub use transport::http::HttpTarget;
+pub use transport::{HttpTarget, StdioCommand, Transport};

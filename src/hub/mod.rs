@@ -11,36 +11,30 @@
 mod events;
 mod model;
 mod refresh;
+mod state;
 
 pub use events::{LogFile, LogMessage, LogSink};
 pub use model::{ModelTool, TOOL_SEARCH};
 pub use refresh::RefreshReport;
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::SystemTime;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::client::{CallOptions, Client, ClientOptions, Transport};
+use crate::client::{CallOptions, Client};
 use crate::clock;
-use crate::config::{
-    Config, ConfigLoader, Exposure, FailedEntry, RemoteConfig, Scope, ServerConfig,
-    TransportConfig, UntrustedServer,
-};
-use crate::environment;
-use crate::error::Error;
+use crate::config::{Config, ConfigLoader, Exposure, Scope, ServerConfig};
+use crate::error::{CloseReason, Error, Step, Timeout};
 use crate::host::{DefaultHost, Host};
 use crate::protocol::{
-    Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool,
-    ToolResult,
+    Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ToolResult,
 };
-use crate::registry::{NameStyle, RegisteredTool, ToolRegistry};
-use crate::sync::{lock, wait_timeout};
-use crate::transport::http::HttpTarget;
+use crate::registry::{NameStyle, RegisteredTool};
+use crate::sync::lock;
+use state::{Phase, Shared, Slot};
 
 /// How the hub starts and names things.
 #[derive(Clone)]
@@ -89,6 +83,18 @@ pub enum ServerState {
 }
 
 impl ServerState {
+    /// The word `status` JSON uses (`ready`, `needs_login`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Connecting => "connecting",
+            ServerState::Ready => "ready",
+            ServerState::Failed => "failed",
+            ServerState::Disabled => "disabled",
+            ServerState::Untrusted => "untrusted",
+            ServerState::NeedsLogin => "needs_login",
+        }
+    }
+
     /// The word `tether list` prints.
     pub fn label(self) -> &'static str {
         match self {
@@ -194,71 +200,15 @@ struct HubCore {
     shut_down: Mutex<bool>,
 }
 
-struct Shared {
-    /// Replaced whole by `refresh`; never held during I/O.
-    slots: Mutex<Vec<Arc<Slot>>>,
-    /// The `{server}-start` threads, joined at shutdown.
-    starters: Mutex<Vec<JoinHandle<()>>>,
-    failed_entries: Mutex<Vec<FailedEntry>>,
-    untrusted: Mutex<Vec<UntrustedServer>>,
-    /// One reconnect at a time.
-    reconnecting: Mutex<()>,
-    registry: Mutex<Arc<ToolRegistry>>,
-    options: HubOptions,
-    shutting_down: AtomicBool,
-    pending_starts: Mutex<usize>,
-    all_started: Condvar,
-    /// Deferred tools that `tool_search` found: declared from then on.
-    discovered: Mutex<HashSet<String>>,
-    /// Re-listing on `list_changed`, and the log sink.
-    events: events::Events,
-}
-
-struct Slot {
-    config: ServerConfig,
-    state: Mutex<SlotState>,
-    /// This server (in this slot or the one it replaced) was ready once: a
-    /// later failure is a server that stopped, which refresh restarts.
-    ever_ready: AtomicBool,
-}
-
-struct SlotState {
-    state: ServerState,
-    client: Option<Arc<Client>>,
-    tools: Arc<Vec<Tool>>,
-    info: Option<ServerInfo>,
-    error: Option<String>,
-    hint: Option<String>,
-    warnings: Vec<String>,
-    stderr_tail: Option<String>,
-    since: SystemTime,
-}
-
 impl Hub {
     /// Connects every enabled server of `config` in parallel and returns when
     /// each is connected or has failed (at most its start timeout), or at once
     /// with `options.background`.
     pub fn start(config: Config, options: HubOptions) -> Hub {
-        let slots: Vec<Arc<Slot>> =
-            config.servers.into_iter().map(|server| Arc::new(Slot::new(server))).collect();
-        let shared = Arc::new(Shared {
-            slots: Mutex::new(slots.clone()),
-            starters: Mutex::new(Vec::new()),
-            failed_entries: Mutex::new(config.failed),
-            untrusted: Mutex::new(config.untrusted),
-            reconnecting: Mutex::new(()),
-            registry: Mutex::new(Arc::new(ToolRegistry::default())),
-            options,
-            shutting_down: AtomicBool::new(false),
-            pending_starts: Mutex::new(0),
-            all_started: Condvar::new(),
-            discovered: Mutex::new(HashSet::new()),
-            events: events::Events::new(),
-        });
+        let slots = config.servers.into_iter().map(Slot::new).collect();
+        let shared = Arc::new(Shared::new(slots, config.failed, config.untrusted, options));
         shared.events.start(&shared);
-        for slot in slots.into_iter().filter(|slot| slot.config.enabled) {
-            shared.spawn_start(slot);
-        }
+        shared.start_all();
         let hub = Hub { core: Arc::new(HubCore { shared, shut_down: Mutex::new(false) }) };
         if !hub.core.shared.options.background {
             hub.wait_started();
@@ -269,20 +219,7 @@ impl Hub {
     /// Waits until every server has connected or failed. Returns at once for
     /// a hub started in the foreground.
     pub fn wait_started(&self) {
-        let shared = &self.core.shared;
-        let longest =
-            shared.slots().iter().map(|slot| slot.config.start_timeout).max().unwrap_or_default();
-        // Each start is bounded by its own timeout; the slack covers spawning.
-        let deadline = Instant::now() + longest + Duration::from_secs(5);
-        let mut pending = lock(&shared.pending_starts);
-        while *pending > 0 {
-            let now = Instant::now();
-            if now >= deadline {
-                log::warn!("{} server(s) still starting past their start timeout", *pending);
-                return;
-            }
-            pending = wait_timeout(&shared.all_started, pending, deadline - now);
-        }
+        self.core.shared.wait_started();
     }
 
     /// The registry as it is now: every tool of every connected server.
@@ -334,11 +271,19 @@ impl Hub {
         options: &CallOptions,
     ) -> Result<ToolResult, Error> {
         let shared = &self.core.shared;
-        let slot = shared.slot(server).ok_or_else(|| Error::UnknownServer(server.to_owned()))?;
-        let name = &slot.config.name;
+        let name = match shared.state().slot(server) {
+            Some(slot) => slot.config.name.clone(),
+            None => return Err(Error::UnknownServer(server.to_owned())),
+        };
+        let name = &name;
         let client = shared.connected_client(name)?;
-        let tools = Arc::clone(&lock(&slot.state).tools);
-        let tool_name = if tools.iter().any(|listed| listed.name == tool) {
+        let listed = match shared.state().slot(name).map(|slot| &slot.phase) {
+            Some(Phase::Ready(connected)) => {
+                connected.tools.iter().any(|listed| listed.name == tool)
+            }
+            _ => false,
+        };
+        let tool_name = if listed {
             tool.to_owned()
         } else {
             let registry = shared.registry();
@@ -356,7 +301,7 @@ impl Hub {
     /// # Errors
     /// [`Error::UnknownServer`] or [`Error::NotConnected`].
     pub fn client(&self, server: &str) -> Result<Arc<Client>, Error> {
-        self.core.shared.client(server)
+        self.core.shared.connected_client(server)
     }
 
     /// Every resource of every connected server that offers resources, and
@@ -415,18 +360,14 @@ impl Hub {
         let offering: Vec<(String, Arc<Client>)> = self
             .core
             .shared
-            .slots()
+            .state()
+            .slots
             .iter()
-            .filter_map(|slot| {
-                let state = lock(&slot.state);
-                let offers =
-                    state.info.as_ref().is_some_and(|info| info.has_capability(capability));
-                match (&state.client, state.state) {
-                    (Some(client), ServerState::Ready) if offers => {
-                        Some((slot.config.name.clone(), Arc::clone(client)))
-                    }
-                    _ => None,
+            .filter_map(|slot| match &slot.phase {
+                Phase::Ready(connected) if connected.info.has_capability(capability) => {
+                    Some((slot.config.name.clone(), Arc::clone(&connected.client)))
                 }
+                _ => None,
             })
             .collect();
         let answers: Vec<(String, Result<Vec<T>, Error>)> = thread::scope(|scope| {
@@ -468,10 +409,20 @@ impl Hub {
     /// One entry per configured server, in configuration order, then the
     /// entries that could not be used.
     pub fn status(&self) -> Vec<ServerStatus> {
-        let shared = &self.core.shared;
+        // A snapshot under the lock; whether a connection was lost (and its
+        // stderr, which may take a moment) is read with the lock released.
+        let (slots, failed_entries, untrusted) = {
+            let state = self.core.shared.state();
+            let slots: Vec<(Arc<ServerConfig>, Phase, SystemTime)> = state
+                .slots
+                .iter()
+                .map(|slot| (Arc::clone(&slot.config), slot.phase.clone(), slot.since))
+                .collect();
+            (slots, state.failed_entries.clone(), state.untrusted.clone())
+        };
         let mut statuses: Vec<ServerStatus> =
-            shared.slots().iter().map(|slot| slot.status()).collect();
-        statuses.extend(lock(&shared.failed_entries).iter().map(|entry| {
+            slots.iter().map(|(config, phase, since)| slot_status(config, phase, *since)).collect();
+        statuses.extend(failed_entries.iter().map(|entry| {
             let hint =
                 entry.source.as_ref().map(|file| format!("fix the entry in {}", file.display()));
             ServerStatus::never_started(
@@ -482,7 +433,7 @@ impl Hub {
                 hint,
             )
         }));
-        statuses.extend(lock(&shared.untrusted).iter().map(|entry| {
+        statuses.extend(untrusted.iter().map(|entry| {
             let project = entry.source.parent().map_or_else(|| ".".into(), |dir| dir.display().to_string());
             let hint = format!(
                 "the project is not trusted; it would run: {}; trust it with: tether trust {project}",
@@ -496,12 +447,22 @@ impl Hub {
     /// Tells every connected server that the host's roots changed
     /// (`notifications/roots/list_changed`); they ask again with `roots/list`.
     pub fn notify_roots_changed(&self) {
-        for slot in self.core.shared.slots() {
-            let client = lock(&slot.state).client.clone();
-            if let Some(client) = client {
-                if let Err(err) = client.notify_roots_changed() {
-                    log::debug!("{}: could not tell it the roots changed: {err}", slot.config.name);
+        let clients: Vec<(String, Arc<Client>)> = self
+            .core
+            .shared
+            .state()
+            .slots
+            .iter()
+            .filter_map(|slot| match &slot.phase {
+                Phase::Ready(connected) => {
+                    Some((slot.config.name.clone(), Arc::clone(&connected.client)))
                 }
+                _ => None,
+            })
+            .collect();
+        for (name, client) in clients {
+            if let Err(err) = client.notify_roots_changed() {
+                log::debug!("{name}: could not tell it the roots changed: {err}");
             }
         }
     }
@@ -521,29 +482,11 @@ impl HubCore {
         }
         *shut_down = true;
         let shared = &self.shared;
-        // Set before looking at the slots: a start thread that registers its
-        // client after this point sees the flag and closes it itself.
-        {
-            // Under the starters' lock, so that no start begins after this.
-            let _starters = lock(&shared.starters);
-            shared.shutting_down.store(true, Ordering::SeqCst);
-        }
-        // A reconnect or refresh in progress finishes first (and then sees the flag).
-        let _no_reconnects = lock(&shared.reconnecting);
         shared.events.stop();
-        let clients: Vec<Arc<Client>> =
-            shared.slots().iter().filter_map(|slot| lock(&slot.state).client.take()).collect();
-        thread::scope(|scope| {
-            for client in &clients {
-                let closer = thread::Builder::new()
-                    .name(format!("{}-close", client.server_name()))
-                    .spawn_scoped(scope, move || client.close());
-                if closer.is_err() {
-                    let _ = client.close();
-                }
-            }
-        });
-        let starters = std::mem::take(&mut *lock(&shared.starters));
+        // From here no start begins, and a start that ends stores nothing
+        // and closes its own client.
+        let (clients, starters) = shared.begin_shutdown();
+        state::close_all(&clients);
         for starter in starters {
             let _ = starter.join();
         }
@@ -557,319 +500,42 @@ impl Drop for HubCore {
     }
 }
 
-impl Shared {
-    fn registry(&self) -> Arc<ToolRegistry> {
-        Arc::clone(&lock(&self.registry))
-    }
-
-    fn is_shutting_down(&self) -> bool {
-        self.shutting_down.load(Ordering::SeqCst)
-    }
-
-    fn slots(&self) -> Vec<Arc<Slot>> {
-        lock(&self.slots).clone()
-    }
-
-    fn slot(&self, name: &str) -> Option<Arc<Slot>> {
-        let key = crate::config::name_key(name);
-        self.slots().into_iter().find(|slot| crate::config::name_key(&slot.config.name) == key)
-    }
-
-    /// Starts a server on its own `{server}-start` thread.
-    fn spawn_start(self: &Arc<Self>, slot: Arc<Slot>) {
-        // Checked under the starters' lock: shutdown takes the same lock to
-        // join them, so no start slips in after it.
-        let mut starters = lock(&self.starters);
-        if self.is_shutting_down() {
-            return;
+/// One slot's status; a ready server whose connection was lost shows as failed.
+fn slot_status(config: &ServerConfig, phase: &Phase, since: SystemTime) -> ServerStatus {
+    let mut status =
+        ServerStatus::never_started(&config.name, config.scope, ServerState::Failed, None, None);
+    status.transport = config.transport_name();
+    status.since = clock::rfc3339(since);
+    match phase {
+        Phase::Disabled => status.state = ServerState::Disabled,
+        Phase::Starting { .. } => status.state = ServerState::Connecting,
+        Phase::Failed { error, stderr_tail } => {
+            status.hint = hint_for(error, config);
+            status.error = Some(error_chain(error));
+            status.stderr_tail = stderr_tail.clone();
         }
-        *lock(&self.pending_starts) += 1;
-        let shared = Arc::clone(self);
-        let thread_slot = Arc::clone(&slot);
-        let started = thread::Builder::new()
-            .name(format!("{}-start", slot.config.name))
-            .spawn(move || shared.start_server(&thread_slot));
-        match started {
-            Ok(handle) => starters.push(handle),
-            Err(err) => {
-                drop(starters);
-                self.settle_failed(&slot, Error::Io(err), None);
-            }
-        }
-    }
-
-    fn client(&self, server: &str) -> Result<Arc<Client>, Error> {
-        let slot = self.slot(server).ok_or_else(|| Error::UnknownServer(server.to_owned()))?;
-        let state = lock(&slot.state);
-        match (&state.client, state.state) {
-            (Some(client), ServerState::Ready) => Ok(Arc::clone(client)),
-            _ => Err(Error::NotConnected { state: state.state.label().to_owned() }
-                .for_server(&slot.config.name)),
-        }
-    }
-
-    /// The body of a `{server}-start` thread.
-    fn start_server(&self, slot: &Slot) {
-        let config = &slot.config;
-        let deadline = Instant::now() + config.start_timeout;
-        let transport = match &config.transport {
-            TransportConfig::Stdio(stdio) => Transport::Stdio(environment::stdio_command(
-                &config.name,
-                stdio,
-                &environment::host_environment(),
-            )),
-            TransportConfig::Remote(remote) => match http_target(remote, config.start_timeout) {
-                Ok(target) => Transport::Http(target),
-                Err(err) => return self.settle_failed(slot, err, None),
-            },
-        };
-        let client_options = ClientOptions {
-            request_timeout: config.timeout,
-            max_total_timeout: config.max_total_timeout,
-            host: Arc::new(events::HubHost {
-                user: Arc::clone(&self.options.host),
-                relist: self.events.relist_sender(),
-                log_sink: self.options.log_sink.clone(),
-            }),
-        };
-        let client = match Client::start(&config.name, &transport, client_options) {
-            Ok(client) => Arc::new(client),
-            Err(err) => return self.settle_failed(slot, err, None),
-        };
-        lock(&slot.state).client = Some(Arc::clone(&client));
-        if self.shutting_down.load(Ordering::SeqCst) {
-            let _ = client.close();
-            return self.settle_failed(
-                slot,
-                Error::Disconnected(crate::error::CloseReason::Shutdown),
-                None,
-            );
-        }
-        match connect(&client, config, deadline) {
-            Ok((info, tools, warnings)) => {
-                slot.ever_ready.store(true, Ordering::SeqCst);
-                {
-                    let mut state = lock(&slot.state);
-                    state.state = ServerState::Ready;
-                    state.tools = Arc::new(tools);
-                    state.info = Some(info);
-                    state.warnings = warnings;
-                    state.since = SystemTime::now();
+        Phase::Ready(connected) => {
+            let (client, info) = (&connected.client, &connected.info);
+            status.transport = client.transport_name().unwrap_or(status.transport);
+            status.protocol_version = Some(info.protocol_version.clone());
+            status.server_name = Some(info.name.clone());
+            status.server_version = Some(info.version.clone());
+            status.instructions = info.instructions_first_line().map(str::to_owned);
+            status.tools = connected.tools.iter().map(|tool| tool.name.clone()).collect();
+            status.resources = info.has_capability("resources");
+            status.prompts = info.has_capability("prompts");
+            status.warnings = connected.warnings.clone();
+            match client.close_reason().filter(|reason| *reason != CloseReason::Shutdown) {
+                Some(reason) => {
+                    status.error = Some(format!("connection closed: {reason}"));
+                    status.stderr_tail =
+                        client.stderr_tail().filter(|tail| !tail.trim().is_empty());
                 }
-                self.rebuild_registry();
-                self.settled();
-            }
-            Err(err) => {
-                let err = match err {
-                    Error::Timeout(mut timeout) => {
-                        timeout.step =
-                            format!("{} (start timeout {:?})", timeout.step, config.start_timeout);
-                        Error::Timeout(timeout)
-                    }
-                    other => other,
-                };
-                self.settle_failed(slot, err, Some(&client));
-                // The state is final; now end the process, which may take
-                // the full grace periods for a server that ignores signals.
-                let _ = client.close();
+                None => status.state = ServerState::Ready,
             }
         }
     }
-
-    fn settle_failed(&self, slot: &Slot, err: Error, client: Option<&Client>) {
-        let name = &slot.config.name;
-        log::info!("{name}: failed to start: {}", error_chain(&err));
-        let stderr_tail =
-            client.and_then(Client::stderr_tail).filter(|tail| !tail.trim().is_empty());
-        {
-            let mut state = lock(&slot.state);
-            state.hint = hint_for(&err, &slot.config);
-            state.error = Some(error_chain(&err));
-            state.stderr_tail = stderr_tail;
-            state.state = ServerState::Failed;
-            state.client = None;
-            state.since = SystemTime::now();
-        }
-        self.settled();
-    }
-
-    fn settled(&self) {
-        let mut pending = lock(&self.pending_starts);
-        *pending = pending.saturating_sub(1);
-        self.all_started.notify_all();
-    }
-
-    /// Lists a server's tools again (after `tools/list_changed`): new tools
-    /// appear, withdrawn ones become unreachable.
-    fn relist(&self, server: &str) {
-        let Some(slot) = self.slot(server) else { return };
-        let Ok(client) = self.client(server) else { return };
-        let options = CallOptions { timeout: Some(slot.config.timeout), ..CallOptions::default() };
-        match client.list_tools(&options) {
-            Ok(mut tools) => {
-                if let Some(allowed) = &slot.config.tools {
-                    tools.retain(|tool| allowed.contains(&tool.name));
-                }
-                log::info!("{server}: tools changed; now {}", tools.len());
-                lock(&slot.state).tools = Arc::new(tools);
-                self.rebuild_registry();
-            }
-            Err(err) => log::warn!("{server}: re-listing tools failed: {err}"),
-        }
-    }
-
-    fn rebuild_registry(&self) {
-        // Held from snapshot to store, so that two servers becoming ready at
-        // once cannot store their snapshots out of order. Only plain data is
-        // touched meanwhile (slot locks are never held while taking this one).
-        let mut registry = lock(&self.registry);
-        let slots = self.slots();
-        let ready: Vec<(String, Arc<Vec<Tool>>)> = slots
-            .iter()
-            .filter_map(|slot| {
-                let state = lock(&slot.state);
-                (state.state == ServerState::Ready)
-                    .then(|| (slot.config.name.clone(), Arc::clone(&state.tools)))
-            })
-            .collect();
-        let rebuilt = ToolRegistry::build(
-            ready.iter().map(|(name, tools)| (name.as_str(), tools.as_slice())),
-            self.options.name_style,
-        )
-        .with_exposure(|server, tool| {
-            slots
-                .iter()
-                .find(|slot| slot.config.name == server)
-                .map_or(Exposure::Direct, |slot| slot.config.exposure_of(tool))
-        });
-        *registry = Arc::new(rebuilt);
-    }
-}
-
-impl Slot {
-    fn new(config: ServerConfig) -> Slot {
-        let state = if config.enabled { ServerState::Connecting } else { ServerState::Disabled };
-        Slot {
-            config,
-            state: Mutex::new(SlotState {
-                state,
-                client: None,
-                tools: Arc::new(Vec::new()),
-                info: None,
-                error: None,
-                hint: None,
-                warnings: Vec::new(),
-                stderr_tail: None,
-                since: SystemTime::now(),
-            }),
-            ever_ready: AtomicBool::new(false),
-        }
-    }
-
-    /// A new slot for the same server, remembering that it ran before.
-    fn successor(&self) -> Slot {
-        let slot = Slot::new(self.config.clone());
-        slot.ever_ready.store(self.ever_ready.load(Ordering::SeqCst), Ordering::SeqCst);
-        slot
-    }
-
-    fn status(&self) -> ServerStatus {
-        // The client's stderr tail may wait for the stream to end: read it
-        // with the slot unlocked, so that a lost server stalls nothing else.
-        let client = lock(&self.state).client.clone();
-        let lost = client
-            .as_ref()
-            .and_then(|client| client.close_reason().map(|reason| (reason, client.stderr_tail())))
-            .filter(|(reason, _)| *reason != crate::error::CloseReason::Shutdown);
-        let state = lock(&self.state);
-        let info = state.info.as_ref();
-        ServerStatus {
-            name: self.config.name.clone(),
-            scope: self.config.scope,
-            transport: state
-                .client
-                .as_ref()
-                .and_then(|client| client.transport_name())
-                .unwrap_or_else(|| self.config.transport_name()),
-            state: if lost.is_some() { ServerState::Failed } else { state.state },
-            protocol_version: info.map(|info| info.protocol_version.clone()),
-            server_name: info.map(|info| info.name.clone()),
-            server_version: info.map(|info| info.version.clone()),
-            instructions: info.and_then(|info| info.instructions_first_line().map(str::to_owned)),
-            tools: state.tools.iter().map(|tool| tool.name.clone()).collect(),
-            resources: info.is_some_and(|info| info.has_capability("resources")),
-            prompts: info.is_some_and(|info| info.has_capability("prompts")),
-            error: match &lost {
-                Some((reason, _)) => Some(format!("connection closed: {reason}")),
-                None => state.error.clone(),
-            },
-            hint: state.hint.clone(),
-            warnings: state.warnings.clone(),
-            stderr_tail: match lost {
-                Some((_, tail)) => tail.filter(|tail| !tail.trim().is_empty()),
-                None => state.stderr_tail.clone(),
-            },
-            since: clock::rfc3339(state.since),
-        }
-    }
-}
-
-/// The HTTP target of a remote entry, with its bearer token read now.
-fn http_target(remote: &RemoteConfig, start_timeout: Duration) -> Result<HttpTarget, Error> {
-    if remote.auth_provider.is_some() {
-        return Err(Error::Config(
-            "\"auth\" token providers are not supported by this build yet".into(),
-        ));
-    }
-    let bearer_token = match &remote.bearer_token_env {
-        None => None,
-        Some(variable) => match std::env::var(variable) {
-            Ok(token) if !token.is_empty() => Some(token),
-            _ => {
-                return Err(Error::Config(format!(
-                    "\"bearerTokenEnv\" names {variable}, which is not set in tether's environment"
-                )))
-            }
-        },
-    };
-    Ok(HttpTarget {
-        url: remote.url.clone(),
-        kind: remote.kind,
-        headers: remote.headers.clone(),
-        bearer_token,
-        endpoint_wait: start_timeout,
-    })
-}
-
-/// Handshake and first tool list, each step given what is left of the start timeout.
-fn connect(
-    client: &Client,
-    config: &ServerConfig,
-    deadline: Instant,
-) -> Result<(ServerInfo, Vec<Tool>, Vec<String>), Error> {
-    let remaining =
-        || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-    let info = client.initialize(remaining())?.clone();
-    let mut warnings = Vec::new();
-    let mut tools = if info.has_capability("tools") {
-        let options = CallOptions {
-            timeout: Some(remaining()),
-            deadline: Some(deadline),
-            ..CallOptions::default()
-        };
-        client.list_tools(&options)?
-    } else {
-        Vec::new()
-    };
-    if let Some(allowed) = &config.tools {
-        for name in allowed {
-            if !tools.iter().any(|tool| &tool.name == name) {
-                warnings.push(format!("\"tools\" names {name:?}, which the server does not offer"));
-            }
-        }
-        tools.retain(|tool| allowed.contains(&tool.name));
-    }
-    Ok((info, tools, warnings))
+    status
 }
 
 /// An error and its causes on one line.
@@ -895,9 +561,7 @@ fn hint_for(err: &Error, config: &ServerConfig) -> Option<String> {
                 "check that `{command}` is installed and on PATH, or give its full path in {file}"
             ))
         }
-        Error::Timeout(timeout)
-            if timeout.step.starts_with("initialize") || timeout.step.starts_with("tools/list") =>
-        {
+        Error::Timeout(Timeout { step: Step::Start { .. }, .. }) => {
             Some(format!("raise \"startTimeout\" in {file}"))
         }
         Error::Timeout(_) => Some(format!("raise \"timeout\" in {file}")),

@@ -8,17 +8,16 @@
 //! server by that name.
 
 use std::collections::HashSet;
-use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::{Hub, ServerState};
+use super::state::Phase;
+use super::Hub;
 use crate::config::Exposure;
 use crate::error::Error;
 use crate::protocol::ToolResult;
 use crate::search::{SearchDoc, SearchIndex};
-use crate::sync::lock;
 
 /// The tool that finds deferred tools.
 pub const TOOL_SEARCH: &str = "tool_search";
@@ -55,7 +54,7 @@ impl Hub {
             self.wait_for_direct_servers();
         }
         let registry = shared.registry();
-        let discovered = lock(&shared.discovered).clone();
+        let discovered = shared.state().discovered.clone();
         let mut tools = Vec::new();
         let mut any_deferred = false;
         for entry in registry.tools() {
@@ -190,7 +189,8 @@ impl Hub {
         let found: Vec<_> =
             index.search(query, limit).into_iter().map(|(index, _)| candidates[index]).collect();
         {
-            let mut discovered = lock(&shared.discovered);
+            let mut state = shared.state();
+            let discovered = &mut state.discovered;
             discovered.extend(found.iter().map(|entry| entry.qualified_name.clone()));
         }
         if found.is_empty() {
@@ -220,17 +220,16 @@ impl Hub {
 
     /// Each server's description, or the first line of its instructions.
     fn server_descriptions(&self) -> Vec<(String, String)> {
-        self.core
-            .shared
-            .slots()
+        let state = self.core.shared.state();
+        state
+            .slots
             .iter()
             .map(|slot| {
-                let description = slot.config.description.clone().or_else(|| {
-                    let state = lock(&slot.state);
-                    state
-                        .info
-                        .as_ref()
-                        .and_then(|info| info.instructions_first_line().map(str::to_owned))
+                let description = slot.config.description.clone().or_else(|| match &slot.phase {
+                    Phase::Ready(connected) => {
+                        connected.info.instructions_first_line().map(str::to_owned)
+                    }
+                    _ => None,
                 });
                 (slot.config.name.clone(), description.unwrap_or_default())
             })
@@ -238,36 +237,34 @@ impl Hub {
     }
 
     fn any_server_offers(&self, capability: &str) -> bool {
-        self.core.shared.slots().iter().any(|slot| {
-            let state = lock(&slot.state);
-            state.state == ServerState::Ready
-                && state.info.as_ref().is_some_and(|info| info.has_capability(capability))
+        self.core.shared.state().slots.iter().any(|slot| match &slot.phase {
+            Phase::Ready(connected) => connected.info.has_capability(capability),
+            _ => false,
         })
     }
 
-    /// Waits for still-connecting servers that have direct tools.
+    /// Waits for still-connecting servers that have direct tools, each at
+    /// most its start timeout.
     fn wait_for_direct_servers(&self) {
-        for slot in self.core.shared.slots() {
-            let direct = slot.config.exposure == Exposure::Direct
-                || slot
-                    .config
-                    .tool_exposure
-                    .iter()
-                    .any(|(_, exposure)| *exposure == Exposure::Direct);
-            if !direct {
-                continue;
-            }
-            let deadline = Instant::now() + slot.config.start_timeout;
-            while lock(&slot.state).state == ServerState::Connecting && Instant::now() < deadline {
-                // it within the start timeout; poll finely, as this wait is short.
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
+        let shared = &self.core.shared;
+        let mut state = shared.state();
+        let direct: Vec<String> = state
+            .slots
+            .iter()
+            .filter(|slot| {
+                slot.config.exposure == Exposure::Direct
+                    || slot.config.tool_exposure.iter().any(|(_, e)| *e == Exposure::Direct)
+            })
+            .map(|slot| slot.config.name.clone())
+            .collect();
+        for name in direct {
+            state = shared.wait_for(state, &name);
         }
     }
 
     /// The deferred tools `tool_search` has found so far.
     pub fn discovered_tools(&self) -> HashSet<String> {
-        lock(&self.core.shared.discovered).clone()
+        self.core.shared.state().discovered.clone()
     }
 }
 

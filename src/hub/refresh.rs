@@ -1,21 +1,21 @@
-//! The per-turn refresh, and reconnecting a server that dropped.
+//! The per-turn refresh.
 //!
 //! `refresh` is meant for the start of each agent turn and is cheap when
 //! nothing changed: it re-reads the configuration (when the hub was given a
 //! loader), restarts servers whose entry changed, stops removed ones, starts
 //! added ones, and restarts servers that ran and then stopped. A server that
 //! never started is left alone until its entry changes, so a broken server
-//! does not add its start timeout to every turn. Slots are replaced whole
-//! (a slot's configuration never changes), under the slot list's lock only.
+//! does not add its start timeout to every turn. A changed entry gets a new
+//! slot (a slot's configuration never changes); all of it is decided under
+//! the hub's one lock, and the old connections are closed after it is let go.
 
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::{Hub, ServerState, Shared, Slot};
+use super::state::{close_all, Slot};
+use super::Hub;
 use crate::client::Client;
-use crate::error::{CloseReason, Error};
-use crate::sync::lock;
 
 /// What a `refresh` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -41,140 +41,80 @@ impl Hub {
     pub fn refresh(&self) -> RefreshReport {
         let shared = &self.core.shared;
         let mut report = RefreshReport::default();
-        // One refresh or reconnect at a time: each replaces slots.
-        let _exclusive = lock(&shared.reconnecting);
-        if shared.is_shutting_down() {
-            return report;
-        }
-        let old_slots = shared.slots();
-        let mut new_slots: Vec<Arc<Slot>> = Vec::new();
-        let mut retired: Vec<Arc<Slot>> = Vec::new();
-        let mut to_start: Vec<Arc<Slot>> = Vec::new();
-        match shared.options.reload.as_ref().map(|loader| loader.load()) {
-            Some(config) => {
+        // Read with no lock held: it reads files and may run `!command`s.
+        let config = shared.options.reload.as_ref().map(|loader| loader.load());
+        let mut retired: Vec<Arc<Client>> = Vec::new();
+        let mut starting: Vec<String> = Vec::new();
+        {
+            let mut state = shared.state();
+            if state.shutting_down {
+                return report;
+            }
+            let mut fresh = Vec::new();
+            if let Some(config) = config {
+                let mut old_slots: Vec<Option<Slot>> =
+                    std::mem::take(&mut state.slots).into_iter().map(Some).collect();
+                let mut new_slots = Vec::new();
                 for server in config.servers {
-                    match old_slots.iter().find(|slot| slot.config.name == server.name) {
+                    let old = old_slots
+                        .iter_mut()
+                        .find(|old| old.as_ref().is_some_and(|old| old.config.name == server.name));
+                    match old.and_then(Option::take) {
                         Some(old) if old.config.same_entry(&server) => {
-                            new_slots.push(Arc::clone(old))
+                            new_slots.push(old);
+                            fresh.push(false);
                         }
                         Some(old) => {
-                            retired.push(Arc::clone(old));
-                            let slot = Arc::new(Slot::new(server));
-                            if slot.config.enabled {
-                                to_start.push(Arc::clone(&slot));
-                            }
-                            report.restarted.push(slot.config.name.clone());
-                            new_slots.push(slot);
+                            retired.extend(old.phase.client().cloned());
+                            report.restarted.push(server.name.clone());
+                            new_slots.push(Slot::new(server));
+                            fresh.push(true);
                         }
                         None => {
-                            let slot = Arc::new(Slot::new(server));
-                            if slot.config.enabled {
-                                to_start.push(Arc::clone(&slot));
-                                report.started.push(slot.config.name.clone());
+                            if server.enabled {
+                                report.started.push(server.name.clone());
                             }
-                            new_slots.push(slot);
+                            new_slots.push(Slot::new(server));
+                            fresh.push(true);
                         }
                     }
                 }
-                for old in &old_slots {
-                    if !new_slots.iter().any(|slot| slot.config.name == old.config.name) {
-                        retired.push(Arc::clone(old));
-                        report.stopped.push(old.config.name.clone());
-                    }
+                for old in old_slots.into_iter().flatten() {
+                    retired.extend(old.phase.client().cloned());
+                    report.stopped.push(old.config.name.clone());
                 }
-                *lock(&shared.failed_entries) = config.failed;
-                *lock(&shared.untrusted) = config.untrusted;
+                state.slots = new_slots;
+                state.failed_entries = config.failed;
+                state.untrusted = config.untrusted;
+            } else {
+                fresh = vec![false; state.slots.len()];
             }
-            None => new_slots = old_slots.clone(),
-        }
-        // A server that ran and then stopped restarts.
-        for slot in new_slots.iter_mut() {
-            if !to_start.iter().any(|starting| Arc::ptr_eq(starting, slot)) && has_dropped(slot) {
-                retired.push(Arc::clone(slot));
-                *slot = Arc::new(slot.successor());
-                to_start.push(Arc::clone(slot));
-                report.restarted.push(slot.config.name.clone());
+            // A server that ran and then stopped restarts.
+            for (index, fresh) in fresh.into_iter().enumerate() {
+                if !fresh && state.slots[index].has_dropped() {
+                    retired.extend(state.slots[index].phase.client().cloned());
+                    let name = state.slots[index].config.name.clone();
+                    if let Some(job) = state.begin_start(index) {
+                        shared.spawn_start(&mut state, job);
+                        starting.push(name.clone());
+                    }
+                    report.restarted.push(name);
+                }
             }
+            starting.extend(shared.start_waiting(&mut state));
         }
-        *lock(&shared.slots) = new_slots;
         close_all(&retired);
-        for slot in to_start {
-            shared.spawn_start(slot);
+        // Only what this refresh started: a reconnect under way elsewhere
+        // does not hold the turn up.
+        let mut state = shared.state();
+        for name in &starting {
+            state = shared.wait_for(state, name);
         }
-        self.wait_started();
+        drop(state);
         shared.rebuild_registry();
         if !report.is_empty() {
             log::info!("refresh: {report:?}");
         }
         report
     }
-}
-
-impl Shared {
-    /// The client of a server for a call: a server that dropped since it
-    /// was ready is reconnected once, here, before failing.
-    pub(super) fn connected_client(self: &Arc<Self>, server: &str) -> Result<Arc<Client>, Error> {
-        let client = self.client(server)?;
-        if client.close_reason().is_none_or(|reason| reason == CloseReason::Shutdown) {
-            return Ok(client);
-        }
-        let _one_at_a_time = lock(&self.reconnecting);
-        if self.is_shutting_down() {
-            return Err(Error::Disconnected(CloseReason::Shutdown));
-        }
-        let Some(current) = self.slot(server) else {
-            return Err(Error::UnknownServer(server.to_owned()));
-        };
-        // Another caller may have reconnected it meanwhile.
-        if !has_dropped(&current) {
-            return self.client(server);
-        }
-        log::info!("{server}: the connection dropped; reconnecting once");
-        let fresh = Arc::new(current.successor());
-        {
-            let mut slots = lock(&self.slots);
-            for slot in slots.iter_mut() {
-                if Arc::ptr_eq(slot, &current) {
-                    *slot = Arc::clone(&fresh);
-                }
-            }
-        }
-        close_all(&[current]);
-        *lock(&self.pending_starts) += 1;
-        self.start_server(&fresh);
-        self.client(server)
-    }
-}
-
-/// True when the server was ready and its connection has since closed, or
-/// it ran once and a reconnect since failed.
-fn has_dropped(slot: &Slot) -> bool {
-    let state = lock(&slot.state);
-    if state.state == ServerState::Failed
-        && slot.ever_ready.load(std::sync::atomic::Ordering::SeqCst)
-    {
-        return true;
-    }
-    state.state == ServerState::Ready
-        && state
-            .client
-            .as_ref()
-            .and_then(|client| client.close_reason())
-            .is_some_and(|reason| reason != CloseReason::Shutdown)
-}
-
-/// Closes the clients of these slots, in parallel.
-fn close_all(slots: &[Arc<Slot>]) {
-    let clients: Vec<Arc<Client>> =
-        slots.iter().filter_map(|slot| lock(&slot.state).client.take()).collect();
-    std::thread::scope(|scope| {
-        for client in &clients {
-            let closer = std::thread::Builder::new()
-                .name(format!("{}-close", client.server_name()))
-                .spawn_scoped(scope, move || client.close());
-            if closer.is_err() {
-                let _ = client.close();
-            }
-        }
-    });
 }

@@ -15,8 +15,64 @@ pub(crate) mod stdio;
 use std::io;
 use std::time::Instant;
 
+use crate::config::{ServerConfig, TransportConfig};
+use crate::environment;
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::{Frame, Message};
+
+pub use http::HttpTarget;
+pub use stdio::StdioCommand;
+
+/// How to reach a server.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Transport {
+    /// A child process speaking over its stdin and stdout.
+    Stdio(StdioCommand),
+    /// A server at a URL (Streamable HTTP, or the legacy HTTP+SSE).
+    Http(HttpTarget),
+}
+
+/// The transport a resolved entry describes: the one place where
+/// configuration becomes a way to reach a server (the environment a stdio
+/// server gets, the credentials a remote one is sent).
+///
+/// # Errors
+/// [`Error::Config`] when a remote entry's credentials cannot be had.
+pub(crate) fn for_entry(config: &ServerConfig) -> Result<Transport, Error> {
+    match &config.transport {
+        TransportConfig::Stdio(stdio) => Ok(Transport::Stdio(environment::stdio_command(
+            &config.name,
+            stdio,
+            &environment::host_environment(),
+        ))),
+        TransportConfig::Remote(remote) => {
+            if remote.auth_provider.is_some() {
+                return Err(Error::Config(
+                    "\"auth\" token providers are not supported by this build yet".into(),
+                ));
+            }
+            let bearer_token = match &remote.bearer_token_env {
+                None => None,
+                Some(variable) => match std::env::var(variable) {
+                    Ok(token) if !token.is_empty() => Some(token),
+                    _ => {
+                        return Err(Error::Config(format!(
+                            "\"bearerTokenEnv\" names {variable}, which is not set in tether's environment"
+                        )))
+                    }
+                },
+            };
+            Ok(Transport::Http(HttpTarget {
+                url: remote.url.clone(),
+                kind: remote.kind,
+                headers: remote.headers.clone(),
+                bearer_token,
+                endpoint_wait: config.start_timeout,
+            }))
+        }
+    }
+}
 
 /// Where a transport's reader delivers what arrives.
 pub(crate) trait Inbox: Send + Sync {

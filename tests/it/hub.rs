@@ -1,6 +1,7 @@
 //! The hub: servers started in parallel, failures recorded and skipped, the
 //! registry's names, calls from many threads, and shutdown leaving nothing.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use tether::{
     CallOptions, Config, Error, Hub, HubOptions, ServerConfig, ServerState, MAX_TOOL_NAME,
 };
 
-use crate::support::{assert_quick, fixture, Tag};
+use crate::support::{assert_quick, fixture, Tag, TempDir};
 
 fn misbehave_server(name: &str, tag: &Tag, flags: &[&str]) -> ServerConfig {
     let mut args = vec!["--tag", tag.0.as_str()];
@@ -217,5 +218,88 @@ fn a_server_that_crashes_after_start_shows_as_failed_with_its_stderr() {
     assert!(status.error.as_deref().unwrap().contains("connection closed"), "{status:?}");
     assert!(status.stderr_tail.as_deref().unwrap().contains("crashing now"), "{status:?}");
     hub.shutdown();
+    tag.assert_gone();
+}
+
+/// A server that crashes on its first call; started again (its marker file
+/// exists), it first sleeps `restart_delay` seconds and then serves.
+fn crash_once_server(name: &str, tag: &Tag, dir: &Path, restart_delay: u32) -> ServerConfig {
+    let misbehave = fixture("misbehave").display().to_string();
+    let marker = dir.join(format!("{name}.started")).display().to_string();
+    let script = format!(
+        "if [ -e \"$0\" ]; then sleep {restart_delay}; exec {misbehave} --tag {tag}; fi; \
+         touch \"$0\"; exec {misbehave} --tag {tag} --crash-on-call 1",
+        tag = tag.0
+    );
+    ServerConfig::stdio(name, "sh", &["-c", &script, &marker])
+}
+
+fn crash(hub: &Hub, server: &str) {
+    let tool = format!("mcp__{server}__echo");
+    let err = hub.call(&tool, json!({"text": "x"}), &CallOptions::default()).unwrap_err();
+    assert!(matches!(err.root(), Error::Disconnected(_)), "{err:?}");
+}
+
+// Issue 8: a reconnect is a state of that server's slot, never a global
+// lock: while one dropped server takes seconds to come back, a call to
+// another dropped server, `refresh` and `status` go through at once.
+#[test]
+fn issue_8_a_slow_reconnect_holds_up_no_other_server() {
+    let tag = Tag::new();
+    let dir = TempDir::new();
+    let config = Config::new()
+        .with_server(crash_once_server("slow", &tag, dir.path(), 4))
+        .with_server(crash_once_server("fast", &tag, dir.path(), 0));
+    let hub = Hub::start(config, HubOptions::default());
+    crash(&hub, "slow");
+    crash(&hub, "fast");
+    let reconnecting = {
+        let hub = hub.clone();
+        thread::spawn(move || {
+            let started = Instant::now();
+            let result =
+                hub.call("mcp__slow__echo", json!({"text": "back"}), &CallOptions::default());
+            (result, started.elapsed())
+        })
+    };
+    thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let result = hub.call("mcp__fast__echo", json!({"text": "at once"}), &CallOptions::default());
+    assert_eq!(result.unwrap().to_text(), "at once");
+    assert_quick(started, Duration::from_millis(1500), "a reconnect beside a slow one");
+    let started = Instant::now();
+    hub.refresh();
+    let status = hub.status();
+    assert_quick(started, Duration::from_millis(500), "refresh and status during a reconnect");
+    let slow = status.iter().find(|status| status.name == "slow").unwrap();
+    assert_eq!(slow.state, ServerState::Connecting, "{slow:?}");
+    let (result, took) = reconnecting.join().unwrap();
+    assert_eq!(result.unwrap().to_text(), "back");
+    assert!(took >= Duration::from_secs(3), "the slow reconnect took only {took:?}");
+    hub.shutdown();
+    tag.assert_gone();
+}
+
+// Issue 8: shutdown does not wait for a reconnect under way; it ends it.
+#[test]
+fn issue_8_shutdown_ends_a_reconnect_under_way() {
+    let tag = Tag::new();
+    let dir = TempDir::new();
+    let hub = Hub::start(
+        Config::new().with_server(crash_once_server("slow", &tag, dir.path(), 20)),
+        HubOptions::default(),
+    );
+    crash(&hub, "slow");
+    let reconnecting = {
+        let hub = hub.clone();
+        thread::spawn(move || {
+            hub.call("mcp__slow__echo", json!({"text": "x"}), &CallOptions::default())
+        })
+    };
+    thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    hub.shutdown();
+    assert_quick(started, Duration::from_secs(5), "shutdown during a reconnect");
+    assert!(reconnecting.join().unwrap().is_err());
     tag.assert_gone();
 }

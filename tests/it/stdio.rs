@@ -95,7 +95,7 @@ fn a_call_that_is_never_answered_times_out_and_later_calls_still_work() {
         "{elapsed:?}"
     );
     match err {
-        Error::Timeout(timeout) => assert_eq!(timeout.step, "tools/call"),
+        Error::Timeout(timeout) => assert_eq!(timeout.method, "tools/call"),
         other => panic!("expected a timeout, got {other:?}"),
     }
     // The connection survives a timeout: other requests still work.

@@ -1,0 +1,562 @@
+//! The hub's one state, and the starts that change it.
+//!
+//! Everything the hub knows sits in one [`HubState`] behind one mutex: each
+//! configured server's [`Slot`] (its entry and a [`Phase`]: disabled,
+//! starting, ready with its client and tools, or failed with a typed error),
+//! the entries that could not be used, the registry built from the ready
+//! slots, and what shutdown must join. One condvar, `settled`, wakes whoever
+//! waits for a start to end. The lock is never held while talking to a
+//! server: a start reads what it needs, lets go, connects, and takes the lock
+//! again only to store the outcome, and only into the slot it was started
+//! for (`start_id`), so a refresh or reconnect that replaced the slot
+//! meanwhile is never overwritten.
+//!
+//! A server that dropped is reconnected by the first caller that notices, on
+//! its own thread; other callers of *that* server wait on `settled` for the
+//! slot to leave `Starting`, and callers of every other server never wait.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime};
+
+use super::events::{self, Events};
+use super::HubOptions;
+use crate::client::{CallOptions, Client, ClientOptions};
+use crate::config::{name_key, Exposure, FailedEntry, ServerConfig, UntrustedServer};
+use crate::error::{CloseReason, Error};
+use crate::protocol::{ServerInfo, Tool};
+use crate::registry::ToolRegistry;
+use crate::sync::{lock, wait_timeout};
+use crate::transport;
+
+/// Slack beyond a start timeout for spawning and settling.
+const START_SLACK: Duration = Duration::from_secs(5);
+
+/// What every handle of one hub shares.
+pub(super) struct Shared {
+    state: Mutex<HubState>,
+    /// Notified whenever a slot leaves `Starting`.
+    settled: Condvar,
+    pub(super) options: HubOptions,
+    /// Re-listing on `list_changed`, and the log sink.
+    pub(super) events: Events,
+}
+
+/// Every server's slot and what is derived from them.
+pub(super) struct HubState {
+    /// In configuration order.
+    pub(super) slots: Vec<Slot>,
+    pub(super) failed_entries: Vec<FailedEntry>,
+    pub(super) untrusted: Vec<UntrustedServer>,
+    /// Rebuilt whenever a slot becomes ready, changes its tools or goes.
+    pub(super) registry: Arc<ToolRegistry>,
+    /// Deferred tools that `tool_search` found: declared from then on.
+    pub(super) discovered: HashSet<String>,
+    /// The `{server}-start` threads, joined at shutdown.
+    starters: Vec<JoinHandle<()>>,
+    /// Set once by shutdown; nothing starts after it.
+    pub(super) shutting_down: bool,
+    next_start_id: u64,
+}
+
+/// One configured server.
+pub(super) struct Slot {
+    /// Never changes: a changed entry gets a new slot.
+    pub(super) config: Arc<ServerConfig>,
+    pub(super) phase: Phase,
+    /// The start this slot belongs to; a start stores its outcome only
+    /// while this still names it.
+    start_id: u64,
+    /// It was ready once (here or in the slot it replaced): a later failure
+    /// is a server that stopped, which refresh restarts and a call reconnects.
+    pub(super) ever_ready: bool,
+    /// When the phase began.
+    pub(super) since: SystemTime,
+}
+
+/// Where a server is.
+#[derive(Clone)]
+pub(super) enum Phase {
+    /// `enabled: false`.
+    Disabled,
+    /// Connecting: a first start, a restart or a reconnect. The client is
+    /// here once its transport is up, so that shutdown can end it.
+    Starting { client: Option<Arc<Client>> },
+    /// Connected.
+    Ready(Arc<Connected>),
+    /// It could not start, or a reconnect failed.
+    Failed { error: Arc<Error>, stderr_tail: Option<String> },
+}
+
+/// A connected server.
+pub(super) struct Connected {
+    pub(super) client: Arc<Client>,
+    pub(super) info: ServerInfo,
+    /// Replaced whole when the server's tool list changes.
+    pub(super) tools: Arc<Vec<Tool>>,
+    /// Warnings about the entry found while connecting.
+    pub(super) warnings: Vec<String>,
+}
+
+/// A start to run: which server, for which slot.
+pub(super) struct StartJob {
+    config: Arc<ServerConfig>,
+    start_id: u64,
+}
+
+impl Phase {
+    /// The client, when there is one.
+    pub(super) fn client(&self) -> Option<&Arc<Client>> {
+        match self {
+            Phase::Starting { client } => client.as_ref(),
+            Phase::Ready(connected) => Some(&connected.client),
+            Phase::Disabled | Phase::Failed { .. } => None,
+        }
+    }
+}
+
+impl Slot {
+    pub(super) fn new(config: ServerConfig) -> Slot {
+        let phase = if config.enabled { Phase::Starting { client: None } } else { Phase::Disabled };
+        Slot {
+            config: Arc::new(config),
+            phase,
+            start_id: 0,
+            ever_ready: false,
+            since: SystemTime::now(),
+        }
+    }
+
+    /// True when the server was ready and its connection has since closed,
+    /// or it ran once and a reconnect since failed.
+    pub(super) fn has_dropped(&self) -> bool {
+        match &self.phase {
+            Phase::Ready(connected) => is_lost(&connected.client),
+            Phase::Failed { .. } => self.ever_ready,
+            Phase::Disabled | Phase::Starting { .. } => false,
+        }
+    }
+
+    fn set_phase(&mut self, phase: Phase) {
+        self.phase = phase;
+        self.since = SystemTime::now();
+    }
+}
+
+/// True when the connection closed for any reason but our own shutdown.
+pub(super) fn is_lost(client: &Client) -> bool {
+    client.close_reason().is_some_and(|reason| reason != CloseReason::Shutdown)
+}
+
+impl HubState {
+    pub(super) fn slot(&self, name: &str) -> Option<&Slot> {
+        let key = name_key(name);
+        self.slots.iter().find(|slot| name_key(&slot.config.name) == key)
+    }
+
+    fn slot_mut(&mut self, name: &str) -> Option<&mut Slot> {
+        let key = name_key(name);
+        self.slots.iter_mut().find(|slot| name_key(&slot.config.name) == key)
+    }
+
+    /// Puts the slot at `index` into `Starting` for a new start, and says
+    /// which; `None` once shutdown began.
+    pub(super) fn begin_start(&mut self, index: usize) -> Option<StartJob> {
+        if self.shutting_down {
+            return None;
+        }
+        self.next_start_id += 1;
+        let slot = &mut self.slots[index];
+        slot.start_id = self.next_start_id;
+        slot.set_phase(Phase::Starting { client: None });
+        Some(StartJob { config: Arc::clone(&slot.config), start_id: slot.start_id })
+    }
+
+    /// Builds the registry again from the ready slots.
+    fn rebuild_registry(&mut self, options: &HubOptions) {
+        let ready: Vec<(&str, &[Tool])> = self
+            .slots
+            .iter()
+            .filter_map(|slot| match &slot.phase {
+                Phase::Ready(connected) => {
+                    Some((slot.config.name.as_str(), connected.tools.as_slice()))
+                }
+                _ => None,
+            })
+            .collect();
+        let slots = &self.slots;
+        let rebuilt = ToolRegistry::build(ready, options.name_style).with_exposure(
+            |server, tool| {
+                slots
+                    .iter()
+                    .find(|slot| slot.config.name == server)
+                    .map_or(Exposure::Direct, |slot| slot.config.exposure_of(tool))
+            },
+        );
+        self.registry = Arc::new(rebuilt);
+    }
+
+    fn any_starting(&self) -> bool {
+        self.slots.iter().any(|slot| matches!(slot.phase, Phase::Starting { .. }))
+    }
+}
+
+impl Shared {
+    pub(super) fn new(
+        slots: Vec<Slot>,
+        failed_entries: Vec<FailedEntry>,
+        untrusted: Vec<UntrustedServer>,
+        options: HubOptions,
+    ) -> Shared {
+        Shared {
+            state: Mutex::new(HubState {
+                slots,
+                failed_entries,
+                untrusted,
+                registry: Arc::new(ToolRegistry::default()),
+                discovered: HashSet::new(),
+                starters: Vec::new(),
+                shutting_down: false,
+                next_start_id: 0,
+            }),
+            settled: Condvar::new(),
+            options,
+            events: Events::new(),
+        }
+    }
+
+    /// The one lock. Hold it for plain data only.
+    pub(super) fn state(&self) -> MutexGuard<'_, HubState> {
+        lock(&self.state)
+    }
+
+    pub(super) fn registry(&self) -> Arc<ToolRegistry> {
+        Arc::clone(&self.state().registry)
+    }
+
+    /// Starts every enabled server that is waiting to, each on its own thread.
+    pub(super) fn start_all(self: &Arc<Self>) {
+        let mut state = self.state();
+        self.start_waiting(&mut state);
+    }
+
+    /// Starts the slots that are new and enabled (never started yet);
+    /// returns their names.
+    pub(super) fn start_waiting(self: &Arc<Self>, state: &mut HubState) -> Vec<String> {
+        let mut started = Vec::new();
+        for index in 0..state.slots.len() {
+            let slot = &state.slots[index];
+            if slot.start_id == 0 && matches!(slot.phase, Phase::Starting { client: None }) {
+                if let Some(job) = state.begin_start(index) {
+                    started.push(job.config.name.clone());
+                    self.spawn_start(state, job);
+                }
+            }
+        }
+        started
+    }
+
+    /// Runs `job` on a `{server}-start` thread (joined at shutdown).
+    pub(super) fn spawn_start(self: &Arc<Self>, state: &mut HubState, job: StartJob) {
+        let shared = Arc::clone(self);
+        let name = format!("{}-start", job.config.name);
+        let (config, start_id) = (Arc::clone(&job.config), job.start_id);
+        match thread::Builder::new().name(name).spawn(move || shared.run_start(job)) {
+            Ok(handle) => state.starters.push(handle),
+            Err(err) => {
+                if let Some(slot) = state.slot_mut(&config.name) {
+                    if slot.start_id == start_id {
+                        let error = Arc::new(Error::Io(err));
+                        slot.set_phase(Phase::Failed { error, stderr_tail: None });
+                    }
+                }
+                self.settled.notify_all();
+            }
+        }
+    }
+
+    /// Connects a server and stores the outcome in its slot. Runs on a
+    /// `{server}-start` thread, or on the caller's thread for a reconnect.
+    pub(super) fn run_start(&self, job: StartJob) {
+        let config = &job.config;
+        let name = &config.name;
+        let (client, outcome) = match self.connect(&job) {
+            Ok((client, connected)) => (Some(client), Ok(connected)),
+            Err((client, error)) => (client, Err(error)),
+        };
+        // Read before taking the lock: it may wait for a dead server's
+        // stderr to end.
+        let stderr_tail = match (&outcome, &client) {
+            (Err(_), Some(client)) => client.stderr_tail().filter(|tail| !tail.trim().is_empty()),
+            _ => None,
+        };
+        let stored = {
+            let mut state = self.state();
+            let shutting_down = state.shutting_down;
+            let stored = match state.slot_mut(name) {
+                Some(slot) if slot.start_id == job.start_id && !shutting_down => {
+                    match &outcome {
+                        Ok(connected) => {
+                            log::debug!("{name}: ready");
+                            slot.ever_ready = true;
+                            slot.set_phase(Phase::Ready(Arc::clone(connected)));
+                        }
+                        Err(error) => {
+                            log::info!("{name}: failed to start: {error}");
+                            let error = Arc::clone(error);
+                            slot.set_phase(Phase::Failed { error, stderr_tail });
+                        }
+                    }
+                    true
+                }
+                // Replaced by a refresh or reconnect meanwhile, or shutting down.
+                _ => false,
+            };
+            if stored && outcome.is_ok() {
+                state.rebuild_registry(&self.options);
+            }
+            stored
+        };
+        self.settled.notify_all();
+        // A failed start, or one nobody wants any more, ends its process now
+        // (which may take the grace periods of a server that ignores signals).
+        if !stored || outcome.is_err() {
+            if let Some(client) = client {
+                let _ = client.close();
+            }
+        }
+    }
+
+    /// The transport, the handshake and the first tool list, within the
+    /// start timeout. On failure, the client (if it got that far) comes back
+    /// too, for its stderr and its close.
+    #[allow(clippy::type_complexity)]
+    fn connect(
+        &self,
+        job: &StartJob,
+    ) -> Result<(Arc<Client>, Arc<Connected>), (Option<Arc<Client>>, Arc<Error>)> {
+        let config = &job.config;
+        let deadline = Instant::now() + config.start_timeout;
+        let client_options = ClientOptions {
+            request_timeout: config.timeout,
+            max_total_timeout: config.max_total_timeout,
+            host: Arc::new(events::HubHost {
+                user: Arc::clone(&self.options.host),
+                relist: self.events.relist_sender(),
+                log_sink: self.options.log_sink.clone(),
+            }),
+        };
+        let client = transport::for_entry(config)
+            .and_then(|transport| Client::start(&config.name, &transport, client_options))
+            .map(Arc::new)
+            .map_err(|error| (None, Arc::new(error)))?;
+        // Registered so that shutdown can end it while it connects.
+        {
+            let mut state = self.state();
+            let shutting_down = state.shutting_down;
+            match state.slot_mut(&config.name) {
+                Some(slot) if slot.start_id == job.start_id && !shutting_down => {
+                    slot.phase = Phase::Starting { client: Some(Arc::clone(&client)) };
+                }
+                _ => {
+                    let error = Arc::new(Error::Disconnected(CloseReason::Shutdown));
+                    return Err((Some(client), error));
+                }
+            }
+        }
+        match handshake(&client, config, deadline) {
+            Ok(connected) => Ok((client, Arc::new(connected))),
+            Err(error) => Err((Some(client), Arc::new(error))),
+        }
+    }
+
+    /// Waits until no slot is starting, at most the longest start timeout
+    /// (plus slack).
+    pub(super) fn wait_started(&self) {
+        let mut state = self.state();
+        let longest =
+            state.slots.iter().map(|slot| slot.config.start_timeout).max().unwrap_or_default();
+        let deadline = Instant::now() + longest + START_SLACK;
+        while state.any_starting() {
+            let now = Instant::now();
+            if now >= deadline {
+                log::warn!("servers still starting past their start timeout");
+                return;
+            }
+            state = wait_timeout(&self.settled, state, deadline - now);
+        }
+    }
+
+    /// Waits until `server`'s slot is not starting, at most its start timeout.
+    pub(super) fn wait_for<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, HubState>,
+        server: &str,
+    ) -> MutexGuard<'a, HubState> {
+        let Some(slot) = state.slot(server) else { return state };
+        let deadline = Instant::now() + slot.config.start_timeout + START_SLACK;
+        while state.slot(server).is_some_and(|slot| matches!(slot.phase, Phase::Starting { .. })) {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            state = wait_timeout(&self.settled, state, deadline - now);
+        }
+        state
+    }
+
+    /// The client of a server for a request: one that is starting is
+    /// waited for; one that dropped since it was ready is reconnected once,
+    /// here, before failing. Callers of other servers never wait on this.
+    pub(super) fn connected_client(self: &Arc<Self>, server: &str) -> Result<Arc<Client>, Error> {
+        let mut reconnected = false;
+        let mut state = self.state();
+        loop {
+            let slot = state.slot(server).ok_or_else(|| Error::UnknownServer(server.to_owned()))?;
+            let name = slot.config.name.clone();
+            match &slot.phase {
+                Phase::Ready(connected) if !is_lost(&connected.client) => {
+                    return Ok(Arc::clone(&connected.client));
+                }
+                Phase::Starting { .. } if !reconnected => state = self.wait_for(state, &name),
+                _ if slot.has_dropped() && !reconnected && !state.shutting_down => {
+                    reconnected = true;
+                    let index = state.slots.iter().position(|slot| slot.config.name == name);
+                    let old = slot.phase.client().cloned();
+                    let Some(job) = index.and_then(|index| state.begin_start(index)) else {
+                        continue;
+                    };
+                    drop(state);
+                    log::info!("{name}: the connection dropped; reconnecting once");
+                    if let Some(old) = old {
+                        let _ = old.close();
+                    }
+                    self.run_start(job);
+                    state = self.state();
+                }
+                phase => {
+                    let error = Error::NotConnected { state: phase.state_word() };
+                    return Err(error.for_server(&name));
+                }
+            }
+        }
+    }
+
+    /// Lists a server's tools again (after `tools/list_changed`): new tools
+    /// appear, withdrawn ones become unreachable.
+    pub(super) fn relist(&self, server: &str) {
+        let (client, config) = {
+            let state = self.state();
+            match state.slot(server) {
+                Some(Slot { phase: Phase::Ready(connected), config, .. }) => {
+                    (Arc::clone(&connected.client), Arc::clone(config))
+                }
+                _ => return,
+            }
+        };
+        let options = CallOptions { timeout: Some(config.timeout), ..CallOptions::default() };
+        match client.list_tools(&options) {
+            Ok(mut tools) => {
+                if let Some(allowed) = &config.tools {
+                    tools.retain(|tool| allowed.contains(&tool.name));
+                }
+                log::info!("{server}: tools changed; now {}", tools.len());
+                let mut state = self.state();
+                let Some(slot) = state.slot_mut(server) else { return };
+                // Only into the connection that was asked.
+                if let Phase::Ready(connected) = &slot.phase {
+                    if Arc::ptr_eq(&connected.client, &client) {
+                        let updated = Connected {
+                            client,
+                            info: connected.info.clone(),
+                            tools: Arc::new(tools),
+                            warnings: connected.warnings.clone(),
+                        };
+                        slot.phase = Phase::Ready(Arc::new(updated));
+                        state.rebuild_registry(&self.options);
+                    }
+                }
+            }
+            Err(err) => log::warn!("{server}: re-listing tools failed: {err}"),
+        }
+    }
+
+    /// Rebuilds the registry (after slots went away).
+    pub(super) fn rebuild_registry(&self) {
+        self.state().rebuild_registry(&self.options);
+    }
+
+    /// Marks shutdown and takes every client and start thread out of the
+    /// state; the caller ends them with the lock released.
+    pub(super) fn begin_shutdown(&self) -> (Vec<Arc<Client>>, Vec<JoinHandle<()>>) {
+        let mut state = self.state();
+        state.shutting_down = true;
+        let clients = state.slots.iter().filter_map(|slot| slot.phase.client().cloned()).collect();
+        let starters = std::mem::take(&mut state.starters);
+        drop(state);
+        self.settled.notify_all();
+        (clients, starters)
+    }
+}
+
+impl Phase {
+    /// The state word for `NotConnected`.
+    fn state_word(&self) -> super::ServerState {
+        match self {
+            Phase::Disabled => super::ServerState::Disabled,
+            Phase::Starting { .. } => super::ServerState::Connecting,
+            Phase::Ready(_) | Phase::Failed { .. } => super::ServerState::Failed,
+        }
+    }
+}
+
+/// Handshake and first tool list, each step given what is left of the start
+/// timeout; a timeout says it was the start that ran out.
+fn handshake(
+    client: &Arc<Client>,
+    config: &ServerConfig,
+    deadline: Instant,
+) -> Result<Connected, Error> {
+    let remaining =
+        || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let started = || -> Result<Connected, Error> {
+        let info = client.initialize(remaining())?.clone();
+        let mut warnings = Vec::new();
+        let mut tools = if info.has_capability("tools") {
+            let options = CallOptions {
+                timeout: Some(remaining()),
+                deadline: Some(deadline),
+                ..CallOptions::default()
+            };
+            client.list_tools(&options)?
+        } else {
+            Vec::new()
+        };
+        if let Some(allowed) = &config.tools {
+            for name in allowed {
+                if !tools.iter().any(|tool| &tool.name == name) {
+                    warnings
+                        .push(format!("\"tools\" names {name:?}, which the server does not offer"));
+                }
+            }
+            tools.retain(|tool| allowed.contains(&tool.name));
+        }
+        Ok(Connected { client: Arc::clone(client), info, tools: Arc::new(tools), warnings })
+    };
+    started().map_err(|error| error.during_start(config.start_timeout))
+}
+
+/// Closes these clients in parallel, one `{server}-close` thread each.
+pub(super) fn close_all(clients: &[Arc<Client>]) {
+    thread::scope(|scope| {
+        for client in clients {
+            let closer = thread::Builder::new()
+                .name(format!("{}-close", client.server_name()))
+                .spawn_scoped(scope, move || client.close());
+            if closer.is_err() {
+                let _ = client.close();
+            }
+        }
+    });
+}
