@@ -186,14 +186,13 @@ impl HubState {
             })
             .collect();
         let slots = &self.slots;
-        let rebuilt = ToolRegistry::build(ready, options.name_style).with_exposure(
-            |server, tool| {
+        let rebuilt =
+            ToolRegistry::build(ready, options.name_style).with_exposure(|server, tool| {
                 slots
                     .iter()
                     .find(|slot| slot.config.name == server)
                     .map_or(Exposure::Direct, |slot| slot.config.exposure_of(tool))
-            },
-        );
+            });
         self.registry = Arc::new(rebuilt);
     }
 
