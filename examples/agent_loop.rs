@@ -88,18 +88,18 @@ fn main() {
                 }
             }
             // A transport failure becomes a message for the model, not a crash.
-            Err(err) => println!("  -> error: {}", tether::error_chain(&err)),
+            Err(err) => println!("  -> error: {err}"),
         }
     }
 
     println!();
     for status in hub.status() {
         println!(
-            "{}: {:?}, {} tools, since {}",
+            "{}: {}, {} tools, for {} s",
             status.name,
-            status.state,
+            status.state.as_str(),
             status.tools.len(),
-            status.since
+            status.since.elapsed().map_or(0, |held| held.as_secs())
         );
     }
     hub.shutdown();

@@ -289,8 +289,8 @@ impl Client {
 
     /// The transport in use: `stdio`, `http` (Streamable HTTP) or `sse`
     /// (legacy HTTP+SSE, also after a fallback).
-    pub fn transport_name(&self) -> Option<&'static str> {
-        Some(self.endpoint.transport_name())
+    pub fn transport_name(&self) -> &'static str {
+        self.endpoint.transport_name()
     }
 
     /// Why the connection closed, if it did.

@@ -47,7 +47,6 @@ mod threads;
 mod transport;
 
 pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
-pub use clock::rfc3339;
 pub use config::{
     default_config_dir, Config, ConfigFiles, ConfigLoader, Exposure, FailedEntry, ImportReport,
     RemoteConfig, RemoteKind, Scope, ServerConfig, StdioConfig, TransportConfig, UntrustedServer,
@@ -58,8 +57,8 @@ pub use error::{CloseReason, Error, Step, Timeout};
 pub use framing::MAX_FRAME;
 pub use host::{DefaultHost, Host, Root};
 pub use hub::{
-    error_chain, Hub, HubOptions, LogFile, LogMessage, LogSink, ModelTool, Offered, RefreshReport,
-    ServerState, ServerStatus, TOOL_SEARCH,
+    Hub, HubOptions, LogFile, LogMessage, LogSink, ModelTool, Offered, RefreshReport, ServerState,
+    ServerStatus, TOOL_SEARCH,
 };
 pub use jsonrpc::{Notification, Request, RequestId, RpcError};
 pub use protocol::{

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tether::{Config, Error, Hub, Offered, ServerState};
 
 use super::connect::{only_server, start_failure_code, SignalWatch};
-use super::{emit, report, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE};
+use super::{emit, report, status, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE};
 
 /// Starts the hub for `server` (or every server) and fails when a named
 /// server did not connect.
@@ -31,7 +31,7 @@ fn connected_hub(config: Config, server: Option<&str>, signals: &SignalWatch) ->
         {
             eprintln!(
                 "error: server {name:?} is not connected: {}",
-                status.error.as_deref().unwrap_or("unknown error")
+                status::error_text(&status).unwrap_or_else(|| "unknown error".into())
             );
             return Err(start_failure_code(&status));
         }

@@ -16,7 +16,8 @@ use signal_hook::iterator::Signals;
 use tether::{CallOptions, Config, Error, Hub, HubOptions, Scope, ServerState, ServerStatus};
 
 use super::{
-    browse, emit, report, Command, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE, INTERRUPTED,
+    browse, emit, report, status, Command, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE,
+    INTERRUPTED,
 };
 
 /// Runs a server command.
@@ -139,7 +140,8 @@ fn list(
     let hub = signals.start_hub(config);
     let statuses = hub.status();
     if json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&statuses).unwrap_or_default()));
+        let rows: Vec<Value> = statuses.iter().map(status::to_json).collect();
+        emit(&format!("{}\n", serde_json::to_string_pretty(&rows).unwrap_or_default()));
     } else if statuses.is_empty() {
         eprintln!("No servers configured. Add one to mcp.json in the configuration folder.");
     } else {
@@ -181,17 +183,17 @@ fn render_list(statuses: &[ServerStatus]) -> String {
             format!(
                 "{:name_width$}  {:<10}  {:<5}  {:<7}  {tools}",
                 status.name,
-                status.state.label(),
+                status::label(status.state),
                 status.transport,
                 scope
             )
             .trim_end(),
         );
         out.push('\n');
-        if let Some(error) = &status.error {
+        if let Some(error) = status::error_text(status) {
             out.push_str(&format!("    error: {error}\n"));
         }
-        if let Some(hint) = &status.hint {
+        if let Some(hint) = status::hint(status) {
             out.push_str(&format!("    hint: {hint}\n"));
         }
         for warning in &status.warnings {
@@ -277,7 +279,7 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
         eprintln!(
             "warning: server {:?} is not connected: {}",
             status.name,
-            status.error.as_deref().unwrap_or("?")
+            status::error_text(status).unwrap_or_else(|| "?".into())
         );
     }
     if failed.is_empty() {
@@ -351,9 +353,9 @@ fn call(
         }
         eprintln!(
             "error: server {name:?} failed to start: {}",
-            status.error.as_deref().unwrap_or("unknown error")
+            status::error_text(&status).unwrap_or_else(|| "unknown error".into())
         );
-        if let Some(hint) = &status.hint {
+        if let Some(hint) = status::hint(&status) {
             eprintln!("  hint: {hint}");
         }
         if let Some(tail) = &status.stderr_tail {
@@ -438,7 +440,7 @@ fn exposure_word(exposure: tether::Exposure) -> &'static str {
 /// The exit code of a server that did not start: 2 when its configuration
 /// is at fault (an unset `bearerTokenEnv`, say), 3 when the server is.
 pub(super) fn start_failure_code(status: &ServerStatus) -> u8 {
-    if status.error.as_deref().is_some_and(|error| error.starts_with("invalid configuration")) {
+    if status.error.as_deref().is_some_and(|error| !error.is_server_failure()) {
         EXIT_USAGE
     } else {
         EXIT_SERVER

@@ -10,6 +10,7 @@ mod browse;
 mod connect;
 mod logs;
 mod manage;
+mod status;
 mod terminal;
 
 use std::io::{self, Write};

@@ -17,6 +17,7 @@ pub use events::{LogFile, LogMessage, LogSink};
 pub use model::{ModelTool, TOOL_SEARCH};
 pub use refresh::RefreshReport;
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::SystemTime;
@@ -25,9 +26,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::client::{CallOptions, Client};
-use crate::clock;
 use crate::config::{Config, ConfigLoader, Exposure, Scope, ServerConfig};
-use crate::error::{CloseReason, Error, Step, Timeout};
+use crate::error::{CloseReason, Error};
 use crate::host::{DefaultHost, Host};
 use crate::protocol::{
     Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ToolResult,
@@ -67,6 +67,7 @@ impl Default for HubOptions {
 /// A server's state, as `status` and `tether list` show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ServerState {
     /// Starting.
     Connecting,
@@ -94,18 +95,6 @@ impl ServerState {
             ServerState::NeedsLogin => "needs_login",
         }
     }
-
-    /// The word `tether list` prints.
-    pub fn label(self) -> &'static str {
-        match self {
-            ServerState::Connecting => "connecting",
-            ServerState::Ready => "connected",
-            ServerState::Failed => "failed",
-            ServerState::Disabled => "disabled",
-            ServerState::Untrusted => "untrusted",
-            ServerState::NeedsLogin => "needs login",
-        }
-    }
 }
 
 /// Something a server offers (a resource, a template, a prompt), with the
@@ -119,14 +108,16 @@ pub struct Offered<T> {
     pub item: T,
 }
 
-/// One server's status.
-#[derive(Debug, Clone, Serialize)]
+/// One server's status: typed data, for a host to show as it likes.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServerStatus {
     /// The configured name.
     pub name: String,
     /// Where the entry came from.
     pub scope: Scope,
-    /// `stdio`, `http` or `sse`.
+    /// `stdio`, `http` or `sse` (the one in use once connected); `-` for an
+    /// entry that could not be used.
     pub transport: &'static str,
     /// The state.
     pub state: ServerState,
@@ -144,27 +135,24 @@ pub struct ServerStatus {
     pub resources: bool,
     /// Whether the server offers prompts.
     pub prompts: bool,
-    /// Why it failed.
-    pub error: Option<String>,
-    /// What to do about it.
-    pub hint: Option<String>,
+    /// Why it failed or was lost, with its causes ([`Error::Config`] for
+    /// an entry that could not be used).
+    pub error: Option<Arc<Error>>,
     /// Warnings about its entry.
     pub warnings: Vec<String>,
     /// The end of a failed stdio server's stderr.
     pub stderr_tail: Option<String>,
-    /// When the state was reached (RFC 3339).
-    pub since: String,
+    /// When the state was reached.
+    pub since: SystemTime,
+    /// The file the entry came from, if any.
+    pub source: Option<PathBuf>,
+    /// For an untrusted project entry: the command or URL it would use.
+    pub would_run: Option<String>,
 }
 
 impl ServerStatus {
-    /// The status of an entry that never had a process: invalid or untrusted.
-    fn never_started(
-        name: &str,
-        scope: Scope,
-        state: ServerState,
-        error: Option<String>,
-        hint: Option<String>,
-    ) -> ServerStatus {
+    /// The status of an entry in a state with no connection.
+    fn new(name: &str, scope: Scope, state: ServerState, source: Option<PathBuf>) -> ServerStatus {
         ServerStatus {
             name: name.to_owned(),
             scope,
@@ -177,11 +165,12 @@ impl ServerStatus {
             tools: Vec::new(),
             resources: false,
             prompts: false,
-            error,
-            hint,
+            error: None,
             warnings: Vec::new(),
             stderr_tail: None,
-            since: clock::rfc3339(SystemTime::now()),
+            since: SystemTime::now(),
+            source,
+            would_run: None,
         }
     }
 }
@@ -422,24 +411,21 @@ impl Hub {
         };
         let mut statuses: Vec<ServerStatus> =
             slots.iter().map(|(config, phase, since)| slot_status(config, phase, *since)).collect();
-        statuses.extend(failed_entries.iter().map(|entry| {
-            let hint =
-                entry.source.as_ref().map(|file| format!("fix the entry in {}", file.display()));
-            ServerStatus::never_started(
-                &entry.name,
-                entry.scope,
-                ServerState::Failed,
-                Some(entry.error.clone()),
-                hint,
-            )
+        statuses.extend(failed_entries.into_iter().map(|entry| {
+            let mut status =
+                ServerStatus::new(&entry.name, entry.scope, ServerState::Failed, entry.source);
+            status.error = Some(Arc::new(Error::Config(entry.error)));
+            status
         }));
-        statuses.extend(untrusted.iter().map(|entry| {
-            let project = entry.source.parent().map_or_else(|| ".".into(), |dir| dir.display().to_string());
-            let hint = format!(
-                "the project is not trusted; it would run: {}; trust it with: tether trust {project}",
-                entry.command_line
+        statuses.extend(untrusted.into_iter().map(|entry| {
+            let mut status = ServerStatus::new(
+                &entry.name,
+                Scope::Project,
+                ServerState::Untrusted,
+                Some(entry.source),
             );
-            ServerStatus::never_started(&entry.name, Scope::Project, ServerState::Untrusted, None, Some(hint))
+            status.would_run = Some(entry.command_line);
+            status
         }));
         statuses
     }
@@ -503,20 +489,19 @@ impl Drop for HubCore {
 /// One slot's status; a ready server whose connection was lost shows as failed.
 fn slot_status(config: &ServerConfig, phase: &Phase, since: SystemTime) -> ServerStatus {
     let mut status =
-        ServerStatus::never_started(&config.name, config.scope, ServerState::Failed, None, None);
+        ServerStatus::new(&config.name, config.scope, ServerState::Failed, config.source.clone());
     status.transport = config.transport_name();
-    status.since = clock::rfc3339(since);
+    status.since = since;
     match phase {
         Phase::Disabled => status.state = ServerState::Disabled,
         Phase::Starting { .. } => status.state = ServerState::Connecting,
         Phase::Failed { error, stderr_tail } => {
-            status.hint = hint_for(error, config);
-            status.error = Some(error_chain(error));
+            status.error = Some(Arc::clone(error));
             status.stderr_tail = stderr_tail.clone();
         }
         Phase::Ready(connected) => {
             let (client, info) = (&connected.client, &connected.info);
-            status.transport = client.transport_name().unwrap_or(status.transport);
+            status.transport = client.transport_name();
             status.protocol_version = Some(info.protocol_version.clone());
             status.server_name = Some(info.name.clone());
             status.server_version = Some(info.version.clone());
@@ -527,7 +512,7 @@ fn slot_status(config: &ServerConfig, phase: &Phase, since: SystemTime) -> Serve
             status.warnings = connected.warnings.clone();
             match client.close_reason().filter(|reason| *reason != CloseReason::Shutdown) {
                 Some(reason) => {
-                    status.error = Some(format!("connection closed: {reason}"));
+                    status.error = Some(Arc::new(Error::Disconnected(reason)));
                     status.stderr_tail =
                         client.stderr_tail().filter(|tail| !tail.trim().is_empty());
                 }
@@ -536,36 +521,4 @@ fn slot_status(config: &ServerConfig, phase: &Phase, since: SystemTime) -> Serve
         }
     }
     status
-}
-
-/// An error and its causes on one line.
-pub fn error_chain(err: &Error) -> String {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-fn hint_for(err: &Error, config: &ServerConfig) -> Option<String> {
-    let file = config
-        .source
-        .as_ref()
-        .map_or_else(|| "the configuration".to_owned(), |path| path.display().to_string());
-    match err.root() {
-        Error::Spawn { command, source } if source.kind() == std::io::ErrorKind::NotFound => {
-            Some(format!(
-                "check that `{command}` is installed and on PATH, or give its full path in {file}"
-            ))
-        }
-        Error::Timeout(Timeout { step: Step::Start { .. }, .. }) => {
-            Some(format!("raise \"startTimeout\" in {file}"))
-        }
-        Error::Timeout(_) => Some(format!("raise \"timeout\" in {file}")),
-        Error::Disconnected(_) => Some("the server exited; its stderr is below".to_owned()),
-        _ => None,
-    }
 }

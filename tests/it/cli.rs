@@ -288,3 +288,29 @@ fn tether_mcp_0_turns_everything_off() {
     assert!(output.stdout.is_empty());
     assert!(tag.live_processes().is_empty());
 }
+
+// Issue 8: hints are the CLI's, made from the library's typed errors.
+#[test]
+fn list_says_what_to_do_about_each_failure() {
+    let tag = Tag::new();
+    let mut hangs = misbehave_entry(&tag, &["--hang-initialize"]);
+    hangs["startTimeout"] = json!(1);
+    let dir = config_dir(json!({
+        "missing": {"command": "/nonexistent/server"},
+        "hangs": hangs,
+    }));
+    let (output, _) = run_tether(dir.path(), &["list"], WITHIN);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr_of(&output));
+    let out = stdout_of(&output);
+    assert!(out.contains("could not start `/nonexistent/server`"), "{out}");
+    assert!(out.contains("check that `/nonexistent/server` is installed and on PATH"), "{out}");
+    assert!(out.contains("(start timeout 1s)"), "{out}");
+    assert!(out.contains("hint: raise \"startTimeout\" in"), "{out}");
+    let (output, _) = run_tether(dir.path(), &["list", "--json"], WITHIN);
+    let statuses: Vec<Value> = serde_json::from_str(&stdout_of(&output)).unwrap();
+    let hangs = statuses.iter().find(|status| status["name"] == "hangs").unwrap();
+    assert_eq!(hangs["state"], "failed");
+    assert!(hangs["hint"].as_str().unwrap().contains("startTimeout"), "{hangs}");
+    assert!(hangs["since"].as_str().unwrap().ends_with('Z'), "{hangs}");
+    tag.assert_gone();
+}

@@ -92,7 +92,7 @@ fn json_answers_with_the_right_headers() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &[]);
     let client = connect(&server, RemoteKind::StreamableHttp);
-    assert_eq!(client.transport_name(), Some("http"));
+    assert_eq!(client.transport_name(), "http");
     assert!(client
         .list_tools(&CallOptions::default())
         .unwrap()
@@ -355,7 +355,7 @@ fn legacy_sse_and_the_fallback_from_streamable_http() {
     for flag in ["--405-on-post", "--404-on-post", "--400-on-post"] {
         let server = HttpFixture::start(&tag, &[flag]);
         let client = connect(&server, RemoteKind::Auto);
-        assert_eq!(client.transport_name(), Some("sse"), "{flag}");
+        assert_eq!(client.transport_name(), "sse", "{flag}");
         assert_eq!(echo(&client, flag).unwrap(), flag);
         client.close().unwrap();
     }

@@ -110,7 +110,7 @@ fn server_everything_over_streamable_http() {
     let (argv, env) = interop_setup::everything_server_http("streamableHttp");
     let server = interop_setup::spawn_http_server(&argv, &env);
     let client = http_client("everything", &server.url("/mcp"), RemoteKind::StreamableHttp);
-    assert_eq!(client.transport_name(), Some("http"));
+    assert_eq!(client.transport_name(), "http");
     check_everything(&client);
     client.close().unwrap();
 }
@@ -120,12 +120,12 @@ fn server_everything_over_legacy_sse_and_by_fallback() {
     let (argv, env) = interop_setup::everything_server_http("sse");
     let server = interop_setup::spawn_http_server(&argv, &env);
     let client = http_client("everything", &server.url("/sse"), RemoteKind::Sse);
-    assert_eq!(client.transport_name(), Some("sse"));
+    assert_eq!(client.transport_name(), "sse");
     check_everything(&client);
     client.close().unwrap();
     // A URL with no type tries Streamable HTTP first, then falls back.
     let client = http_client("everything", &server.url("/sse"), RemoteKind::Auto);
-    assert_eq!(client.transport_name(), Some("sse"));
+    assert_eq!(client.transport_name(), "sse");
     let echoed =
         client.call_tool("echo", json!({"message": "fallback"}), &CallOptions::default()).unwrap();
     assert!(echoed.to_text().contains("fallback"));
