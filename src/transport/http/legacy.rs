@@ -1,0 +1,184 @@
+//! The legacy HTTP+SSE transport (2024-11-05): a `{server}-sse` thread
+//! holds the GET stream, whose first event names the endpoint to POST to
+//! (same origin only); answers arrive as `message` events on that stream.
+
+use std::io::{self, BufReader, Read};
+use std::time::Instant;
+
+use super::wire::{http_error, origin_of, redact_url, unauthorized};
+use super::{HttpTransport, RETRY_PAUSES};
+use crate::error::{CloseReason, Error};
+use crate::framing::MAX_FRAME;
+use crate::sync::{lock, wait_timeout};
+use crate::transport::sse::SseReader;
+
+impl HttpTransport {
+    /// Opens the legacy SSE stream (once); its first event names the endpoint.
+    pub(super) fn start_legacy_stream(&self) -> Result<(), Error> {
+        {
+            let mut state = lock(&self.state);
+            if state.legacy_started {
+                return Ok(());
+            }
+            state.legacy_started = true;
+        }
+        let name = format!("{}-sse", self.server);
+        self.spawn_thread(name, |me| me.run_legacy_stream()).map_err(Error::Io)
+    }
+
+    pub(super) fn run_legacy_stream(&self) {
+        let reason = match self.open_get(None, None) {
+            Ok(mut response) if response.status().is_success() => {
+                let mut reader =
+                    SseReader::new(BufReader::new(response.body_mut().as_reader()), MAX_FRAME);
+                self.read_legacy_events(&mut reader)
+            }
+            Ok(mut response) => {
+                let status = response.status().as_u16();
+                let error = if status == 401 {
+                    unauthorized(&response, &redact_url(&self.target.url))
+                } else {
+                    http_error(&mut response)
+                };
+                self.legacy_failed(error.to_string());
+                return;
+            }
+            Err(err) => {
+                self.legacy_failed(format!("cannot reach {}: {err}", redact_url(&self.target.url)));
+                return;
+            }
+        };
+        if self.is_closing() {
+            return;
+        }
+        self.legacy_failed(reason.to_string());
+        if let Some(inbox) = self.inbox() {
+            inbox.closed(reason);
+        }
+    }
+
+    pub(super) fn read_legacy_events<R: io::BufRead>(
+        &self,
+        reader: &mut SseReader<R>,
+    ) -> CloseReason {
+        loop {
+            match reader.next_event() {
+                Ok(Some(event)) if event.event == "endpoint" => {
+                    match self.resolve_endpoint(event.data.trim()) {
+                        Ok(endpoint) => {
+                            log::debug!("{}: legacy endpoint {endpoint}", self.server);
+                            lock(&self.state).legacy_endpoint = Some(endpoint);
+                            self.endpoint_ready.notify_all();
+                        }
+                        Err(why) => {
+                            self.legacy_failed(why);
+                            return CloseReason::Io(
+                                "the server named an endpoint on another origin".into(),
+                            );
+                        }
+                    }
+                }
+                Ok(Some(event)) if event.event == "message" && !event.data.trim().is_empty() => {
+                    self.deliver_bytes(event.data.as_bytes());
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => return CloseReason::Eof,
+                Err(err) => return CloseReason::Io(format!("the event stream broke: {err}")),
+            }
+        }
+    }
+
+    pub(super) fn legacy_failed(&self, why: String) {
+        let mut state = lock(&self.state);
+        if state.legacy_error.is_none() {
+            state.legacy_error = Some(why);
+        }
+        self.endpoint_ready.notify_all();
+    }
+
+    /// The endpoint URL, relative to the stream's URL, same origin only.
+    pub(super) fn resolve_endpoint(&self, endpoint: &str) -> Result<String, String> {
+        let origin = origin_of(&self.target.url).ok_or("the server URL has no origin")?;
+        let resolved = if endpoint.starts_with("http://") || endpoint.starts_with("https://") {
+            endpoint.to_owned()
+        } else if endpoint.starts_with('/') {
+            format!("{origin}{endpoint}")
+        } else if endpoint.starts_with('?') {
+            let base = self.target.url.split(['?', '#']).next().unwrap_or(&self.target.url);
+            format!("{base}{endpoint}")
+        } else {
+            let base = self.target.url.split(['?', '#']).next().unwrap_or(&self.target.url);
+            let folder = &base[..base.rfind('/').map_or(base.len(), |at| at + 1)];
+            format!("{folder}{endpoint}")
+        };
+        if origin_of(&resolved).as_deref() != Some(origin.as_str()) {
+            return Err(format!(
+                "the server named the endpoint {resolved}, on another origin than {origin}"
+            ));
+        }
+        Ok(resolved)
+    }
+
+    /// POSTs a frame to the legacy endpoint, once the stream has named it.
+    pub(super) fn post_legacy(&self, frame: &[u8], method: Option<&str>) -> Result<(), Error> {
+        let endpoint = {
+            let deadline = Instant::now() + self.target.endpoint_wait;
+            let mut state = lock(&self.state);
+            loop {
+                if let Some(endpoint) = &state.legacy_endpoint {
+                    break endpoint.clone();
+                }
+                if let Some(error) = &state.legacy_error {
+                    return Err(Error::Http { status: None, message: error.clone() });
+                }
+                let now = Instant::now();
+                if now >= deadline || self.is_closing() {
+                    return Err(Error::Http {
+                        status: None,
+                        message: format!(
+                            "the SSE server never sent its endpoint event (waited {:.1} s)",
+                            self.target.endpoint_wait.as_secs_f64()
+                        ),
+                    });
+                }
+                state = wait_timeout(&self.endpoint_ready, state, deadline - now);
+            }
+        };
+        let repeatable = method != Some("tools/call");
+        let mut attempt = 0;
+        loop {
+            let failure = match self.send_post(&endpoint, frame, false, true) {
+                Ok(mut response) if response.status().is_success() => {
+                    let _ = response
+                        .body_mut()
+                        .as_reader()
+                        .take(MAX_FRAME as u64)
+                        .read_to_end(&mut Vec::new());
+                    return Ok(());
+                }
+                Ok(response) if response.status().as_u16() == 401 => {
+                    return Err(unauthorized(&response, &redact_url(&self.target.url)))
+                }
+                Ok(mut response) => {
+                    let status = response.status().as_u16();
+                    let error = http_error(&mut response);
+                    if !matches!(status, 408 | 429 | 500..=599) {
+                        return Err(error);
+                    }
+                    error
+                }
+                Err(err) => Error::Http {
+                    status: None,
+                    message: format!("cannot reach {}: {err}", redact_url(&endpoint)),
+                },
+            };
+            if !repeatable || attempt == RETRY_PAUSES.len() || self.is_closing() {
+                return Err(failure);
+            }
+            if !self.pause(RETRY_PAUSES[attempt]) {
+                return Ok(());
+            }
+            attempt += 1;
+        }
+    }
+}

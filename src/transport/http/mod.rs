@@ -1,0 +1,400 @@
+//! Remote servers: Streamable HTTP, and the legacy HTTP+SSE transport, over
+//! blocking ureq.
+//!
+//! Every message is one POST. A caller hands its frame to the outlet and goes
+//! to wait for its answer as over stdio; `{server}-http-N` worker threads
+//! (started as needed, so a long tool call never holds up another) do the
+//! POST and deliver what comes back — a JSON body, or an SSE stream of
+//! progress, server requests and finally the response — into the inbox. So
+//! timeouts and cancellation are the client's, exactly as over stdio.
+//!
+//! The session starts in order: `Client::initialize` hands
+//! `notifications/initialized` to `begin_session`, which POSTs it on the
+//! caller's thread (so no request can overtake it) and then opens the
+//! `{server}-http-get` stream and waits, within the start timeout, until the
+//! server answered it; only then does the first request go out.
+//!
+//! This file is the worker pool and the connection's state; `streamable.rs`
+//! is Streamable HTTP (session, renewal, resumption, the GET stream),
+//! `legacy.rs` the 2024-11-05 HTTP+SSE transport, `wire.rs` what every
+//! exchange shares (headers, delivery, errors, URLs, the resolver).
+//!
+//! Nothing blocks shutdown: `close` ends the session (DELETE), then shuts the
+//! agent down, which wakes every blocked read at once, and joins every thread.
+
+mod legacy;
+mod streamable;
+mod wire;
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use crate::config::RemoteKind;
+use crate::error::{CloseReason, Error};
+use crate::jsonrpc::Frame;
+use crate::sync::lock;
+use crate::threads::NamedThread;
+use crate::transport::outbox::Closed;
+use crate::transport::{Endpoint, Inbox, Outlet};
+
+pub(crate) use wire::redact_url;
+use wire::LiteralFirstResolver;
+
+/// At most this many POSTs in flight to one server.
+const MAX_WORKERS: usize = 32;
+/// How long shutdown waits for each thread.
+const JOIN_WAIT: Duration = Duration::from_secs(2);
+/// Retries of a request that is safe to repeat, and the pauses before them.
+const RETRY_PAUSES: [Duration; 2] = [Duration::from_millis(250), Duration::from_millis(1000)];
+/// How often a response stream may be resumed before giving up.
+const MAX_RESUMES: usize = 10;
+/// The reconnection delay when the server gave none.
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// The longest reconnection delay honoured, whatever the server asks.
+const MAX_RETRY: Duration = Duration::from_secs(30);
+/// The longest pause between attempts to reopen the GET stream.
+const MAX_GET_BACKOFF: Duration = Duration::from_secs(30);
+/// How long a legacy server may take to name its endpoint.
+const ENDPOINT_WAIT: Duration = Duration::from_secs(30);
+
+/// A remote server: where, how, and with which credentials.
+#[derive(Clone)]
+pub struct HttpTarget {
+    /// The endpoint URL (`http://` or `https://`).
+    pub url: String,
+    /// Which transport; `Auto` tries Streamable HTTP, then the legacy one.
+    pub kind: RemoteKind,
+    /// Headers on every request (values may be secrets).
+    pub headers: Vec<(String, String)>,
+    /// Sent as `Authorization: Bearer …` unless `headers` has an Authorization.
+    pub bearer_token: Option<String>,
+    /// How long a legacy server may take to send its `endpoint` event.
+    pub endpoint_wait: Duration,
+}
+
+impl HttpTarget {
+    /// A target with no headers or credentials.
+    pub fn new(url: &str, kind: RemoteKind) -> HttpTarget {
+        HttpTarget {
+            url: url.to_owned(),
+            kind,
+            headers: Vec::new(),
+            bearer_token: None,
+            endpoint_wait: ENDPOINT_WAIT,
+        }
+    }
+}
+
+impl fmt::Debug for HttpTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Header values and the token are secrets: names only.
+        f.debug_struct("HttpTarget")
+            .field("url", &self.url)
+            .field("kind", &self.kind)
+            .field("headers", &self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
+            .field("bearer_token", &self.bearer_token.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+/// Which transport the connection settled on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `Auto`, before `initialize` answered.
+    Undecided,
+    Streamable,
+    Legacy,
+}
+
+/// A connection to a remote server; both the outlet and the endpoint.
+pub(crate) struct HttpTransport {
+    server: String,
+    target: HttpTarget,
+    agent: ureq::Agent,
+    /// The longest a request may run (its POST is cut off after this).
+    request_ceiling: Duration,
+    state: Mutex<State>,
+    /// Signalled when the legacy endpoint arrives (or cannot).
+    endpoint_ready: Condvar,
+    inbox: Mutex<Option<Arc<dyn Inbox>>>,
+    jobs: Mutex<Option<Sender<Frame>>>,
+    queue: Receiver<Frame>,
+    idle_workers: AtomicUsize,
+    /// Frames sent but not yet taken by a worker.
+    queued: AtomicUsize,
+    /// One session renewal at a time.
+    renewal: Mutex<()>,
+    threads: Mutex<Vec<NamedThread>>,
+    closing: AtomicBool,
+    /// Dropped on close: wakes every pause at once.
+    stop: Mutex<Option<Sender<()>>>,
+    stopped: Receiver<()>,
+    myself: Weak<HttpTransport>,
+}
+
+#[derive(Default)]
+struct State {
+    mode: Option<Mode>,
+    session_id: Option<String>,
+    protocol_version: Option<String>,
+    initialize_frame: Option<Vec<u8>>,
+    get_stream_started: bool,
+    legacy_endpoint: Option<String>,
+    legacy_error: Option<String>,
+    legacy_started: bool,
+    workers: usize,
+    /// The server answered the GET stream with 405.
+    no_get_stream: bool,
+}
+
+impl HttpTransport {
+    /// Prepares the connection; nothing is sent until the first frame, except
+    /// that a legacy (`sse`) server's stream is opened at once.
+    ///
+    /// # Errors
+    /// A URL that is not `http://` or `https://`.
+    pub(crate) fn start(
+        server: &str,
+        target: HttpTarget,
+        inbox: Arc<dyn Inbox>,
+        request_ceiling: Duration,
+    ) -> Result<Arc<HttpTransport>, Error> {
+        if !(target.url.starts_with("http://") || target.url.starts_with("https://")) {
+            return Err(Error::Config(format!(
+                "{:?} is not an http:// or https:// URL",
+                target.url
+            )));
+        }
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(10)))
+            .user_agent(format!("tether/{}", env!("CARGO_PKG_VERSION")))
+            .build();
+        let agent = ureq::Agent::with_parts(
+            config,
+            ureq::unversioned::transport::DefaultConnector::new(),
+            LiteralFirstResolver::default(),
+        );
+        let (jobs, queue) = crossbeam_channel::unbounded();
+        let (stop, stopped) = crossbeam_channel::bounded(0);
+        let mode = match target.kind {
+            RemoteKind::Auto => Mode::Undecided,
+            RemoteKind::StreamableHttp => Mode::Streamable,
+            RemoteKind::Sse => Mode::Legacy,
+        };
+        let transport = Arc::new_cyclic(|myself| HttpTransport {
+            server: server.to_owned(),
+            target,
+            agent,
+            request_ceiling,
+            state: Mutex::new(State { mode: Some(mode), ..State::default() }),
+            endpoint_ready: Condvar::new(),
+            inbox: Mutex::new(Some(inbox)),
+            jobs: Mutex::new(Some(jobs)),
+            queue,
+            idle_workers: AtomicUsize::new(0),
+            queued: AtomicUsize::new(0),
+            renewal: Mutex::new(()),
+            threads: Mutex::new(Vec::new()),
+            closing: AtomicBool::new(false),
+            stop: Mutex::new(Some(stop)),
+            stopped,
+            myself: myself.clone(),
+        });
+        if mode == Mode::Legacy {
+            transport.start_legacy_stream()?;
+        }
+        Ok(transport)
+    }
+
+    fn mode(&self) -> Mode {
+        lock(&self.state).mode.unwrap_or(Mode::Undecided)
+    }
+
+    fn inbox(&self) -> Option<Arc<dyn Inbox>> {
+        lock(&self.inbox).clone()
+    }
+
+    fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    /// Sleeps, unless the transport closes first; false when it closed.
+    fn pause(&self, duration: Duration) -> bool {
+        !self.is_closing()
+            && matches!(self.stopped.recv_timeout(duration), Err(RecvTimeoutError::Timeout))
+    }
+
+    fn spawn_thread(
+        &self,
+        name: String,
+        body: impl FnOnce(Arc<HttpTransport>) + Send + 'static,
+    ) -> io::Result<()> {
+        let Some(me) = self.myself.upgrade() else { return Ok(()) };
+        // Checked under the threads' lock: close takes it to join them all,
+        // so no thread starts after that.
+        let mut threads = lock(&self.threads);
+        if self.is_closing() {
+            return Ok(());
+        }
+        threads.push(NamedThread::spawn(name, move || body(me))?);
+        Ok(())
+    }
+
+    /// A worker's loop: one POST at a time until the queue closes.
+    fn run_worker(&self) {
+        loop {
+            self.idle_workers.fetch_add(1, Ordering::AcqRel);
+            let job = self.queue.recv();
+            self.idle_workers.fetch_sub(1, Ordering::AcqRel);
+            if job.is_ok() {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+            }
+            match job {
+                Ok(frame) if !self.is_closing() => self.post(&frame),
+                _ => return,
+            }
+        }
+    }
+
+    /// Sends one frame and delivers what comes back.
+    fn post(&self, frame: &Frame) {
+        let method = frame.method.as_deref();
+        if frame.is("initialize") {
+            lock(&self.state).initialize_frame = Some(frame.bytes.clone());
+        }
+        let Err(error) = self.post_now(frame) else { return };
+        if self.is_closing() {
+            return;
+        }
+        match frame.id {
+            Some(id) => {
+                if let Some(inbox) = self.inbox() {
+                    inbox.failed(id, error);
+                }
+            }
+            None => log::warn!(
+                "{}: sending {} failed: {error}",
+                self.server,
+                method.unwrap_or("a response")
+            ),
+        }
+    }
+
+    /// POSTs a frame on this thread, by the transport in use.
+    fn post_now(&self, frame: &Frame) -> Result<(), Error> {
+        let method = frame.method.as_deref();
+        match self.mode() {
+            Mode::Legacy => self.post_legacy(&frame.bytes, method),
+            Mode::Streamable | Mode::Undecided => self.post_streamable(frame),
+        }
+    }
+}
+
+impl Outlet for HttpTransport {
+    fn send(&self, frame: Frame) -> Result<(), Closed> {
+        if self.is_closing() {
+            return Err(Closed);
+        }
+        log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
+        {
+            let jobs = lock(&self.jobs);
+            self.queued.fetch_add(1, Ordering::AcqRel);
+            jobs.as_ref().ok_or(Closed)?.send(frame).map_err(|_| Closed)?;
+        }
+        // A worker for every POST in flight, up to the limit, so that a long
+        // call never holds up another: more frames waiting than idle workers
+        // means one more worker.
+        if self.queued.load(Ordering::Acquire) > self.idle_workers.load(Ordering::Acquire) {
+            let number = {
+                let mut state = lock(&self.state);
+                if state.workers >= MAX_WORKERS {
+                    return Ok(());
+                }
+                state.workers += 1;
+                state.workers
+            };
+            let name = format!("{}-http-{number}", self.server);
+            if let Err(err) = self.spawn_thread(name, |me| me.run_worker()) {
+                log::warn!("{}: cannot start an HTTP worker: {err}", self.server);
+            }
+        }
+        Ok(())
+    }
+
+    /// `initialized` is POSTed on the caller's thread, so it is answered
+    /// before any request goes out; then the GET stream opens.
+    fn begin_session(
+        &self,
+        initialized: Frame,
+        protocol_version: &str,
+        deadline: Instant,
+    ) -> Result<(), Error> {
+        lock(&self.state).protocol_version = Some(protocol_version.to_owned());
+        if self.is_closing() {
+            return Err(Error::Disconnected(CloseReason::Shutdown));
+        }
+        log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&initialized.bytes));
+        // The server learns nothing new from a failure here; the requests
+        // that follow will say what is wrong.
+        if let Err(err) = self.post_now(&initialized) {
+            log::warn!("{}: sending notifications/initialized failed: {err}", self.server);
+        }
+        self.open_get_stream(deadline);
+        Ok(())
+    }
+}
+
+impl Endpoint for Arc<HttpTransport> {
+    fn close(&self) -> io::Result<()> {
+        if self.closing.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        lock(&self.stop).take();
+        lock(&self.jobs).take();
+        let session = {
+            // Notified under the lock, so a worker about to wait cannot miss it.
+            let state = lock(&self.state);
+            self.endpoint_ready.notify_all();
+            state.session_id.clone()
+        };
+        if session.is_some() {
+            // End the session; a 405 (the server does not allow it) is fine.
+            let request = self.with_common_headers(self.agent.delete(&self.target.url), true);
+            match request.config().timeout_global(Some(Duration::from_secs(2))).build().call() {
+                Ok(response) => {
+                    log::debug!("{}: DELETE session: {}", self.server, response.status())
+                }
+                Err(err) => log::debug!("{}: DELETE session failed: {err}", self.server),
+            }
+        }
+        // Wakes every read still blocked on a socket.
+        self.agent.clone().shutdown();
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        // One deadline for them all, so many workers cannot add up.
+        let deadline = Instant::now() + JOIN_WAIT;
+        for thread in threads {
+            thread.join_within(
+                deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10)),
+            );
+        }
+        lock(&self.inbox).take();
+        Ok(())
+    }
+
+    fn stderr_tail(&self, _wait_for_end: Duration) -> Option<String> {
+        None
+    }
+
+    fn transport_name(&self) -> &'static str {
+        match self.mode() {
+            Mode::Legacy => "sse",
+            Mode::Streamable | Mode::Undecided => "http",
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! Streamable HTTP: one POST per message, answered with JSON or an event
+//! stream; the session id, its renewal on 404, resumption of a broken
+//! response stream with `Last-Event-ID`, and the standalone GET stream.
+//!
+//! Network errors and 408/429/5xx are retried twice for requests that are
+//! safe to repeat (never `tools/call`). An `initialize` answered 400, 404 or
+//! 405 on a URL of no fixed type falls back to the legacy transport.
+
+use std::io::{self, BufReader, Read};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{RecvTimeoutError, Sender};
+use ureq::http::Response;
+use ureq::Body;
+
+use super::wire::{http_error, redact_url, unauthorized};
+use super::{
+    HttpTransport, Mode, DEFAULT_RETRY, MAX_GET_BACKOFF, MAX_RESUMES, MAX_RETRY, RETRY_PAUSES,
+};
+use crate::error::{CloseReason, Error};
+use crate::framing::MAX_FRAME;
+use crate::jsonrpc::Frame;
+use crate::sync::lock;
+use crate::transport::sse::SseReader;
+
+impl HttpTransport {
+    /// POSTs a frame to the Streamable HTTP endpoint, with retries, session
+    /// renewal and the fallback to the legacy transport.
+    pub(super) fn post_streamable(&self, frame: &Frame) -> Result<(), Error> {
+        let (id, method) = (frame.id, frame.method.as_deref());
+        let is_request = frame.is_request();
+        let repeatable = method != Some("tools/call");
+        let mut renewed_session = false;
+        let mut attempt = 0;
+        loop {
+            let sent_session = lock(&self.state).session_id.clone();
+            let response = self.send_post(&self.target.url, &frame.bytes, is_request, true);
+            let retryable = match response {
+                Err(err) => {
+                    if self.is_closing() {
+                        return Ok(());
+                    }
+                    Err(Error::Http {
+                        status: None,
+                        message: format!("cannot reach {}: {err}", redact_url(&self.target.url)),
+                    })
+                }
+                Ok(mut response) => {
+                    let status = response.status().as_u16();
+                    match status {
+                        200..=299 => {
+                            if method == Some("initialize") {
+                                lock(&self.state).mode = Some(Mode::Streamable);
+                            }
+                            self.remember_session(&response);
+                            return if is_request {
+                                self.read_answer(&mut response, id)
+                            } else {
+                                Ok(())
+                            };
+                        }
+                        404 if sent_session.is_some()
+                            && !renewed_session
+                            && method != Some("initialize") =>
+                        {
+                            renewed_session = true;
+                            let _one_renewal = lock(&self.renewal);
+                            // Another worker may have renewed it meanwhile.
+                            if lock(&self.state).session_id == sent_session {
+                                log::info!(
+                                    "{}: the session expired; starting a new one",
+                                    self.server
+                                );
+                                if let Err(err) = self.renew_session() {
+                                    self.lost(format!(
+                                        "the session expired and could not be renewed: {err}"
+                                    ));
+                                    return Err(err);
+                                }
+                            }
+                            continue;
+                        }
+                        400 | 404 | 405
+                            if method == Some("initialize") && self.mode() == Mode::Undecided =>
+                        {
+                            log::info!(
+                                "{}: initialize got HTTP {status}; trying the legacy HTTP+SSE transport",
+                                self.server
+                            );
+                            lock(&self.state).mode = Some(Mode::Legacy);
+                            self.start_legacy_stream()?;
+                            return self.post_legacy(&frame.bytes, method);
+                        }
+                        401 => return Err(unauthorized(&response, &redact_url(&self.target.url))),
+                        408 | 429 | 500..=599 => Err(http_error(&mut response)),
+                        _ => return Err(http_error(&mut response)),
+                    }
+                }
+            };
+            match retryable {
+                Err(error) if repeatable && attempt < RETRY_PAUSES.len() => {
+                    log::debug!("{}: {error}; retrying", self.server);
+                    if !self.pause(RETRY_PAUSES[attempt]) {
+                        return Ok(());
+                    }
+                    attempt += 1;
+                }
+                // The server cannot be reached at all: the connection is lost,
+                // and the next call reconnects.
+                Err(error @ Error::Http { status: None, .. }) => {
+                    self.lost(error.to_string());
+                    return Err(error);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    pub(super) fn remember_session(&self, response: &Response<Body>) {
+        if let Some(session) =
+            response.headers().get("mcp-session-id").and_then(|value| value.to_str().ok())
+        {
+            let mut state = lock(&self.state);
+            if state.session_id.as_deref() != Some(session) {
+                log::debug!("{}: session {session}", self.server);
+                state.session_id = Some(session.to_owned());
+            }
+        }
+    }
+
+    /// Starts a new session: initialize again (its answer goes nowhere: the
+    /// client already has one) and `notifications/initialized`.
+    pub(super) fn renew_session(&self) -> Result<(), Error> {
+        // The old id stays in place (other workers keep using it) until the
+        // new one arrives with the answer to initialize.
+        let initialize = lock(&self.state).initialize_frame.clone();
+        let Some(initialize) = initialize else {
+            return Err(Error::Http {
+                status: Some(404),
+                message: "the session expired before it began".into(),
+            });
+        };
+        let mut response =
+            self.send_post(&self.target.url, &initialize, true, false).map_err(|err| {
+                Error::Http { status: None, message: format!("renewing the session failed: {err}") }
+            })?;
+        if !response.status().is_success() {
+            return Err(http_error(&mut response));
+        }
+        self.remember_session(&response);
+        // Drain the answer so that the connection can be reused.
+        let _ = response.body_mut().as_reader().take(MAX_FRAME as u64).read_to_end(&mut Vec::new());
+        let initialized = Frame::notification("notifications/initialized", None).bytes;
+        match self.send_post(&self.target.url, &initialized, false, true) {
+            Ok(response) if response.status().is_success() => Ok(()),
+            Ok(mut response) => Err(http_error(&mut response)),
+            Err(err) => Err(Error::Http {
+                status: None,
+                message: format!("renewing the session failed: {err}"),
+            }),
+        }
+    }
+
+    /// Reads a request's answer: one JSON body, or an SSE stream that ends
+    /// with the response (resumed with `Last-Event-ID` if it breaks early).
+    pub(super) fn read_answer(
+        &self,
+        response: &mut Response<Body>,
+        id: Option<i64>,
+    ) -> Result<(), Error> {
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if content_type.starts_with("text/event-stream") {
+            let mut reader =
+                SseReader::new(BufReader::new(response.body_mut().as_reader()), MAX_FRAME);
+            let mut answered = false;
+            let mut outcome = self.deliver_events(&mut reader, id, &mut answered);
+            let mut last_id = reader.last_id().map(str::to_owned);
+            let mut retry = reader.retry_ms.map(Duration::from_millis);
+            let mut resumes = 0;
+            loop {
+                if answered {
+                    return Ok(());
+                }
+                if let Err(err) = &outcome {
+                    if err.kind() == io::ErrorKind::InvalidData {
+                        return Err(Error::Http {
+                            status: None,
+                            message: format!("the server sent {err}"),
+                        });
+                    }
+                }
+                if self.is_closing() {
+                    return Ok(());
+                }
+                let Some(event_id) = last_id.clone() else {
+                    return Err(Error::Http {
+                        status: None,
+                        message: "the server ended the response stream without an answer".into(),
+                    });
+                };
+                if resumes == MAX_RESUMES {
+                    return Err(Error::Http {
+                        status: None,
+                        message: "the response stream kept breaking".into(),
+                    });
+                }
+                resumes += 1;
+                if !self.pause(retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY)) {
+                    return Ok(());
+                }
+                log::debug!("{}: resuming the response stream after event {event_id}", self.server);
+                let mut resumed = match self.open_get(Some(&event_id), Some(self.request_ceiling)) {
+                    Ok(resumed) if resumed.status().is_success() => resumed,
+                    Ok(mut refused) => return Err(http_error(&mut refused)),
+                    Err(err) => {
+                        outcome = Err(io::Error::other(err.to_string()));
+                        continue;
+                    }
+                };
+                let mut reader =
+                    SseReader::new(BufReader::new(resumed.body_mut().as_reader()), MAX_FRAME);
+                outcome = self.deliver_events(&mut reader, id, &mut answered);
+                last_id = reader.last_id().map(str::to_owned).or(last_id);
+                retry = reader.retry_ms.map(Duration::from_millis).or(retry);
+            }
+        }
+        let mut body = Vec::new();
+        let read =
+            response.body_mut().as_reader().take(MAX_FRAME as u64 + 1).read_to_end(&mut body);
+        if let Err(err) = read {
+            return Err(Error::Http {
+                status: None,
+                message: format!("reading the answer failed: {err}"),
+            });
+        }
+        if body.len() > MAX_FRAME {
+            return Err(Error::Disconnected(CloseReason::FrameTooLarge {
+                size: body.len(),
+                limit: MAX_FRAME,
+            }));
+        }
+        if !content_type.starts_with("application/json") && body.iter().all(u8::is_ascii_whitespace)
+        {
+            // 202 Accepted for a request: the answer comes on the GET stream,
+            // if there is one; without it, it never comes.
+            if lock(&self.state).no_get_stream {
+                return Err(Error::Protocol(
+                    "the server accepted the request without answering, and offers no stream to answer on".into(),
+                ));
+            }
+            return Ok(());
+        }
+        self.deliver_json(&body);
+        Ok(())
+    }
+
+    /// The connection is gone: every waiting caller fails, status shows it,
+    /// and the next call reconnects.
+    pub(super) fn lost(&self, why: String) {
+        if let Some(inbox) = self.inbox() {
+            inbox.closed(CloseReason::Io(why));
+        }
+    }
+
+    /// Opens the GET stream for server-initiated messages, once, and waits
+    /// (at most until `deadline`) until the server has answered it, so that
+    /// nothing the server sends on it during the first request is lost.
+    pub(super) fn open_get_stream(&self, deadline: Instant) {
+        {
+            let mut state = lock(&self.state);
+            if state.get_stream_started || state.mode != Some(Mode::Streamable) {
+                return;
+            }
+            state.get_stream_started = true;
+        }
+        let (answered, first_answer) = crossbeam_channel::bounded(1);
+        let name = format!("{}-http-get", self.server);
+        if let Err(err) = self.spawn_thread(name, |me| me.run_get_stream(answered)) {
+            return log::warn!("{}: cannot start the GET stream thread: {err}", self.server);
+        }
+        // Any answer will do (a 405 means there is no stream); a dropped
+        // sender means the thread is gone.
+        if let Err(RecvTimeoutError::Timeout) = first_answer.recv_deadline(deadline) {
+            log::debug!("{}: the GET stream has not answered; going on without it", self.server);
+        }
+    }
+
+    /// Keeps the GET stream open, reopening it when it drops; `answered`
+    /// hears of the first answer.
+    pub(super) fn run_get_stream(&self, answered: Sender<()>) {
+        let mut answered = Some(answered);
+        let mut last_id: Option<String> = None;
+        let mut backoff = DEFAULT_RETRY;
+        while !self.is_closing() {
+            let mut pause = backoff;
+            let opened = self.open_get(last_id.as_deref(), None);
+            match opened {
+                Ok(response) if response.status().as_u16() == 405 => {
+                    log::debug!("{}: the server offers no GET stream (405)", self.server);
+                    lock(&self.state).no_get_stream = true;
+                    return;
+                }
+                Ok(mut response) if response.status().is_success() => {
+                    answered.take().map(|answered| answered.send(()));
+                    backoff = DEFAULT_RETRY;
+                    let mut reader =
+                        SseReader::new(BufReader::new(response.body_mut().as_reader()), MAX_FRAME);
+                    if let Err(err) = self.deliver_events(&mut reader, None, &mut false) {
+                        log::debug!("{}: the GET stream broke: {err}", self.server);
+                    }
+                    last_id = reader.last_id().map(str::to_owned).or(last_id);
+                    if let Some(retry) = reader.retry_ms {
+                        pause = Duration::from_millis(retry).min(MAX_RETRY);
+                    }
+                }
+                Ok(response) => {
+                    log::debug!(
+                        "{}: the GET stream was refused ({})",
+                        self.server,
+                        response.status()
+                    );
+                    backoff = (backoff * 2).min(MAX_GET_BACKOFF);
+                }
+                Err(err) => {
+                    log::debug!("{}: the GET stream failed: {err}", self.server);
+                    backoff = (backoff * 2).min(MAX_GET_BACKOFF);
+                }
+            }
+            answered.take();
+            if !self.pause(pause) {
+                return;
+            }
+        }
+    }
+}

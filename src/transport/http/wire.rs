@@ -1,0 +1,258 @@
+//! What every HTTP exchange shares: building a request with its headers
+//! and credentials, delivering what comes back into the inbox, the error a
+//! status makes, URLs as messages may show them, and the resolver.
+
+use std::io::{self, Read};
+use std::time::Duration;
+
+use serde_json::Value;
+use ureq::http::Response;
+use ureq::Body;
+
+use super::HttpTransport;
+use crate::error::Error;
+use crate::jsonrpc::{Message, RequestId};
+use crate::sync::lock;
+use crate::transport::sse::SseReader;
+
+/// Bytes of an error page kept for the message.
+const ERROR_BODY: u64 = 1024;
+
+impl HttpTransport {
+    /// One POST with every header the request needs.
+    pub(super) fn send_post(
+        &self,
+        url: &str,
+        frame: &[u8],
+        is_request: bool,
+        with_session: bool,
+    ) -> Result<Response<Body>, ureq::Error> {
+        let mut request = self
+            .agent
+            .post(url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream");
+        request = self.with_common_headers(request, with_session);
+        // A request may run as long as its caller waits; a notification or a
+        // response is answered at once.
+        let ceiling = if is_request {
+            self.request_ceiling + Duration::from_secs(5)
+        } else {
+            Duration::from_secs(30)
+        };
+        request.config().timeout_global(Some(ceiling)).build().send(frame)
+    }
+
+    /// Custom headers, credentials, session and protocol version.
+    pub(super) fn with_common_headers<B>(
+        &self,
+        mut request: ureq::RequestBuilder<B>,
+        with_session: bool,
+    ) -> ureq::RequestBuilder<B> {
+        let mut has_authorization = false;
+        for (name, value) in &self.target.headers {
+            has_authorization |= name.eq_ignore_ascii_case("authorization");
+            request = request.header(name.as_str(), value.as_str());
+        }
+        if let (Some(token), false) = (&self.target.bearer_token, has_authorization) {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let state = lock(&self.state);
+        if let (Some(session), true) = (&state.session_id, with_session) {
+            request = request.header("Mcp-Session-Id", session.as_str());
+        }
+        if let Some(version) =
+            state.protocol_version.as_deref().filter(|version| *version >= "2025-06-18")
+        {
+            request = request.header("MCP-Protocol-Version", version);
+        }
+        request
+    }
+
+    /// Delivers every event of a stream; true once the response to `id` came.
+    pub(super) fn deliver_events<R: io::BufRead>(
+        &self,
+        reader: &mut SseReader<R>,
+        id: Option<i64>,
+        answered: &mut bool,
+    ) -> io::Result<()> {
+        while let Some(event) = reader.next_event()? {
+            if event.data.trim().is_empty() {
+                continue; // Priming events carry only an id.
+            }
+            for message in self.deliver_json(event.data.as_bytes()) {
+                if let (Message::Response(response), Some(id)) = (&message, id) {
+                    *answered |= response.id == RequestId::Number(id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers a JSON body: one message, or a batch.
+    /// Delivers one message or a batch; returns what was delivered.
+    pub(super) fn deliver_json(&self, body: &[u8]) -> Vec<Message> {
+        // Only a batch is parsed twice; a single message goes straight through.
+        if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'[') {
+            return self.deliver_bytes(body).into_iter().collect();
+        }
+        match serde_json::from_slice::<Vec<Value>>(body) {
+            Ok(batch) => batch
+                .into_iter()
+                .filter_map(|item| self.deliver_bytes(item.to_string().as_bytes()))
+                .collect(),
+            Err(err) => {
+                log::warn!("{}: the answer is not a JSON batch: {err}", self.server);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Parses and delivers one message.
+    pub(super) fn deliver_bytes(&self, bytes: &[u8]) -> Option<Message> {
+        let message = match Message::parse(bytes) {
+            Ok(message) => message,
+            Err(why) => {
+                log::warn!("{}: skipped a message that is not JSON-RPC ({why})", self.server);
+                return None;
+            }
+        };
+        log::trace!("{} <- {}", self.server, String::from_utf8_lossy(bytes));
+        let inbox = self.inbox()?;
+        inbox.deliver(message.clone());
+        Some(message)
+    }
+
+    /// A GET for an event stream; `ceiling` bounds the whole exchange (a
+    /// resumed response stream), `None` leaves it open (the GET stream, which
+    /// close interrupts).
+    pub(super) fn open_get(
+        &self,
+        last_event_id: Option<&str>,
+        ceiling: Option<Duration>,
+    ) -> Result<Response<Body>, ureq::Error> {
+        let mut request = self.agent.get(&self.target.url).header("Accept", "text/event-stream");
+        if let Some(event_id) = last_event_id {
+            request = request.header("Last-Event-ID", event_id);
+        }
+        self.with_common_headers(request, true).config().timeout_global(ceiling).build().call()
+    }
+}
+
+/// Resolves IP-literal hosts (`127.0.0.1`, `[::1]`) on the spot and leaves
+/// names to ureq's resolver. With a timeout set, that resolver looks every
+/// name up on a thread of its own, per request: a new thread per call to a
+/// local server cost more than the call itself.
+#[derive(Debug, Default)]
+pub(super) struct LiteralFirstResolver {
+    names: ureq::unversioned::resolver::DefaultResolver,
+}
+
+impl ureq::unversioned::resolver::Resolver for LiteralFirstResolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let literal = uri
+            .host()
+            .and_then(|host| host.trim_start_matches('[').trim_end_matches(']').parse().ok());
+        let port = uri.port_u16().or_else(|| match uri.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        });
+        match (literal, port) {
+            (Some(ip), Some(port)) => {
+                let mut addresses = self.empty();
+                addresses.push(std::net::SocketAddr::new(ip, port));
+                Ok(addresses)
+            }
+            _ => self.names.resolve(uri, config, timeout),
+        }
+    }
+}
+
+/// `scheme://host[:port]` of a URL.
+pub(super) fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host).to_ascii_lowercase();
+    let default_port = if scheme == "https" { ":443" } else { ":80" };
+    let host = host.strip_suffix(default_port).unwrap_or(&host);
+    Some(format!("{scheme}://{host}"))
+}
+
+/// A URL as messages may show it: no user info, no query (where keys go).
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.split(['?', '#']).next().unwrap_or(url).to_owned();
+    };
+    let without_query = rest.split(['?', '#']).next().unwrap_or(rest);
+    let (authority, path) =
+        without_query.split_once('/').map_or((without_query, ""), |(a, p)| (a, p));
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let slash = if without_query.contains('/') { "/" } else { "" };
+    let elided = if rest.len() > without_query.len() { "?…" } else { "" };
+    format!("{scheme}://{host}{slash}{path}{elided}")
+}
+
+/// An error from a status and (the start of) the body.
+pub(super) fn http_error(response: &mut Response<Body>) -> Error {
+    let status = response.status();
+    let mut body = Vec::new();
+    let _ = response.body_mut().as_reader().take(ERROR_BODY).read_to_end(&mut body);
+    let text = String::from_utf8_lossy(&body).split_whitespace().collect::<Vec<_>>().join(" ");
+    let reason = status.canonical_reason().unwrap_or("error");
+    let message = if text.is_empty() { reason.to_owned() } else { format!("{reason}: {text}") };
+    Error::Http { status: Some(status.as_u16()), message }
+}
+
+/// A 401, with what to configure.
+pub(super) fn unauthorized(response: &Response<Body>, url: &str) -> Error {
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("");
+    let metadata = challenge
+        .split("resource_metadata=")
+        .nth(1)
+        .map(|rest| rest.trim_start_matches('"').split('"').next().unwrap_or(rest).to_owned());
+    let mut message = format!(
+        "{url} needs authorization: set \"bearerTokenEnv\" to a variable holding a token, \
+         or an \"Authorization\" header, in the server's entry"
+    );
+    if let Some(metadata) = metadata {
+        message.push_str(&format!(" (the server advertises OAuth at {metadata})"));
+    }
+    Error::Http { status: Some(401), message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_in_messages_hide_credentials() {
+        assert_eq!(
+            redact_url("https://user:pw@example.com/mcp?key=s3cr3t"),
+            "https://example.com/mcp?…"
+        );
+        assert_eq!(redact_url("http://127.0.0.1:9/mcp"), "http://127.0.0.1:9/mcp");
+    }
+
+    #[test]
+    fn origins() {
+        assert_eq!(
+            origin_of("http://127.0.0.1:8080/mcp?x=1").as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(origin_of("HTTPS://Example.com").as_deref(), Some("https://example.com"));
+        assert_eq!(origin_of("nope"), None);
+        assert_eq!(origin_of("https://a.example:443/x"), origin_of("https://a.example/y"));
+        assert_eq!(origin_of("http://me@a.example/x").as_deref(), Some("http://a.example"));
+    }
+}
