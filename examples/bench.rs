@@ -94,17 +94,9 @@ fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
-fn base_env() -> Vec<(String, String)> {
-    std::env::vars().filter(|(name, _)| tether::is_base_variable(name)).collect()
-}
-
 fn transport(server: &[String]) -> Transport {
-    Transport::Stdio(StdioCommand {
-        program: server[0].clone(),
-        args: server[1..].to_vec(),
-        env: base_env(),
-        cwd: None,
-    })
+    let args: Vec<&str> = server[1..].iter().map(String::as_str).collect();
+    Transport::Stdio(StdioCommand::new(&server[0], &args))
 }
 
 /// The median of `n` runs of `run`.
@@ -126,7 +118,7 @@ impl RawServer {
         let mut child = Command::new(&server[0])
             .args(&server[1..])
             .env_clear()
-            .envs(base_env())
+            .envs(StdioCommand::new(&server[0], &[]).env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -337,8 +329,7 @@ fn raw_http(n: usize, threads: usize, url: &str) -> Duration {
 
 /// `n` echo calls through tether over Streamable HTTP, `threads` in flight.
 fn tether_http_calls(n: usize, threads: usize, url: &str) -> (Duration, usize) {
-    let transport =
-        Transport::Http(tether::HttpTarget::new(url, tether::RemoteKind::StreamableHttp));
+    let transport = Transport::Http(tether::HttpTarget::new(url, tether::HttpKind::Streamable));
     let client =
         Arc::new(Client::connect("bench", &transport, ClientOptions::default()).expect("connects"));
     run_calls(client, n, threads)

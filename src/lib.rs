@@ -32,7 +32,6 @@
 mod client;
 mod clock;
 mod config;
-mod environment;
 mod error;
 mod framing;
 mod host;
@@ -45,14 +44,14 @@ mod shaping;
 mod sync;
 mod threads;
 mod transport;
+mod url;
 
 pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
 pub use config::{
-    default_config_dir, Config, ConfigFiles, ConfigLoader, Exposure, FailedEntry, ImportReport,
-    RemoteConfig, RemoteKind, Scope, ServerConfig, StdioConfig, TransportConfig, UntrustedServer,
-    DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT,
+    default_config_dir, Config, ConfigFiles, ConfigLoader, Exposure, FailedEntry, HttpConfig,
+    HttpKind, ImportReport, Scope, ServerConfig, StdioConfig, TransportConfig, UnknownWord,
+    UntrustedServer, DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT,
 };
-pub use environment::{host_environment, is_base_variable, stdio_command};
 pub use error::{CloseReason, Error, Step, Timeout};
 pub use framing::MAX_FRAME;
 pub use host::{DefaultHost, Host, Root};

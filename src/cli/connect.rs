@@ -175,10 +175,7 @@ fn render_list(statuses: &[ServerStatus]) -> String {
         } else {
             String::new()
         };
-        let scope = serde_json::to_value(status.scope)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
+        let scope = status.scope.as_str();
         out.push_str(
             format!(
                 "{:name_width$}  {:<10}  {:<5}  {:<7}  {tools}",
@@ -259,7 +256,7 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
                 format!(
                     "{:width$}  {:<8}  {description}",
                     entry.qualified_name,
-                    exposure_word(entry.exposure)
+                    entry.exposure.as_str()
                 )
                 .trim_end(),
             );
@@ -426,15 +423,6 @@ fn read_arguments(arguments: Option<&str>) -> Result<Value, String> {
         return Err("the arguments must be a JSON object, like {\"text\": \"hi\"}".to_owned());
     }
     Ok(value)
-}
-
-fn exposure_word(exposure: tether::Exposure) -> &'static str {
-    match exposure {
-        tether::Exposure::Direct => "direct",
-        tether::Exposure::Deferred => "deferred",
-        tether::Exposure::Hidden => "hidden",
-        tether::Exposure::Codemode => "codemode",
-    }
 }
 
 /// The exit code of a server that did not start: 2 when its configuration

@@ -398,7 +398,7 @@ pub(super) fn import(files: &ConfigFiles, source: &Path) -> u8 {
 pub(super) fn expose(
     files: &ConfigFiles,
     name: &str,
-    mode: &str,
+    mode: tether::Exposure,
     tool: Option<&str>,
     project: bool,
 ) -> u8 {
@@ -412,10 +412,15 @@ pub(super) fn expose(
         Ok(path) => {
             match tool {
                 Some(pattern) => println!(
-                    "Set the exposure of {name:?} tools matching {pattern:?} to {mode} in {}.",
+                    "Set the exposure of {name:?} tools matching {pattern:?} to {} in {}.",
+                    mode.as_str(),
                     path.display()
                 ),
-                None => println!("Set the exposure of {name:?} to {mode} in {}.", path.display()),
+                None => println!(
+                    "Set the exposure of {name:?} to {} in {}.",
+                    mode.as_str(),
+                    path.display()
+                ),
             }
             println!("Check it with: tether tools --server {name}");
             EXIT_OK

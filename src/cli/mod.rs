@@ -161,7 +161,7 @@ enum Command {
     },
     Expose {
         name: String,
-        mode: String,
+        mode: tether::Exposure,
         tool: Option<String>,
         project: bool,
     },
@@ -210,7 +210,7 @@ pub fn main() -> ExitCode {
         Command::Trust { dir, trusted } => manage::trust(&files, dir, trusted),
         Command::Import { file } => manage::import(&files, &file),
         Command::Expose { name, mode, tool, project } => {
-            manage::expose(&files, &name, &mode, tool.as_deref(), project)
+            manage::expose(&files, &name, mode, tool.as_deref(), project)
         }
         Command::Logs { server, lines, follow } => {
             logs::logs(&files.config_dir, server.as_deref(), lines, follow)
@@ -299,11 +299,9 @@ fn parse_args() -> Result<Args, lexopt::Error> {
 }
 
 fn parse_scope(value: &str) -> Result<tether::Scope, lexopt::Error> {
-    match value {
-        "user" => Ok(tether::Scope::User),
-        "project" | "local" => Ok(tether::Scope::Project),
-        other => Err(format!("--scope takes user or project, not {other:?}").into()),
-    }
+    // `local` is what Claude Code calls the project scope.
+    let value = if value == "local" { "project" } else { value };
+    value.parse().map_err(|err| format!("--scope: {err}").into())
 }
 
 fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
@@ -395,7 +393,12 @@ fn parse_expose(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     }
     let mut positional = positional.into_iter();
     match (positional.next(), positional.next()) {
-        (Some(name), Some(mode)) => Ok(Command::Expose { name, mode, tool, project }),
+        (Some(name), Some(mode)) => {
+            let mode = mode.parse().map_err(|err: tether::UnknownWord| {
+                format!("{:?} is not an exposure; use one of {}", err.given, err.expected)
+            })?;
+            Ok(Command::Expose { name, mode, tool, project })
+        }
         _ => {
             Err("usage: tether expose SERVER direct|deferred|hidden|codemode [--tool PATTERN] [-l]"
                 .into())

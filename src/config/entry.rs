@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::expand::{self, Expander};
 use super::{
-    Exposure, RemoteConfig, RemoteKind, Scope, ServerConfig, StdioConfig, TransportConfig,
+    Exposure, HttpConfig, HttpKind, Scope, ServerConfig, StdioConfig, TransportConfig,
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT,
 };
 
@@ -221,11 +221,11 @@ pub(crate) fn parse(
             TransportConfig::Stdio(StdioConfig { command, args, env, env_from, inherit_env, cwd })
         }
         (None, Some(url)) => {
-            let kind = match kind.as_deref() {
-                None => RemoteKind::Auto,
-                Some("http" | "streamable-http" | "streamableHttp") => RemoteKind::StreamableHttp,
-                Some("sse") => RemoteKind::Sse,
-                Some(other) => {
+            let kind = match kind.as_deref().map(str::parse::<HttpKind>) {
+                None => HttpKind::Auto,
+                Some(Ok(kind)) => kind,
+                Some(Err(other)) => {
+                    let other = other.given;
                     return Err(field(
                         "type",
                         format!("is {other:?}; use \"http\" or \"sse\" with \"url\""),
@@ -293,7 +293,7 @@ pub(crate) fn parse(
                     ))
                 }
             };
-            TransportConfig::Remote(RemoteConfig {
+            TransportConfig::Http(HttpConfig {
                 url,
                 kind,
                 headers,
@@ -339,15 +339,9 @@ pub(crate) fn parse(
 }
 
 fn parse_exposure(value: &Value) -> Result<Exposure, String> {
-    match value.as_str() {
-        Some("direct") => Ok(Exposure::Direct),
-        Some("deferred") => Ok(Exposure::Deferred),
-        Some("hidden") => Ok(Exposure::Hidden),
-        Some("codemode") => Ok(Exposure::Codemode),
-        _ => Err(format!(
-            "must be \"direct\", \"deferred\", \"hidden\" or \"codemode\", not {value}"
-        )),
-    }
+    value.as_str().and_then(|word| word.parse().ok()).ok_or_else(|| {
+        format!("must be \"direct\", \"deferred\", \"hidden\" or \"codemode\", not {value}")
+    })
 }
 
 /// Checks the name rules: 1–32 characters of `[A-Za-z0-9_-]`.

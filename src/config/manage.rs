@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::import::{self, ImportReport};
-use super::{check_name, command_line_of, file, name_key, servers_of, trust, Scope};
+use super::{check_name, command_line_of, file, name_key, servers_of, trust, Exposure, Scope};
 use crate::error::Error;
 
 /// The two configuration files and the trust list.
@@ -169,20 +169,16 @@ impl ConfigFiles {
     /// entry that only overrides exposure. Returns the file.
     ///
     /// # Errors
-    /// An unknown mode, no such server in that (user) file, or a file that
+    /// No such server in that (user) file, or a file that
     /// cannot be rewritten.
     pub fn set_exposure(
         &self,
         scope: Scope,
         name: &str,
-        mode: &str,
+        mode: Exposure,
         tool: Option<&str>,
     ) -> Result<PathBuf, Error> {
-        if !matches!(mode, "direct" | "deferred" | "hidden" | "codemode") {
-            return Err(Error::Config(format!(
-                "{mode:?} is not an exposure; use direct, deferred, hidden or codemode"
-            )));
-        }
+        let mode = mode.as_str();
         check_name(name).map_err(|why| Error::Config(format!("the server name {name:?} {why}")))?;
         self.edit_servers(scope, |servers, shown| {
             let key = servers.keys().find(|key| name_key(key) == name_key(name)).cloned();

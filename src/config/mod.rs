@@ -19,6 +19,7 @@ pub(crate) mod file;
 pub(crate) mod import;
 mod manage;
 pub(crate) mod trust;
+mod words;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -35,6 +36,15 @@ use crate::error::Error;
 pub(crate) use entry::check_name;
 pub use import::ImportReport;
 pub use manage::ConfigFiles;
+pub use words::UnknownWord;
+
+/// tether's own environment, as UTF-8 pairs (others are skipped): what
+/// `${VAR}` expands from, and what a stdio server's base set is taken from.
+pub(crate) fn host_environment() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .collect()
+}
 
 /// All configured servers, with what could not be used and why.
 #[derive(Debug, Clone, Default)]
@@ -121,7 +131,7 @@ pub enum TransportConfig {
     /// A child process over stdio.
     Stdio(StdioConfig),
     /// A server at a URL.
-    Remote(RemoteConfig),
+    Http(HttpConfig),
 }
 
 /// A stdio server's command and environment rules, expanded.
@@ -143,23 +153,23 @@ pub struct StdioConfig {
 
 /// Which HTTP transport a remote server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RemoteKind {
+pub enum HttpKind {
     /// Streamable HTTP, falling back to HTTP+SSE when `initialize` is refused.
     #[default]
     Auto,
     /// Streamable HTTP only (`"type": "http"`).
-    StreamableHttp,
+    Streamable,
     /// The legacy HTTP+SSE transport (`"type": "sse"`).
     Sse,
 }
 
 /// A remote server's settings, expanded.
 #[derive(Clone, PartialEq)]
-pub struct RemoteConfig {
+pub struct HttpConfig {
     /// The endpoint.
     pub url: String,
     /// The transport.
-    pub kind: RemoteKind,
+    pub kind: HttpKind,
     /// Extra headers on every request (values may be secrets).
     pub headers: Vec<(String, String)>,
     /// The host variable whose value is sent as `Authorization: Bearer …`.
@@ -214,11 +224,11 @@ impl fmt::Debug for StdioConfig {
     }
 }
 
-impl fmt::Debug for RemoteConfig {
+impl fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Header values may be secrets: names only.
-        f.debug_struct("RemoteConfig")
-            .field("url", &crate::transport::http::redact_url(&self.url))
+        f.debug_struct("HttpConfig")
+            .field("url", &crate::url::redact_url(&self.url))
             .field("kind", &self.kind)
             .field("headers", &self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
             .field("bearer_token_env", &self.bearer_token_env)
@@ -242,10 +252,10 @@ impl ServerConfig {
     }
 
     /// A remote server with default settings, for hosts that build config in code.
-    pub fn remote(name: &str, url: &str, kind: RemoteKind) -> ServerConfig {
+    pub fn http(name: &str, url: &str, kind: HttpKind) -> ServerConfig {
         ServerConfig::with_transport(
             name,
-            TransportConfig::Remote(RemoteConfig {
+            TransportConfig::Http(HttpConfig {
                 url: url.to_owned(),
                 kind,
                 headers: Vec::new(),
@@ -290,9 +300,9 @@ impl ServerConfig {
     pub fn transport_name(&self) -> &'static str {
         match &self.transport {
             TransportConfig::Stdio(_) => "stdio",
-            TransportConfig::Remote(remote) => match remote.kind {
-                RemoteKind::Auto | RemoteKind::StreamableHttp => "http",
-                RemoteKind::Sse => "sse",
+            TransportConfig::Http(remote) => match remote.kind {
+                HttpKind::Auto | HttpKind::Streamable => "http",
+                HttpKind::Sse => "sse",
             },
         }
     }
@@ -372,8 +382,7 @@ impl ConfigLoader {
 
     /// Reads and merges every scope.
     pub fn load(&self) -> Config {
-        let environment =
-            self.environment.clone().unwrap_or_else(crate::environment::host_environment);
+        let environment = self.environment.clone().unwrap_or_else(host_environment);
         let variable = |name: &str| {
             environment.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
         };
@@ -429,7 +438,7 @@ impl Config {
     /// Parses a configuration from JSON text, as if it were a user file,
     /// expanding from the process environment.
     pub fn from_json(text: &str) -> Config {
-        let environment = crate::environment::host_environment();
+        let environment = host_environment();
         let variable = |name: &str| {
             environment.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
         };
@@ -466,7 +475,7 @@ impl Config {
                     names.insert("*".to_owned());
                 }
             }
-            if let TransportConfig::Remote(remote) = &server.transport {
+            if let TransportConfig::Http(remote) = &server.transport {
                 names.extend(remote.bearer_token_env.iter().cloned());
             }
         }

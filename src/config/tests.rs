@@ -49,8 +49,8 @@ fn parses_a_remote_entry() {
             "headers": {"X-Team": "a", "Authorization": "Bearer ${TOKEN}"}, "bearerTokenEnv": "TOKEN"}}}"#,
     );
     assert!(config.failed.is_empty(), "{:?}", config.failed);
-    let TransportConfig::Remote(remote) = &config.servers[0].transport else { panic!() };
-    assert_eq!(remote.kind, RemoteKind::Sse);
+    let TransportConfig::Http(remote) = &config.servers[0].transport else { panic!() };
+    assert_eq!(remote.kind, HttpKind::Sse);
     assert_eq!(
         remote.headers[1],
         ("Authorization".to_string(), "Bearer planted-secret-42".to_string())

@@ -7,6 +7,7 @@
 //! into the inbox and callers write straight into the outbox, so a call costs
 //! one thread hand-off (reader to caller) beyond the server's own.
 
+mod environment;
 pub(crate) mod http;
 pub(crate) mod outbox;
 mod sse;
@@ -15,8 +16,7 @@ pub(crate) mod stdio;
 use std::io;
 use std::time::Instant;
 
-use crate::config::{ServerConfig, TransportConfig};
-use crate::environment;
+use crate::config::{self, ServerConfig, TransportConfig};
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::{Frame, Message};
 
@@ -44,9 +44,9 @@ pub(crate) fn for_entry(config: &ServerConfig) -> Result<Transport, Error> {
         TransportConfig::Stdio(stdio) => Ok(Transport::Stdio(environment::stdio_command(
             &config.name,
             stdio,
-            &environment::host_environment(),
+            &config::host_environment(),
         ))),
-        TransportConfig::Remote(remote) => {
+        TransportConfig::Http(remote) => {
             if remote.auth_provider.is_some() {
                 return Err(Error::Config(
                     "\"auth\" token providers are not supported by this build yet".into(),

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tether::{
-    CallOptions, Client, ClientOptions, Error, Host, HttpTarget, Notification, Progress,
-    RemoteKind, Transport,
+    CallOptions, Client, ClientOptions, Error, Host, HttpKind, HttpTarget, Notification, Progress,
+    Transport,
 };
 
 use crate::support::{assert_quick, config_dir, fixture, run_tether, stderr_of, stdout_of, Tag};
@@ -45,7 +45,7 @@ impl HttpFixture {
         HttpFixture { child, url: url.trim().to_owned() }
     }
 
-    fn target(&self, kind: RemoteKind) -> Transport {
+    fn target(&self, kind: HttpKind) -> Transport {
         Transport::Http(HttpTarget::new(&self.url, kind))
     }
 }
@@ -65,7 +65,7 @@ fn options(timeout_ms: u64) -> ClientOptions {
     }
 }
 
-fn connect(server: &HttpFixture, kind: RemoteKind) -> Client {
+fn connect(server: &HttpFixture, kind: HttpKind) -> Client {
     Client::connect("web", &server.target(kind), options(10_000)).expect("connects")
 }
 
@@ -91,7 +91,7 @@ fn posts_of<'a>(log: &'a [Value], rpc_method: &str) -> Vec<&'a Value> {
 fn json_answers_with_the_right_headers() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &[]);
-    let client = connect(&server, RemoteKind::StreamableHttp);
+    let client = connect(&server, HttpKind::Streamable);
     assert_eq!(client.transport_name(), "http");
     assert!(client
         .list_tools(&CallOptions::default())
@@ -118,7 +118,7 @@ fn json_answers_with_the_right_headers() {
 fn sse_answers_carry_progress_then_the_response() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--answer", "sse"]);
-    let client = connect(&server, RemoteKind::StreamableHttp);
+    let client = connect(&server, HttpKind::Streamable);
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&seen);
     let options = CallOptions {
@@ -138,7 +138,7 @@ fn sse_answers_carry_progress_then_the_response() {
 fn a_200_body_on_a_notification_is_ignored() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--notification-body"]);
-    let client = connect(&server, RemoteKind::StreamableHttp);
+    let client = connect(&server, HttpKind::Streamable);
     assert_eq!(echo(&client, "still fine").unwrap(), "still fine");
     client.close().unwrap();
 }
@@ -147,7 +147,7 @@ fn a_200_body_on_a_notification_is_ignored() {
 fn the_session_id_is_echoed_and_deleted_at_close() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--session", "--delete"]);
-    let client = connect(&server, RemoteKind::StreamableHttp);
+    let client = connect(&server, HttpKind::Streamable);
     let log = http_log(&client);
     let session = log
         .iter()
@@ -159,7 +159,7 @@ fn the_session_id_is_echoed_and_deleted_at_close() {
     }
     client.close().unwrap();
     // A second client reads the log: the first session was ended with DELETE.
-    let observer = connect(&server, RemoteKind::StreamableHttp);
+    let observer = connect(&server, HttpKind::Streamable);
     let deleted = http_log(&observer).into_iter().any(|entry| {
         entry["method"] == "DELETE" && entry["headers"]["mcp-session-id"] == session.as_str()
     });
@@ -171,7 +171,7 @@ fn the_session_id_is_echoed_and_deleted_at_close() {
 fn an_expired_session_is_renewed_and_the_request_retried_once() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--expire-session-after", "3"]);
-    let client = connect(&server, RemoteKind::StreamableHttp);
+    let client = connect(&server, HttpKind::Streamable);
     for i in 0..6 {
         assert_eq!(echo(&client, &format!("call {i}")).unwrap(), format!("call {i}"));
     }
@@ -185,7 +185,7 @@ fn an_expired_session_is_renewed_and_the_request_retried_once() {
 fn a_dropped_response_stream_is_resumed_after_the_servers_retry_delay() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--drop-stream-after", "2", "--retry", "400"]);
-    let client = connect(&server, RemoteKind::StreamableHttp);
+    let client = connect(&server, HttpKind::Streamable);
     let started = Instant::now();
     assert_eq!(echo(&client, "resumed").unwrap(), "resumed");
     assert_quick(started, Duration::from_secs(3), "a resumed call");
@@ -220,7 +220,7 @@ fn the_get_stream_delivers_server_requests_and_notifications() {
     let host = Arc::new(RecordingHost::default());
     let client_options = ClientOptions { host: host.clone(), ..options(10_000) };
     let client =
-        Client::connect("web", &server.target(RemoteKind::StreamableHttp), client_options).unwrap();
+        Client::connect("web", &server.target(HttpKind::Streamable), client_options).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     let replies = loop {
         let text = client
@@ -247,7 +247,7 @@ fn the_get_stream_delivers_server_requests_and_notifications() {
 fn a_405_on_get_is_not_fatal() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &[]);
-    let client = connect(&server, RemoteKind::StreamableHttp);
+    let client = connect(&server, HttpKind::Streamable);
     thread::sleep(Duration::from_millis(200));
     assert_eq!(echo(&client, "no GET stream").unwrap(), "no GET stream");
     assert!(http_log(&client)
@@ -263,7 +263,7 @@ fn server_errors_are_retried_for_safe_requests_only() {
         &tag,
         &["--fail-status", "503", "--fail-count", "2", "--fail-method", "tools/list"],
     );
-    let client = connect(&server, RemoteKind::StreamableHttp);
+    let client = connect(&server, HttpKind::Streamable);
     let started = Instant::now();
     assert!(!client.list_tools(&CallOptions::default()).unwrap().is_empty());
     assert_quick(started, Duration::from_secs(3), "two retries");
@@ -274,7 +274,7 @@ fn server_errors_are_retried_for_safe_requests_only() {
         &tag,
         &["--fail-status", "503", "--fail-count", "all", "--fail-method", "tools/list"],
     );
-    let client = connect(&server, RemoteKind::StreamableHttp);
+    let client = connect(&server, HttpKind::Streamable);
     let err = client.list_tools(&CallOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Http { status: Some(503), .. }), "{err:?}");
     client.close().unwrap();
@@ -283,7 +283,7 @@ fn server_errors_are_retried_for_safe_requests_only() {
         &tag,
         &["--fail-status", "500", "--fail-count", "1", "--fail-method", "tools/call"],
     );
-    let client = connect(&server, RemoteKind::StreamableHttp);
+    let client = connect(&server, HttpKind::Streamable);
     let err = echo(&client, "once").unwrap_err();
     assert!(matches!(err, Error::Http { status: Some(500), .. }), "{err:?}");
     assert_eq!(
@@ -299,14 +299,14 @@ fn a_401_says_what_to_configure_and_a_bearer_token_opens_the_door() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--auth-required"]);
     let started = Instant::now();
-    let err = Client::connect("web", &server.target(RemoteKind::StreamableHttp), options(10_000))
+    let err = Client::connect("web", &server.target(HttpKind::Streamable), options(10_000))
         .err()
         .unwrap();
     assert_quick(started, Duration::from_secs(2), "a refused initialize");
     let message = err.to_string();
     assert!(message.contains("HTTP 401") && message.contains("bearerTokenEnv"), "{message}");
     assert!(message.contains("oauth-protected-resource"), "{message}");
-    let mut target = HttpTarget::new(&server.url, RemoteKind::StreamableHttp);
+    let mut target = HttpTarget::new(&server.url, HttpKind::Streamable);
     target.bearer_token = Some("secret-token".into());
     let client = Client::connect("web", &Transport::Http(target), options(10_000)).unwrap();
     assert_eq!(echo(&client, "authorized").unwrap(), "authorized");
@@ -317,7 +317,7 @@ fn a_401_says_what_to_configure_and_a_bearer_token_opens_the_door() {
 fn headers_go_on_every_request_the_get_stream_included() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--require-header", "X-Test:yes", "--get-stream"]);
-    let mut target = HttpTarget::new(&server.url, RemoteKind::StreamableHttp);
+    let mut target = HttpTarget::new(&server.url, HttpKind::Streamable);
     target.headers.push(("X-Test".into(), "yes".into()));
     let client = Client::connect("web", &Transport::Http(target), options(10_000)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -337,7 +337,7 @@ fn headers_go_on_every_request_the_get_stream_included() {
 fn a_legacy_server_that_never_names_its_endpoint_fails_within_the_start_timeout() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--mode", "sse", "--never-endpoint"]);
-    let mut target = HttpTarget::new(&server.url, RemoteKind::Sse);
+    let mut target = HttpTarget::new(&server.url, HttpKind::Sse);
     target.endpoint_wait = Duration::from_millis(800);
     let started = Instant::now();
     let err = Client::connect("web", &Transport::Http(target), options(10_000)).err().unwrap();
@@ -349,12 +349,12 @@ fn a_legacy_server_that_never_names_its_endpoint_fails_within_the_start_timeout(
 fn legacy_sse_and_the_fallback_from_streamable_http() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--mode", "sse", "--get-stream"]);
-    let client = connect(&server, RemoteKind::Sse);
+    let client = connect(&server, HttpKind::Sse);
     assert_eq!(echo(&client, "legacy").unwrap(), "legacy");
     client.close().unwrap();
     for flag in ["--405-on-post", "--404-on-post", "--400-on-post"] {
         let server = HttpFixture::start(&tag, &[flag]);
-        let client = connect(&server, RemoteKind::Auto);
+        let client = connect(&server, HttpKind::Auto);
         assert_eq!(client.transport_name(), "sse", "{flag}");
         assert_eq!(echo(&client, flag).unwrap(), flag);
         client.close().unwrap();
@@ -365,7 +365,7 @@ fn legacy_sse_and_the_fallback_from_streamable_http() {
 fn an_oversized_event_is_refused() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--huge-event", "17000000"]);
-    let client = connect(&server, RemoteKind::StreamableHttp);
+    let client = connect(&server, HttpKind::Streamable);
     let started = Instant::now();
     let err = echo(&client, "big").unwrap_err();
     assert_quick(started, Duration::from_secs(10), "refusing an oversized event");
@@ -379,7 +379,7 @@ fn a_slow_drip_body_hits_the_timeout_and_close_is_not_held_up() {
     // One byte every 5 ms: initialize's answer takes about a second, and an
     // echo of 1000 characters five.
     let server = HttpFixture::start(&tag, &["--slow-drip", "5"]);
-    let client = connect(&server, RemoteKind::StreamableHttp);
+    let client = connect(&server, HttpKind::Streamable);
     let options =
         CallOptions { timeout: Some(Duration::from_millis(500)), ..CallOptions::default() };
     let started = Instant::now();
@@ -442,7 +442,7 @@ fn issue_8_the_session_starts_in_order() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--get-stream", "--session"]);
     for round in 0..20 {
-        let client = connect(&server, RemoteKind::StreamableHttp);
+        let client = connect(&server, HttpKind::Streamable);
         client.list_tools(&CallOptions::default()).unwrap();
         let log = http_log(&client);
         client.close().unwrap();
@@ -467,8 +467,7 @@ fn issue_8_an_elicitation_on_the_get_stream_during_a_call_is_answered() {
     for round in 0..20 {
         let client_options = ClientOptions { host: Arc::new(NamingHost), ..options(10_000) };
         let client =
-            Client::connect("web", &server.target(RemoteKind::StreamableHttp), client_options)
-                .unwrap();
+            Client::connect("web", &server.target(HttpKind::Streamable), client_options).unwrap();
         let started = Instant::now();
         let result = client.call_tool("elicit_on_get", json!({}), &CallOptions::default()).unwrap();
         assert!(!result.is_error(), "round {round}: {}", result.to_text());
@@ -488,7 +487,7 @@ fn issue_8_a_dropped_stream_is_resumed_with_last_event_id_every_time() {
         &["--get-stream", "--session", "--drop-stream-after", "2", "--retry", "50"],
     );
     for round in 0..20 {
-        let client = connect(&server, RemoteKind::StreamableHttp);
+        let client = connect(&server, HttpKind::Streamable);
         assert_eq!(echo(&client, "resumed").unwrap(), "resumed", "round {round}");
         let log = http_log(&client);
         client.close().unwrap();

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use tether::{CallOptions, Client, ClientOptions, HttpTarget, RemoteKind, StdioCommand, Transport};
+use tether::{CallOptions, Client, ClientOptions, HttpKind, HttpTarget, StdioCommand, Transport};
 
 use crate::interop_setup;
 use crate::support::{base_env, TempDir};
@@ -79,7 +79,7 @@ fn python_sdk_server_over_stdio() {
     client.close().unwrap();
 }
 
-fn http_client(name: &str, url: &str, kind: RemoteKind) -> Client {
+fn http_client(name: &str, url: &str, kind: HttpKind) -> Client {
     Client::connect(name, &Transport::Http(HttpTarget::new(url, kind)), options()).unwrap()
 }
 
@@ -109,7 +109,7 @@ fn check_everything(client: &Client) {
 fn server_everything_over_streamable_http() {
     let (argv, env) = interop_setup::everything_server_http("streamableHttp");
     let server = interop_setup::spawn_http_server(&argv, &env);
-    let client = http_client("everything", &server.url("/mcp"), RemoteKind::StreamableHttp);
+    let client = http_client("everything", &server.url("/mcp"), HttpKind::Streamable);
     assert_eq!(client.transport_name(), "http");
     check_everything(&client);
     client.close().unwrap();
@@ -119,12 +119,12 @@ fn server_everything_over_streamable_http() {
 fn server_everything_over_legacy_sse_and_by_fallback() {
     let (argv, env) = interop_setup::everything_server_http("sse");
     let server = interop_setup::spawn_http_server(&argv, &env);
-    let client = http_client("everything", &server.url("/sse"), RemoteKind::Sse);
+    let client = http_client("everything", &server.url("/sse"), HttpKind::Sse);
     assert_eq!(client.transport_name(), "sse");
     check_everything(&client);
     client.close().unwrap();
     // A URL with no type tries Streamable HTTP first, then falls back.
-    let client = http_client("everything", &server.url("/sse"), RemoteKind::Auto);
+    let client = http_client("everything", &server.url("/sse"), HttpKind::Auto);
     assert_eq!(client.transport_name(), "sse");
     let echoed =
         client.call_tool("echo", json!({"message": "fallback"}), &CallOptions::default()).unwrap();
@@ -135,7 +135,7 @@ fn server_everything_over_legacy_sse_and_by_fallback() {
 #[test]
 fn python_sdk_server_over_streamable_http_and_sse() {
     for (mode, path, kind) in
-        [("http", "/mcp", RemoteKind::StreamableHttp), ("sse", "/sse", RemoteKind::Sse)]
+        [("http", "/mcp", HttpKind::Streamable), ("sse", "/sse", HttpKind::Sse)]
     {
         let argv = interop_setup::python_server(mode);
         let server = interop_setup::spawn_http_server(&argv, &[]);
@@ -358,8 +358,7 @@ fn the_cli_browses_resources_and_prompts() {
 fn issue_8_server_everything_asks_during_calls_over_streamable_http() {
     let (argv, env) = interop_setup::everything_server_http("streamableHttp");
     let server = interop_setup::spawn_http_server(&argv, &env);
-    let transport =
-        Transport::Http(HttpTarget::new(&server.url("/mcp"), RemoteKind::StreamableHttp));
+    let transport = Transport::Http(HttpTarget::new(&server.url("/mcp"), HttpKind::Streamable));
     for round in 0..20 {
         let host = std::sync::Arc::new(FullHost::default());
         let client_options = ClientOptions { host: host.clone(), ..options() };

@@ -5,12 +5,13 @@
 use std::io::{self, BufReader, Read};
 use std::time::Instant;
 
-use super::wire::{http_error, origin_of, redact_url, unauthorized};
+use super::wire::{http_error, unauthorized};
 use super::{HttpTransport, RETRY_PAUSES};
 use crate::error::{CloseReason, Error};
 use crate::framing::MAX_FRAME;
 use crate::sync::{lock, wait_timeout};
 use crate::transport::sse::SseReader;
+use crate::url::{origin_of, redact_url};
 
 impl HttpTransport {
     /// Opens the legacy SSE stream (once); its first event names the endpoint.

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::config::RemoteKind;
+use crate::config::HttpKind;
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
 use crate::sync::lock;
@@ -42,7 +42,6 @@ use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
 use crate::transport::{Endpoint, Inbox, Outlet};
 
-pub(crate) use wire::redact_url;
 use wire::LiteralFirstResolver;
 
 /// At most this many POSTs in flight to one server.
@@ -68,7 +67,7 @@ pub struct HttpTarget {
     /// The endpoint URL (`http://` or `https://`).
     pub url: String,
     /// Which transport; `Auto` tries Streamable HTTP, then the legacy one.
-    pub kind: RemoteKind,
+    pub kind: HttpKind,
     /// Headers on every request (values may be secrets).
     pub headers: Vec<(String, String)>,
     /// Sent as `Authorization: Bearer …` unless `headers` has an Authorization.
@@ -79,7 +78,7 @@ pub struct HttpTarget {
 
 impl HttpTarget {
     /// A target with no headers or credentials.
-    pub fn new(url: &str, kind: RemoteKind) -> HttpTarget {
+    pub fn new(url: &str, kind: HttpKind) -> HttpTarget {
         HttpTarget {
             url: url.to_owned(),
             kind,
@@ -108,7 +107,7 @@ enum Mode {
     /// `Auto`, before `initialize` answered.
     Undecided,
     Streamable,
-    Legacy,
+    Sse,
 }
 
 /// A connection to a remote server; both the outlet and the endpoint.
@@ -183,9 +182,9 @@ impl HttpTransport {
         let (jobs, queue) = crossbeam_channel::unbounded();
         let (stop, stopped) = crossbeam_channel::bounded(0);
         let mode = match target.kind {
-            RemoteKind::Auto => Mode::Undecided,
-            RemoteKind::StreamableHttp => Mode::Streamable,
-            RemoteKind::Sse => Mode::Legacy,
+            HttpKind::Auto => Mode::Undecided,
+            HttpKind::Streamable => Mode::Streamable,
+            HttpKind::Sse => Mode::Sse,
         };
         let transport = Arc::new_cyclic(|myself| HttpTransport {
             server: server.to_owned(),
@@ -206,7 +205,7 @@ impl HttpTransport {
             stopped,
             myself: myself.clone(),
         });
-        if mode == Mode::Legacy {
+        if mode == Mode::Sse {
             transport.start_legacy_stream()?;
         }
         Ok(transport)
@@ -290,7 +289,7 @@ impl HttpTransport {
     fn post_now(&self, frame: &Frame) -> Result<(), Error> {
         let method = frame.method.as_deref();
         match self.mode() {
-            Mode::Legacy => self.post_legacy(&frame.bytes, method),
+            Mode::Sse => self.post_legacy(&frame.bytes, method),
             Mode::Streamable | Mode::Undecided => self.post_streamable(frame),
         }
     }
@@ -393,7 +392,7 @@ impl Endpoint for Arc<HttpTransport> {
 
     fn transport_name(&self) -> &'static str {
         match self.mode() {
-            Mode::Legacy => "sse",
+            Mode::Sse => "sse",
             Mode::Streamable | Mode::Undecided => "http",
         }
     }

@@ -13,7 +13,7 @@ use crossbeam_channel::{RecvTimeoutError, Sender};
 use ureq::http::Response;
 use ureq::Body;
 
-use super::wire::{http_error, redact_url, unauthorized};
+use super::wire::{http_error, unauthorized};
 use super::{
     HttpTransport, Mode, DEFAULT_RETRY, MAX_GET_BACKOFF, MAX_RESUMES, MAX_RETRY, RETRY_PAUSES,
 };
@@ -22,6 +22,7 @@ use crate::framing::MAX_FRAME;
 use crate::jsonrpc::Frame;
 use crate::sync::lock;
 use crate::transport::sse::SseReader;
+use crate::url::redact_url;
 
 impl HttpTransport {
     /// POSTs a frame to the Streamable HTTP endpoint, with retries, session
@@ -87,7 +88,7 @@ impl HttpTransport {
                                 "{}: initialize got HTTP {status}; trying the legacy HTTP+SSE transport",
                                 self.server
                             );
-                            lock(&self.state).mode = Some(Mode::Legacy);
+                            lock(&self.state).mode = Some(Mode::Sse);
                             self.start_legacy_stream()?;
                             return self.post_legacy(&frame.bytes, method);
                         }

@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use super::stdio::StdioCommand;
 use crate::config::StdioConfig;
-use crate::transport::stdio::StdioCommand;
 
 /// Variables every server gets from tether's environment.
 const BASE_VARIABLES: &[&str] = &[
@@ -40,7 +40,7 @@ const BASE_VARIABLES: &[&str] = &[
 const BASE_PREFIXES: &[&str] = &["LC_", "XDG_"];
 
 /// True for a variable of the base set.
-pub fn is_base_variable(name: &str) -> bool {
+fn is_base_variable(name: &str) -> bool {
     BASE_VARIABLES.contains(&name) || BASE_PREFIXES.iter().any(|prefix| name.starts_with(prefix))
 }
 
@@ -48,7 +48,7 @@ pub fn is_base_variable(name: &str) -> bool {
 ///
 /// A host variable named by `envFrom` that is not set is left out, with a
 /// warning naming it (never its value).
-pub fn stdio_command(
+pub(crate) fn stdio_command(
     server: &str,
     stdio: &StdioConfig,
     host_env: &[(String, String)],
@@ -77,11 +77,18 @@ pub fn stdio_command(
     }
 }
 
-/// tether's own environment, as UTF-8 pairs (others are skipped).
-pub fn host_environment() -> Vec<(String, String)> {
-    std::env::vars_os()
-        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
-        .collect()
+impl StdioCommand {
+    /// A command run with the base set of tether's environment (paths,
+    /// locale, proxies, CA bundles) and nothing else of it: what an entry
+    /// without `env` or `envFrom` gets. Add variables to `env` as needed.
+    pub fn new(program: &str, args: &[&str]) -> StdioCommand {
+        let stdio = StdioConfig {
+            command: program.to_owned(),
+            args: args.iter().map(|arg| arg.to_string()).collect(),
+            ..StdioConfig::default()
+        };
+        stdio_command(program, &stdio, &crate::config::host_environment())
+    }
 }
 
 #[cfg(test)]
