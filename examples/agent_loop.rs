@@ -41,11 +41,10 @@ fn main() {
     for server in &mut config.servers {
         server.tool_exposure.push(("count_words".into(), Exposure::Deferred));
     }
-    let options = HubOptions {
-        background: true, // return at once; model_tools() waits for what it needs
-        log_sink: Some(Arc::new(LogFile::new(std::env::temp_dir().join("tether-agent-loop.log")))),
-        ..HubOptions::default()
-    };
+    let log = LogFile::new(std::env::temp_dir().join("tether-agent-loop.log"));
+    let options = HubOptions::default()
+        .with_background(true) // return at once; model_tools() waits for what it needs
+        .with_log_sink(Arc::new(log));
     let hub = Hub::start(config, options);
     let limits = ResultLimits::default();
 
@@ -65,11 +64,9 @@ fn main() {
         let arguments: Value =
             serde_json::from_str(arguments).expect("the script's arguments are JSON");
         println!("  model calls {wanted} {arguments}");
-        let options = CallOptions {
-            timeout: Some(Duration::from_secs(30)),
-            progress: Some(Arc::new(|progress| println!("  progress: {}", progress.progress))),
-            ..CallOptions::default()
-        };
+        let options = CallOptions::default()
+            .with_timeout(Duration::from_secs(30))
+            .with_progress(|progress| println!("  progress: {}", progress.progress));
         match hub.call(wanted, arguments, &options) {
             Ok(result) => {
                 // What the model gets back: text, images within limits, notes.

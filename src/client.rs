@@ -45,8 +45,10 @@ const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// A server that pages forever is cut off here.
 const MAX_PAGES: usize = 1000;
 
-/// Settings of one connection.
+/// Settings of one connection: the defaults, changed with the `with_`
+/// methods.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct ClientOptions {
     /// The default per-request timeout.
     pub request_timeout: Duration,
@@ -66,11 +68,33 @@ impl Default for ClientOptions {
     }
 }
 
+impl ClientOptions {
+    /// The default per-request timeout (60 s unless set).
+    pub fn with_request_timeout(mut self, timeout: Duration) -> ClientOptions {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The ceiling when progress keeps resetting a request's timer.
+    pub fn with_max_total_timeout(mut self, ceiling: Duration) -> ClientOptions {
+        self.max_total_timeout = ceiling;
+        self
+    }
+
+    /// Who answers server→client requests and sees notifications.
+    pub fn with_host(mut self, host: Arc<dyn Host>) -> ClientOptions {
+        self.host = host;
+        self
+    }
+}
+
 /// A progress callback.
 pub type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
 
-/// Per-call settings; the defaults come from [`ClientOptions`].
+/// Per-call settings; the defaults come from [`ClientOptions`]. Build with
+/// `CallOptions::default()` and the `with_` methods.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub struct CallOptions {
     /// This call's timeout, reset by each progress notification.
     pub timeout: Option<Duration>,
@@ -83,6 +107,41 @@ pub struct CallOptions {
     /// An instant the call must not outlive, whatever the timeouts say (a
     /// start timeout spread over several requests uses this).
     pub deadline: Option<Instant>,
+}
+
+impl CallOptions {
+    /// This call's timeout, reset by each progress notification.
+    pub fn with_timeout(mut self, timeout: Duration) -> CallOptions {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// This call's ceiling when progress keeps resetting the timer.
+    pub fn with_max_total_timeout(mut self, ceiling: Duration) -> CallOptions {
+        self.max_total_timeout = Some(ceiling);
+        self
+    }
+
+    /// Called on the calling thread for each progress notification.
+    pub fn with_progress(
+        mut self,
+        progress: impl Fn(&Progress) + Send + Sync + 'static,
+    ) -> CallOptions {
+        self.progress = Some(Arc::new(progress));
+        self
+    }
+
+    /// Lets another thread give up on the call.
+    pub fn with_cancel(mut self, cancel: CancelHandle) -> CallOptions {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// An instant the call must not outlive, whatever the timeouts say.
+    pub fn with_deadline(mut self, deadline: Instant) -> CallOptions {
+        self.deadline = Some(deadline);
+        self
+    }
 }
 
 /// Cancels calls from another thread. Clones share one state; once

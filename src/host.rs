@@ -12,12 +12,26 @@ use crate::jsonrpc::{Notification, RpcError, METHOD_NOT_FOUND};
 
 /// A root: a directory or file the host lets servers work within.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Root {
     /// A `file://` URI.
     pub uri: String,
     /// A display name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+}
+
+impl Root {
+    /// A root with no display name; `uri` is a `file://` URI.
+    pub fn new(uri: &str) -> Root {
+        Root { uri: uri.to_owned(), name: None }
+    }
+
+    /// The same root with a display name.
+    pub fn with_name(mut self, name: &str) -> Root {
+        self.name = Some(name.to_owned());
+        self
+    }
 }
 
 /// The host's side of server→client requests and notifications.

@@ -1,9 +1,10 @@
 //! tether: a synchronous, thread-based Model Context Protocol client.
 //!
-//! tether connects to MCP servers (over stdio today), discovers their tools
-//! and hands them to a host's agent loop through a thread-safe registry. There
-//! is no async runtime: each connection has a reader and a writer thread
-//! joined by channels, and every call blocks the calling thread only.
+//! tether connects to MCP servers over stdio, Streamable HTTP and the legacy
+//! HTTP+SSE transport, discovers their tools, resources and prompts, and
+//! hands them to a host's agent loop through a thread-safe registry. There is
+//! no async runtime: each connection has its own named threads joined by
+//! channels, and every call blocks the calling thread only.
 //!
 //! ```no_run
 //! use tether::{CallOptions, Config, Hub, HubOptions};
@@ -19,7 +20,13 @@
 //! # Ok::<(), tether::Error>(())
 //! ```
 //!
-//! For one server and no configuration, [`Client::connect`] is the lower level.
+//! For one server and no configuration, [`Client::connect`] is the lower
+//! level: give it a [`Transport`] ([`StdioCommand::new`] for a program with
+//! tether's base environment, [`HttpTarget::new`] for a URL).
+//!
+//! Options are built from their defaults with `with_` methods
+//! (`CallOptions::default().with_timeout(…)`), so that new settings can be
+//! added without breaking a host.
 //!
 //! # Logging
 //! Through the `log` crate: `warn` for misconfiguration and misbehaving
@@ -50,20 +57,19 @@ pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallb
 pub use config::{
     default_config_dir, Config, ConfigFiles, ConfigLoader, Exposure, FailedEntry, HttpConfig,
     HttpKind, ImportReport, Scope, ServerConfig, StdioConfig, TransportConfig, UnknownWord,
-    UntrustedServer, DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT,
+    UntrustedServer,
 };
 pub use error::{CloseReason, Error, Step, Timeout};
-pub use framing::MAX_FRAME;
 pub use host::{DefaultHost, Host, Root};
 pub use hub::{
     Hub, HubOptions, LogFile, LogMessage, LogSink, ModelTool, Offered, RefreshReport, ServerState,
     ServerStatus, TOOL_SEARCH,
 };
-pub use jsonrpc::{Notification, Request, RequestId, RpcError};
+pub use jsonrpc::{Notification, RpcError};
 pub use protocol::{
     Progress, Prompt, PromptArgument, PromptResult, Resource, ResourceContents, ResourceTemplate,
-    ServerInfo, Tool, ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
+    ServerInfo, Tool, ToolResult,
 };
-pub use registry::{qualified_name, NameStyle, RegisteredTool, ToolRegistry, MAX_TOOL_NAME};
-pub use shaping::{check_schema, shape_result, ModelBlock, ModelResult, ResultLimits};
+pub use registry::{NameStyle, RegisteredTool};
+pub use shaping::{shape_result, ModelBlock, ModelResult, ResultLimits};
 pub use transport::{HttpTarget, StdioCommand, Transport};

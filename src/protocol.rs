@@ -17,6 +17,7 @@ pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
 
 /// What a server told us about itself in `initialize`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ServerInfo {
     /// The negotiated protocol revision.
     pub protocol_version: String,
@@ -66,6 +67,7 @@ impl ServerInfo {
 /// A tool as the server lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Tool {
     /// The server's own name for the tool.
     pub name: String,
@@ -159,6 +161,7 @@ fn describe_block(block: &Value) -> String {
 /// A resource a server offers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Resource {
     /// Its URI.
     pub uri: String,
@@ -194,6 +197,7 @@ impl Resource {
 /// A resource template (an RFC 6570 URI template).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ResourceTemplate {
     /// The URI template.
     pub uri_template: String,
@@ -211,6 +215,7 @@ pub struct ResourceTemplate {
 /// One item of a `resources/read` result: text or a base64 blob.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ResourceContents {
     /// The URI of this item.
     pub uri: String,
@@ -228,6 +233,7 @@ pub struct ResourceContents {
 /// A prompt a server offers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Prompt {
     /// Its name.
     pub name: String,
@@ -244,6 +250,7 @@ pub struct Prompt {
 
 /// One argument of a prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PromptArgument {
     /// Its name.
     pub name: String,
@@ -257,6 +264,7 @@ pub struct PromptArgument {
 
 /// A `prompts/get` result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PromptResult {
     /// A description of the filled-in prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -267,6 +275,7 @@ pub struct PromptResult {
 
 /// A `notifications/progress` update for a request.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Progress {
     /// How far along (grows with each update).
     pub progress: f64,

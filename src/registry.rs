@@ -30,6 +30,7 @@ pub enum NameStyle {
 
 /// One tool in the registry.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct RegisteredTool {
     /// The name the model uses.
     pub qualified_name: String,
@@ -85,11 +86,6 @@ impl ToolRegistry {
     /// Finds a tool by qualified name.
     pub fn get(&self, qualified_name: &str) -> Option<&RegisteredTool> {
         self.by_name.get(qualified_name).map(|&index| &self.tools[index])
-    }
-
-    /// Finds a server's tool by the server's own name for it.
-    pub fn find(&self, server: &str, tool_name: &str) -> Option<&RegisteredTool> {
-        self.tools.iter().find(|entry| entry.server == server && entry.tool.name == tool_name)
     }
 
     /// Every tool, in server order then the server's order.
@@ -189,6 +185,6 @@ mod tests {
         let two = [tool("echo")];
         let registry = ToolRegistry::build([("a", &one[..]), ("b", &two[..])], NameStyle::Prefixed);
         assert_eq!(registry.get("mcp__b__echo").unwrap().server, "b");
-        assert_eq!(registry.find("a", "echo").unwrap().qualified_name, "mcp__a__echo");
+        assert_eq!(registry.get("mcp__a__echo").unwrap().server, "a");
     }
 }

@@ -40,8 +40,10 @@ const MAX_NOTE_FIELD: usize = 200;
 /// name, which keeps the name well under file system limits.
 const MAX_FILE_NAME_PART: usize = 64;
 
-/// How much of a result reaches the model.
+/// How much of a result reaches the model: the defaults, changed with the
+/// `with_` methods.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ResultLimits {
     /// The most bytes of text the model sees; longer text keeps its head and
     /// tail and is saved in full to a file (default 20,000).
@@ -66,6 +68,32 @@ impl Default for ResultLimits {
     }
 }
 
+impl ResultLimits {
+    /// The most bytes of text the model sees.
+    pub fn with_max_text_bytes(mut self, bytes: usize) -> ResultLimits {
+        self.max_text_bytes = bytes;
+        self
+    }
+
+    /// The largest image, in decoded bytes, shown as an image.
+    pub fn with_max_image_bytes(mut self, bytes: usize) -> ResultLimits {
+        self.max_image_bytes = bytes;
+        self
+    }
+
+    /// The most images shown from one result.
+    pub fn with_max_images(mut self, images: usize) -> ResultLimits {
+        self.max_images = images;
+        self
+    }
+
+    /// Where full texts are saved.
+    pub fn with_spill_dir(mut self, dir: PathBuf) -> ResultLimits {
+        self.spill_dir = Some(dir);
+        self
+    }
+}
+
 /// One block of what the model sees.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -87,6 +115,7 @@ pub enum ModelBlock {
 
 /// A tool result shaped for the model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ModelResult {
     /// The blocks, in the server's order.
     pub blocks: Vec<ModelBlock>,

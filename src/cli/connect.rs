@@ -94,7 +94,7 @@ impl SignalWatch {
         // The lock is held while the servers are spawned: a signal arriving
         // meanwhile waits for it, then finds the hub and ends them.
         let mut slot = self.hub.lock().unwrap(); // Poisoned only if a holder panicked.
-        let hub = Hub::start(config, HubOptions { background: true, ..self.options.clone() });
+        let hub = Hub::start(config, self.options.clone().with_background(true));
         *slot = Some(hub.clone());
         drop(slot);
         hub.wait_started();
@@ -362,7 +362,8 @@ fn call(
         }
         return start_failure_code(&status);
     }
-    let mut options = CallOptions { timeout, ..CallOptions::default() };
+    let mut options = CallOptions::default();
+    options.timeout = timeout;
     if io::stderr().is_terminal() {
         options.progress = Some(Arc::new(|progress: &tether::Progress| {
             let total = progress.total.map(|total| format!("/{total}")).unwrap_or_default();

@@ -238,11 +238,9 @@ pub fn main() -> ExitCode {
             for warning in &config.warnings {
                 log::warn!("{warning}");
             }
-            let options = HubOptions {
-                host: Arc::new(terminal::TerminalHost::new()),
-                log_sink: Some(Arc::new(LogFile::new(files.config_dir.join("mcp.log")))),
-                ..HubOptions::default()
-            };
+            let options = HubOptions::default()
+                .with_host(Arc::new(terminal::TerminalHost::new()))
+                .with_log_sink(Arc::new(LogFile::new(files.config_dir.join("mcp.log"))));
             connect::run(command, config, options)
         }
     };

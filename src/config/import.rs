@@ -16,6 +16,7 @@ use super::{file, name_key};
 
 /// What an import did.
 #[derive(Debug, Default, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ImportReport {
     /// Servers copied into the user file.
     pub imported: Vec<String>,

@@ -31,8 +31,6 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::Error;
-
 pub(crate) use entry::check_name;
 pub use import::ImportReport;
 pub use manage::ConfigFiles;
@@ -48,6 +46,7 @@ pub(crate) fn host_environment() -> Vec<(String, String)> {
 
 /// All configured servers, with what could not be used and why.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Config {
     /// The servers, host-registered first, then user, then project entries.
     pub servers: Vec<ServerConfig>,
@@ -90,6 +89,7 @@ pub enum Exposure {
 
 /// One server's settings.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// The name (1–32 of `[A-Za-z0-9_-]`).
     pub name: String,
@@ -136,6 +136,7 @@ pub enum TransportConfig {
 
 /// A stdio server's command and environment rules, expanded.
 #[derive(Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct StdioConfig {
     /// One executable (never a shell string).
     pub command: String,
@@ -165,6 +166,7 @@ pub enum HttpKind {
 
 /// A remote server's settings, expanded.
 #[derive(Clone, PartialEq)]
+#[non_exhaustive]
 pub struct HttpConfig {
     /// The endpoint.
     pub url: String,
@@ -182,6 +184,7 @@ pub struct HttpConfig {
 
 /// A project server that was not started because the project is not trusted.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct UntrustedServer {
     /// The server name.
     pub name: String,
@@ -193,6 +196,7 @@ pub struct UntrustedServer {
 
 /// An entry, or a file, that could not be used.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct FailedEntry {
     /// The server name, or the file name when the whole file failed.
     pub name: String,
@@ -664,12 +668,6 @@ pub fn default_config_dir() -> Option<PathBuf> {
     non_empty("TETHER_CONFIG_DIR")
         .or_else(|| non_empty("XDG_CONFIG_HOME").map(|dir| dir.join("tether")))
         .or_else(|| non_empty("HOME").map(|home| home.join(".config").join("tether")))
-}
-
-impl From<FailedEntry> for Error {
-    fn from(entry: FailedEntry) -> Error {
-        Error::Config(entry.error)
-    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ const LOG_ROTATE_BYTES: u64 = 5 * 1024 * 1024;
 
 /// A server's `notifications/message`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct LogMessage {
     /// `debug`, `info`, `notice`, `warning`, `error`, `critical`, `alert`, `emergency`.
     pub level: String,

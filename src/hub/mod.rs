@@ -36,8 +36,10 @@ use crate::registry::{NameStyle, RegisteredTool};
 use crate::sync::lock;
 use state::{Phase, Shared, Slot};
 
-/// How the hub starts and names things.
+/// How the hub starts and names things: the defaults, changed with the
+/// `with_` methods.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct HubOptions {
     /// Return from `Hub::start` at once; servers connect in the background.
     pub background: bool,
@@ -61,6 +63,38 @@ impl Default for HubOptions {
             log_sink: None,
             reload: None,
         }
+    }
+}
+
+impl HubOptions {
+    /// Return from `Hub::start` at once; servers connect in the background.
+    pub fn with_background(mut self, background: bool) -> HubOptions {
+        self.background = background;
+        self
+    }
+
+    /// `mcp__server__tool` (the default) or `server__tool`.
+    pub fn with_name_style(mut self, name_style: NameStyle) -> HubOptions {
+        self.name_style = name_style;
+        self
+    }
+
+    /// Who answers server→client requests.
+    pub fn with_host(mut self, host: Arc<dyn Host>) -> HubOptions {
+        self.host = host;
+        self
+    }
+
+    /// Where servers' log messages go.
+    pub fn with_log_sink(mut self, log_sink: Arc<dyn LogSink>) -> HubOptions {
+        self.log_sink = Some(log_sink);
+        self
+    }
+
+    /// How `refresh` reads the configuration again.
+    pub fn with_reload(mut self, reload: ConfigLoader) -> HubOptions {
+        self.reload = Some(reload);
+        self
     }
 }
 

@@ -29,6 +29,7 @@ const DEFAULT_MATCHES: usize = 5;
 
 /// A tool as a model should be told about it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ModelTool {
     /// The name the model calls it by.
     pub name: String,

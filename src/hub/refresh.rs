@@ -19,6 +19,7 @@ use crate::client::Client;
 
 /// What a `refresh` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct RefreshReport {
     /// Servers started because they are new in the configuration.
     pub started: Vec<String>,

@@ -454,7 +454,7 @@ impl Shared {
                 _ => return,
             }
         };
-        let options = CallOptions { timeout: Some(config.timeout), ..CallOptions::default() };
+        let options = CallOptions::default().with_timeout(config.timeout);
         match client.list_tools(&options) {
             Ok(mut tools) => {
                 if let Some(allowed) = &config.tools {

@@ -45,6 +45,7 @@ const JOIN_WAIT: Duration = Duration::from_secs(1);
 
 /// A fully resolved command: what to run, with exactly this environment.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StdioCommand {
     /// The program: a path, or a name looked up in the environment's `PATH`.
     pub program: String,

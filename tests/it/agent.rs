@@ -66,7 +66,7 @@ fn server_log_messages_go_to_the_log_file_which_rotates() {
     let tag = Tag::new();
     let dir = TempDir::new();
     let log = LogFile::new(dir.path().join("mcp.log")).with_rotation(200);
-    let options = HubOptions { log_sink: Some(Arc::new(log)), ..HubOptions::default() };
+    let options = HubOptions::default().with_log_sink(Arc::new(log));
     let hub = Hub::start(
         tether::Config::new().with_server(misbehave_server("fx", &tag, &["--notify", "3"])),
         options,
@@ -159,8 +159,7 @@ fn results_are_shaped_for_the_model() {
         HubOptions::default(),
     );
     let spill = TempDir::new();
-    let limits =
-        ResultLimits { spill_dir: Some(spill.path().to_owned()), ..ResultLimits::default() };
+    let limits = ResultLimits::default().with_spill_dir(spill.path().to_owned());
     let huge =
         hub.call("mcp__fx__huge", json!({"bytes": 30_000}), &CallOptions::default()).unwrap();
     let tool = hub.tools().into_iter().find(|entry| entry.tool.name == "huge").unwrap().tool;
@@ -193,10 +192,7 @@ fn refresh_follows_the_configuration_file() {
     let dir = TempDir::new();
     write_config(&dir, json!({"a": misbehave_entry(&tag, &[]), "b": misbehave_entry(&tag, &[])}));
     let loader = ConfigLoader::new().config_dir(dir.path());
-    let hub = Hub::start(
-        loader.load(),
-        HubOptions { reload: Some(loader.clone()), ..HubOptions::default() },
-    );
+    let hub = Hub::start(loader.load(), HubOptions::default().with_reload(loader.clone()));
     assert!(hub.refresh().is_empty(), "nothing changed");
 
     write_config(
@@ -304,10 +300,10 @@ impl Host for ChangingRoots {
 fn servers_hear_when_the_roots_change() {
     let tag = Tag::new();
     let host = Arc::new(ChangingRoots { roots: Mutex::new(Vec::new()) });
-    let options = HubOptions { host: host.clone(), ..HubOptions::default() };
+    let options = HubOptions::default().with_host(host.clone());
     let hub =
         Hub::start(tether::Config::new().with_server(misbehave_server("fx", &tag, &[])), options);
-    host.roots.lock().unwrap().push(Root { uri: "file:///tmp".into(), name: None });
+    host.roots.lock().unwrap().push(Root::new("file:///tmp"));
     hub.notify_roots_changed();
     eventually("the notification arriving", Duration::from_secs(3), || {
         text_of(&hub, "mcp__fx__client_notifications", json!({}))

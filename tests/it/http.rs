@@ -58,11 +58,9 @@ impl Drop for HttpFixture {
 }
 
 fn options(timeout_ms: u64) -> ClientOptions {
-    ClientOptions {
-        request_timeout: Duration::from_millis(timeout_ms),
-        max_total_timeout: Duration::from_millis(timeout_ms * 10),
-        ..ClientOptions::default()
-    }
+    ClientOptions::default()
+        .with_request_timeout(Duration::from_millis(timeout_ms))
+        .with_max_total_timeout(Duration::from_millis(timeout_ms * 10))
 }
 
 fn connect(server: &HttpFixture, kind: HttpKind) -> Client {
@@ -121,12 +119,9 @@ fn sse_answers_carry_progress_then_the_response() {
     let client = connect(&server, HttpKind::Streamable);
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&seen);
-    let options = CallOptions {
-        progress: Some(Arc::new(move |_: &Progress| {
-            counter.fetch_add(1, Ordering::SeqCst);
-        })),
-        ..CallOptions::default()
-    };
+    let options = CallOptions::default().with_progress(move |_: &Progress| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
     let result =
         client.call_tool("progress", json!({"steps": 4, "interval_ms": 50}), &options).unwrap();
     assert!(!result.is_error());
@@ -218,7 +213,7 @@ fn the_get_stream_delivers_server_requests_and_notifications() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--get-stream", "--session"]);
     let host = Arc::new(RecordingHost::default());
-    let client_options = ClientOptions { host: host.clone(), ..options(10_000) };
+    let client_options = options(10_000).with_host(host.clone());
     let client =
         Client::connect("web", &server.target(HttpKind::Streamable), client_options).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -380,8 +375,7 @@ fn a_slow_drip_body_hits_the_timeout_and_close_is_not_held_up() {
     // echo of 1000 characters five.
     let server = HttpFixture::start(&tag, &["--slow-drip", "5"]);
     let client = connect(&server, HttpKind::Streamable);
-    let options =
-        CallOptions { timeout: Some(Duration::from_millis(500)), ..CallOptions::default() };
+    let options = CallOptions::default().with_timeout(Duration::from_millis(500));
     let started = Instant::now();
     let err = client.call_tool("echo", json!({"text": "drip".repeat(250)}), &options).unwrap_err();
     assert!(matches!(err, Error::Timeout(_)), "{err:?}");
@@ -465,7 +459,7 @@ fn issue_8_an_elicitation_on_the_get_stream_during_a_call_is_answered() {
     let tag = Tag::new();
     let server = HttpFixture::start(&tag, &["--get-stream", "--session"]);
     for round in 0..20 {
-        let client_options = ClientOptions { host: Arc::new(NamingHost), ..options(10_000) };
+        let client_options = options(10_000).with_host(Arc::new(NamingHost));
         let client =
             Client::connect("web", &server.target(HttpKind::Streamable), client_options).unwrap();
         let started = Instant::now();

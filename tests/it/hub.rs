@@ -7,9 +7,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether::{
-    CallOptions, Config, Error, Hub, HubOptions, ServerConfig, ServerState, Step, MAX_TOOL_NAME,
-};
+use tether::{CallOptions, Config, Error, Hub, HubOptions, ServerConfig, ServerState, Step};
 
 use crate::support::{assert_quick, fixture, Tag, TempDir};
 
@@ -76,8 +74,7 @@ fn one_hanging_server_never_delays_another() {
     let stuck = {
         let hub = hub.clone();
         thread::spawn(move || {
-            let options =
-                CallOptions { timeout: Some(Duration::from_secs(3)), ..CallOptions::default() };
+            let options = CallOptions::default().with_timeout(Duration::from_secs(3));
             hub.call("mcp__stuck__echo", json!({"text": "x"}), &options)
         })
     };
@@ -134,7 +131,7 @@ fn odd_tool_names_get_valid_unique_names_that_map_back() {
     let tools = hub.tools();
     let mut names: Vec<&str> = tools.iter().map(|t| t.qualified_name.as_str()).collect();
     for name in &names {
-        assert!(name.len() <= MAX_TOOL_NAME, "{name}");
+        assert!(name.len() <= 64, "{name}");
         assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'), "{name}");
     }
     names.sort();
@@ -172,7 +169,7 @@ fn background_start_returns_at_once_and_dropping_the_hub_ends_everything() {
         .with_server(misbehave_server("a", &tag, &["--grandchild"]))
         .with_server(misbehave_server("b", &tag, &["--stderr-flood", "1"]));
     let started = Instant::now();
-    let hub = Hub::start(config, HubOptions { background: true, ..HubOptions::default() });
+    let hub = Hub::start(config, HubOptions::default().with_background(true));
     assert_quick(started, Duration::from_millis(200), "a background start");
     hub.wait_started();
     assert!(hub.status().iter().all(|s| s.state == ServerState::Ready));
@@ -196,10 +193,8 @@ fn shutdown_during_start_ends_the_servers_being_started() {
     let tag = Tag::new();
     let mut server = misbehave_server("slow", &tag, &["--hang-initialize"]);
     server.start_timeout = Duration::from_secs(30);
-    let hub = Hub::start(
-        Config::new().with_server(server),
-        HubOptions { background: true, ..HubOptions::default() },
-    );
+    let hub =
+        Hub::start(Config::new().with_server(server), HubOptions::default().with_background(true));
     tag.wait_for_processes(1, Duration::from_secs(2));
     let started = Instant::now();
     hub.shutdown();

@@ -7,20 +7,15 @@ use serde_json::json;
 use tether::{CallOptions, Client, ClientOptions, HttpKind, HttpTarget, StdioCommand, Transport};
 
 use crate::interop_setup;
-use crate::support::{base_env, TempDir};
+use crate::support::TempDir;
 
 fn stdio(argv: Vec<String>) -> Transport {
-    let mut argv = argv.into_iter();
-    Transport::Stdio(StdioCommand {
-        program: argv.next().unwrap(),
-        args: argv.collect(),
-        env: base_env(),
-        cwd: None,
-    })
+    let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
+    Transport::Stdio(StdioCommand::new(&argv[0], &args))
 }
 
 fn options() -> ClientOptions {
-    ClientOptions { request_timeout: Duration::from_secs(30), ..ClientOptions::default() }
+    ClientOptions::default().with_request_timeout(Duration::from_secs(30))
 }
 
 #[test]
@@ -92,12 +87,9 @@ fn check_everything(client: &Client) {
     // Progress arrives on the POST's event stream while the call runs.
     let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = std::sync::Arc::clone(&seen);
-    let options = CallOptions {
-        progress: Some(std::sync::Arc::new(move |_: &tether::Progress| {
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        })),
-        ..CallOptions::default()
-    };
+    let options = CallOptions::default().with_progress(move |_: &tether::Progress| {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
     let result = client
         .call_tool("trigger-long-running-operation", json!({"duration": 1, "steps": 3}), &options)
         .unwrap();
@@ -156,7 +148,7 @@ struct FullHost {
 
 impl tether::Host for FullHost {
     fn roots(&self) -> Vec<tether::Root> {
-        vec![tether::Root { uri: "file:///srv/project".into(), name: Some("project".into()) }]
+        vec![tether::Root::new("file:///srv/project").with_name("project")]
     }
 
     fn handles_sampling(&self) -> bool {
@@ -208,10 +200,7 @@ fn server_everything_serves_what_an_agent_loop_needs() {
         &argv[0],
         &argv[1..].iter().map(String::as_str).collect::<Vec<_>>(),
     ));
-    let hub = tether::Hub::start(
-        config,
-        tether::HubOptions { host: host.clone(), ..tether::HubOptions::default() },
-    );
+    let hub = tether::Hub::start(config, tether::HubOptions::default().with_host(host.clone()));
     assert_eq!(hub.status()[0].state, tether::ServerState::Ready, "{:?}", hub.status());
 
     // Resources, templates and prompts, and the model-facing resource tools.
@@ -361,7 +350,7 @@ fn issue_8_server_everything_asks_during_calls_over_streamable_http() {
     let transport = Transport::Http(HttpTarget::new(&server.url("/mcp"), HttpKind::Streamable));
     for round in 0..20 {
         let host = std::sync::Arc::new(FullHost::default());
-        let client_options = ClientOptions { host: host.clone(), ..options() };
+        let client_options = options().with_host(host.clone());
         let client = Client::connect("everything", &transport, client_options).unwrap();
         let elicited = client
             .call_tool("trigger-elicitation-request", json!({}), &CallOptions::default())

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tether::{
-    CallOptions, CancelHandle, Client, ClientOptions, CloseReason, Error, Host, Notification, Root,
-    StdioCommand, Transport,
+    CallOptions, CancelHandle, Client, CloseReason, Error, Host, Notification, Root, StdioCommand,
+    Transport,
 };
 
-use crate::support::{assert_quick, base_env, fixture, misbehave, quick, Tag};
+use crate::support::{assert_quick, fixture, misbehave, quick, Tag};
 
 fn connect(tag: &Tag, flags: &[&str]) -> Client {
     Client::connect("fx", &misbehave(tag, flags), quick(5_000)).expect("connects")
@@ -86,8 +86,7 @@ fn a_call_that_is_never_answered_times_out_and_later_calls_still_work() {
     let tag = Tag::new();
     let client = connect(&tag, &["--never-answer"]);
     let started = Instant::now();
-    let options =
-        CallOptions { timeout: Some(Duration::from_millis(300)), ..CallOptions::default() };
+    let options = CallOptions::default().with_timeout(Duration::from_millis(300));
     let err = client.call_tool("echo", json!({"text": "x"}), &options).unwrap_err();
     let elapsed = started.elapsed();
     assert!(
@@ -107,8 +106,7 @@ fn a_call_that_is_never_answered_times_out_and_later_calls_still_work() {
 fn a_late_answer_is_dropped_and_does_not_confuse_the_next_call() {
     let tag = Tag::new();
     let client = connect(&tag, &["--slow", "400"]);
-    let options =
-        CallOptions { timeout: Some(Duration::from_millis(100)), ..CallOptions::default() };
+    let options = CallOptions::default().with_timeout(Duration::from_millis(100));
     assert!(matches!(
         client.call_tool("echo", json!({"text": "late"}), &options),
         Err(Error::Timeout(_))
@@ -215,7 +213,7 @@ impl Host for RecordingHost {
 fn interleaved_notifications_reach_the_host_and_calls_still_answer() {
     let tag = Tag::new();
     let host = Arc::new(RecordingHost::default());
-    let options = ClientOptions { host: host.clone(), ..quick(5_000) };
+    let options = quick(5_000).with_host(host.clone());
     let client = Client::connect("fx", &misbehave(&tag, &["--notify", "6"]), options).unwrap();
     for i in 0..3 {
         assert_eq!(echo(&client, &i.to_string()).unwrap(), i.to_string());
@@ -379,10 +377,10 @@ fn an_endless_stream_of_new_cursors_is_cut_off() {
 fn server_requests_are_answered() {
     let tag = Tag::new();
     let host = Arc::new(RecordingHost {
-        roots: vec![Root { uri: "file:///work".into(), name: Some("work".into()) }],
+        roots: vec![Root::new("file:///work").with_name("work")],
         ..RecordingHost::default()
     });
-    let options = ClientOptions { host, ..quick(5_000) };
+    let options = quick(5_000).with_host(host);
     let client = Client::connect("fx", &misbehave(&tag, &["--server-requests"]), options).unwrap();
     // The answers travel back asynchronously; poll the fixture's record of them.
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -459,15 +457,13 @@ fn progress_resets_the_timer_and_reaches_the_callback() {
     let client = connect(&tag, &[]);
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&seen);
-    let options = CallOptions {
-        timeout: Some(Duration::from_millis(500)),
-        max_total_timeout: Some(Duration::from_secs(10)),
-        progress: Some(Arc::new(move |progress| {
+    let options = CallOptions::default()
+        .with_timeout(Duration::from_millis(500))
+        .with_max_total_timeout(Duration::from_secs(10))
+        .with_progress(move |progress| {
             assert!(progress.total == Some(6.0));
             counter.fetch_add(1, Ordering::SeqCst);
-        })),
-        ..CallOptions::default()
-    };
+        });
     // Six steps 250 ms apart: 1.5 s in all, three times the timeout.
     let result =
         client.call_tool("progress", json!({"steps": 6, "interval_ms": 250}), &options).unwrap();
@@ -480,11 +476,9 @@ fn progress_resets_the_timer_and_reaches_the_callback() {
 fn progress_cannot_extend_a_call_past_its_ceiling() {
     let tag = Tag::new();
     let client = connect(&tag, &[]);
-    let options = CallOptions {
-        timeout: Some(Duration::from_millis(500)),
-        max_total_timeout: Some(Duration::from_millis(800)),
-        ..CallOptions::default()
-    };
+    let options = CallOptions::default()
+        .with_timeout(Duration::from_millis(500))
+        .with_max_total_timeout(Duration::from_millis(800));
     let started = Instant::now();
     let err = client
         .call_tool("progress", json!({"steps": 20, "interval_ms": 100}), &options)
@@ -510,7 +504,7 @@ fn a_cancel_handle_ends_the_call_at_once() {
             cancel.cancel();
         })
     };
-    let options = CallOptions { cancel: Some(cancel.clone()), ..CallOptions::default() };
+    let options = CallOptions::default().with_cancel(cancel.clone());
     let started = Instant::now();
     let err = client.call_tool("sleep", json!({"ms": 3000}), &options).unwrap_err();
     assert!(matches!(err, Error::Cancelled), "{err:?}");
@@ -541,12 +535,7 @@ fn notifications_named(client: &Client, method: &str) -> Vec<Value> {
 
 #[test]
 fn a_missing_program_is_a_spawn_error() {
-    let transport = Transport::Stdio(StdioCommand {
-        program: "/nonexistent/tether-test-server".into(),
-        args: vec![],
-        env: base_env(),
-        cwd: None,
-    });
+    let transport = Transport::Stdio(StdioCommand::new("/nonexistent/tether-test-server", &[]));
     let err = Client::connect("fx", &transport, quick(1_000)).err().unwrap();
     assert!(
         matches!(&err, Error::Spawn { command, .. } if command == "/nonexistent/tether-test-server"),
@@ -558,15 +547,12 @@ fn a_missing_program_is_a_spawn_error() {
 fn the_server_gets_only_the_environment_it_is_given_and_its_cwd() {
     let tag = Tag::new();
     let dir = crate::support::TempDir::new();
-    let mut env = base_env();
-    env.push(("FIXTURE_ONLY".into(), "yes".into()));
-    let given: Vec<String> = env.iter().map(|(name, _)| name.clone()).collect();
-    let transport = Transport::Stdio(StdioCommand {
-        program: fixture("misbehave").display().to_string(),
-        args: vec!["--tag".into(), tag.0.clone()],
-        env,
-        cwd: Some(dir.path().to_owned()),
-    });
+    let program = fixture("misbehave").display().to_string();
+    let mut command = StdioCommand::new(&program, &["--tag", &tag.0]);
+    command.env.push(("FIXTURE_ONLY".into(), "yes".into()));
+    command.cwd = Some(dir.path().to_owned());
+    let given: Vec<String> = command.env.iter().map(|(name, _)| name.clone()).collect();
+    let transport = Transport::Stdio(command);
     let client = Client::connect("fx", &transport, quick(5_000)).unwrap();
     let text = client.call_tool("env", json!({}), &CallOptions::default()).unwrap().to_text();
     let seen: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
@@ -614,8 +600,7 @@ fn frames_queue_in_order_while_a_server_stops_reading() {
 fn a_server_that_never_reads_cannot_hold_a_call_or_close_past_their_bounds() {
     let tag = Tag::new();
     let client = connect(&tag, &["--stall-stdin", "60000"]);
-    let options =
-        CallOptions { timeout: Some(Duration::from_millis(500)), ..CallOptions::default() };
+    let options = CallOptions::default().with_timeout(Duration::from_millis(500));
     let started = Instant::now();
     let err =
         client.call_tool("echo", json!({"text": "z".repeat(1_000_000)}), &options).unwrap_err();

@@ -140,30 +140,18 @@ impl Drop for Tag {
     }
 }
 
-/// A minimal environment for fixtures.
-pub fn base_env() -> Vec<(String, String)> {
-    StdioCommand::new("true", &[]).env
-}
-
 /// The `misbehave` fixture with these flags.
 pub fn misbehave(tag: &Tag, flags: &[&str]) -> Transport {
-    let mut args = vec!["--tag".to_owned(), tag.0.clone()];
-    args.extend(flags.iter().map(|flag| flag.to_string()));
-    Transport::Stdio(StdioCommand {
-        program: fixture("misbehave").display().to_string(),
-        args,
-        env: base_env(),
-        cwd: None,
-    })
+    let mut args = vec!["--tag", tag.0.as_str()];
+    args.extend_from_slice(flags);
+    Transport::Stdio(StdioCommand::new(&fixture("misbehave").display().to_string(), &args))
 }
 
 /// Options with a short request timeout.
 pub fn quick(timeout_ms: u64) -> ClientOptions {
-    ClientOptions {
-        request_timeout: Duration::from_millis(timeout_ms),
-        max_total_timeout: Duration::from_millis(timeout_ms * 10),
-        ..ClientOptions::default()
-    }
+    ClientOptions::default()
+        .with_request_timeout(Duration::from_millis(timeout_ms))
+        .with_max_total_timeout(Duration::from_millis(timeout_ms * 10))
 }
 
 /// Asserts that `elapsed` is below `limit`.

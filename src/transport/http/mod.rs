@@ -63,6 +63,7 @@ const ENDPOINT_WAIT: Duration = Duration::from_secs(30);
 
 /// A remote server: where, how, and with which credentials.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct HttpTarget {
     /// The endpoint URL (`http://` or `https://`).
     pub url: String,
