@@ -127,7 +127,7 @@ impl Error {
     }
 
     /// Wraps this error with the name of the server it came from.
-    pub fn for_server(self, name: &str) -> Error {
+    pub(crate) fn for_server(self, name: &str) -> Error {
         match self {
             already @ Error::Server { .. } => already,
             other => Error::Server { name: name.to_owned(), source: Box::new(other) },

@@ -115,7 +115,6 @@ pub(crate) fn answer(
     params: &Value,
 ) -> Result<Value, RpcError> {
     match method {
-        "ping" => Ok(json!({})),
         "roots/list" => Ok(json!({"roots": host.roots()})),
         "sampling/createMessage" => host.create_message(server, params),
         "elicitation/create" => host.elicit(server, params),

@@ -133,29 +133,90 @@ impl ToolResult {
 
 /// A block's text, or a one-line note saying what it is.
 fn describe_block(block: &Value) -> String {
-    let kind = block.get("type").and_then(Value::as_str).unwrap_or("?");
-    let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or("?");
-    let encoded_size =
-        |name: &str| block.get(name).and_then(Value::as_str).map_or(0, |data| data.len() / 4 * 3);
-    match kind {
-        "text" => field("text").to_owned(),
-        "image" | "audio" => {
-            format!("[{kind}: {}, about {} bytes]", field("mimeType"), encoded_size("data"))
+    match Block::parse(block) {
+        Block::Text(Some(text)) => text.to_owned(),
+        Block::Image { mime_type, data } => {
+            format!("[image: {mime_type}, {} bytes]", decoded_size(data))
         }
-        "resource_link" => format!("[resource link: {}]", field("uri")),
-        "resource" => {
-            let resource = block.get("resource").cloned().unwrap_or(Value::Null);
-            match resource.get("text").and_then(Value::as_str) {
-                Some(text) => text.to_owned(),
-                None => format!(
-                    "[resource: {}, {}]",
-                    resource.get("uri").and_then(Value::as_str).unwrap_or("?"),
-                    resource.get("mimeType").and_then(Value::as_str).unwrap_or("binary")
-                ),
-            }
+        Block::Audio { mime_type, data } => {
+            format!("[audio: {mime_type}, {} bytes]", decoded_size(data))
         }
-        other => format!("[{other} block]"),
+        Block::ResourceLink { uri, .. } => format!("[resource link: {uri}]"),
+        Block::Resource { text: Some(text), .. } => text.to_owned(),
+        Block::Resource { uri, mime_type, .. } => {
+            format!("[resource: {uri}, {}]", mime_type.unwrap_or("binary"))
+        }
+        Block::Text(None) => "[text block without text]".to_owned(),
+        Block::Untyped => "[block without a type]".to_owned(),
+        Block::Other(kind) => format!("[{kind} block]"),
     }
+}
+
+/// One content block of a result, read once: what a terminal's text and
+/// the model's shaping both start from. Missing strings read as empty.
+pub(crate) enum Block<'a> {
+    /// `text`; `None` when the block has no text.
+    Text(Option<&'a str>),
+    /// `image`, with base64 data.
+    Image { mime_type: &'a str, data: &'a str },
+    /// `audio`, with base64 data.
+    Audio { mime_type: &'a str, data: &'a str },
+    /// `resource_link`: a pointer to a resource of the server.
+    ResourceLink { uri: &'a str, name: Option<&'a str>, description: Option<&'a str> },
+    /// `resource`: an embedded resource, with text or a base64 blob.
+    Resource {
+        uri: &'a str,
+        mime_type: Option<&'a str>,
+        text: Option<&'a str>,
+        blob: Option<&'a str>,
+    },
+    /// A block with no `type`.
+    Untyped,
+    /// A type tether does not know.
+    Other(&'a str),
+}
+
+impl<'a> Block<'a> {
+    /// Reads a content block.
+    pub(crate) fn parse(block: &'a Value) -> Block<'a> {
+        let field = |name: &str| block.get(name).and_then(Value::as_str);
+        let Some(kind) = field("type") else { return Block::Untyped };
+        match kind {
+            "text" => Block::Text(field("text")),
+            "image" => Block::Image {
+                mime_type: field("mimeType").unwrap_or(""),
+                data: field("data").unwrap_or(""),
+            },
+            "audio" => Block::Audio {
+                mime_type: field("mimeType").unwrap_or(""),
+                data: field("data").unwrap_or(""),
+            },
+            "resource_link" => Block::ResourceLink {
+                uri: field("uri").unwrap_or(""),
+                name: field("title").or(field("name")),
+                description: field("description"),
+            },
+            "resource" => {
+                let resource = block.get("resource").unwrap_or(&Value::Null);
+                let field = |name: &str| resource.get(name).and_then(Value::as_str);
+                Block::Resource {
+                    uri: field("uri").unwrap_or(""),
+                    mime_type: field("mimeType"),
+                    text: field("text"),
+                    blob: field("blob"),
+                }
+            }
+            other => Block::Other(other),
+        }
+    }
+}
+
+/// The decoded size of base64 data: four characters are three bytes, less
+/// one for each `=` of padding. (Computed per group of four so that no length
+/// can overflow.)
+pub(crate) fn decoded_size(data: &str) -> usize {
+    let padding = data.bytes().rev().take(2).take_while(|&byte| byte == b'=').count();
+    (data.len() / 4 * 3 + data.len() % 4 * 3 / 4).saturating_sub(padding)
 }
 
 /// A resource a server offers.
@@ -185,7 +246,7 @@ pub struct Resource {
 impl Resource {
     /// True for MCP Apps user interfaces (`ui://`, `text/html;profile=mcp-app`),
     /// which tether does not render and leaves out of listings.
-    pub fn is_app_ui(&self) -> bool {
+    pub(crate) fn is_app_ui(&self) -> bool {
         self.uri.starts_with("ui://")
             || self
                 .mime_type
@@ -330,7 +391,7 @@ mod tests {
         assert!(result.is_error());
         assert_eq!(
             result.to_text(),
-            "hello\n[image: image/png, about 3 bytes]\n[resource link: file:///x]\n[weird block]"
+            "hello\n[image: image/png, 3 bytes]\n[resource link: file:///x]\n[weird block]"
         );
     }
 

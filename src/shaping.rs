@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::protocol::{Tool, ToolResult};
+use crate::protocol::{decoded_size, Block, Tool, ToolResult};
 
 /// The image formats models accept, as MIME types.
 const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
@@ -218,18 +218,13 @@ pub fn shape_result(
 /// Shapes one content block; `images` counts the images kept so far.
 fn shape_block(server: &str, block: &Value, limits: &ResultLimits, images: &mut usize) -> Piece {
     let server = clip(server);
-    let field = |name: &str| block.get(name).and_then(Value::as_str);
-    let Some(kind) = field("type") else {
-        return Piece::Note(format!("[block without a type from {server}, not shown]"));
-    };
-    match kind {
-        "text" => match field("text") {
-            Some(text) => Piece::Content(text.to_owned()),
-            None => Piece::Note(format!("[text block without text from {server}, not shown]")),
-        },
-        "image" => {
-            let mime_type = field("mimeType").unwrap_or("");
-            let data = field("data").unwrap_or("");
+    match Block::parse(block) {
+        Block::Text(Some(text)) => Piece::Content(text.to_owned()),
+        Block::Text(None) => {
+            Piece::Note(format!("[text block without text from {server}, not shown]"))
+        }
+        Block::Untyped => Piece::Note(format!("[block without a type from {server}, not shown]")),
+        Block::Image { mime_type, data } => {
             let note = |why: &str| {
                 Piece::Note(format!(
                     "[{} image from {server}, {} bytes, not shown: {why}]",
@@ -252,15 +247,15 @@ fn shape_block(server: &str, block: &Value, limits: &ResultLimits, images: &mut 
                 Piece::Image { mime_type: mime_type.to_owned(), data: data.to_owned() }
             }
         }
-        "audio" => Piece::Note(format!(
+        Block::Audio { mime_type, data } => Piece::Note(format!(
             "[{} audio from {server}, {} bytes, not shown]",
-            clip_or(field("mimeType").unwrap_or(""), "unknown"),
-            decoded_size(field("data").unwrap_or(""))
+            clip_or(mime_type, "unknown"),
+            decoded_size(data)
         )),
-        "resource_link" => {
-            let uri = clip_or(field("uri").unwrap_or(""), "without a URI");
-            let name = field("title").or(field("name")).map(clip).filter(|name| !name.is_empty());
-            let description = field("description").map(clip).filter(|text| !text.is_empty());
+        Block::ResourceLink { uri, name, description } => {
+            let uri = clip_or(uri, "without a URI");
+            let name = name.map(clip).filter(|name| !name.is_empty());
+            let description = description.map(clip).filter(|text| !text.is_empty());
             let about = match (name, description) {
                 (Some(name), Some(description)) => format!(": {name} ({description})"),
                 (Some(text), None) | (None, Some(text)) => format!(": {text}"),
@@ -268,45 +263,36 @@ fn shape_block(server: &str, block: &Value, limits: &ResultLimits, images: &mut 
             };
             Piece::Note(format!("[resource {uri} on server {server}{about}]"))
         }
-        "resource" => {
-            let resource = block.get("resource").unwrap_or(&Value::Null);
-            let field = |name: &str| resource.get(name).and_then(Value::as_str);
-            let uri = clip_or(field("uri").unwrap_or(""), "without a URI");
-            if let Some(text) = field("text") {
-                Piece::Content(text.to_owned())
-            } else if let Some(blob) = field("blob") {
-                Piece::Note(format!(
+        Block::Resource { uri, mime_type, text, blob } => {
+            let uri = clip_or(uri, "without a URI");
+            match (text, blob) {
+                (Some(text), _) => Piece::Content(text.to_owned()),
+                (None, Some(blob)) => Piece::Note(format!(
                     "[resource {uri} from {server}, {}, {} bytes, not shown]",
-                    clip_or(field("mimeType").unwrap_or(""), "binary"),
+                    clip_or(mime_type.unwrap_or(""), "binary"),
                     decoded_size(blob)
-                ))
-            } else {
-                Piece::Note(format!(
+                )),
+                (None, None) => Piece::Note(format!(
                     "[resource {uri} from {server} without text or data, not shown]"
-                ))
+                )),
             }
         }
-        other => Piece::Note(format!("[{} block from {server}, not shown]", clip(other))),
+        Block::Other(kind) => {
+            Piece::Note(format!("[{} block from {server}, not shown]", clip(kind)))
+        }
     }
 }
 
-/// The decoded size of base64 data: four characters are three bytes, less
-/// one for each `=` of padding. (Computed per group of four so that no length
-/// can overflow.)
-fn decoded_size(data: &str) -> usize {
-    let padding = data.bytes().rev().take(2).take_while(|&byte| byte == b'=').count();
-    (data.len() / 4 * 3 + data.len() % 4 * 3 / 4).saturating_sub(padding)
-}
-
-/// True for non-empty standard base64 (padding optional, no whitespace).
+/// True for non-empty standard base64 (padding optional, no whitespace):
+/// what a model's API accepts as image data.
 fn is_base64(data: &str) -> bool {
-    let body = data.trim_end_matches('=');
-    let padding = data.len() - body.len();
-    !body.is_empty()
-        && padding <= 2
-        && body.len() % 4 != 1
-        && (padding == 0 || data.len() % 4 == 0)
-        && body.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'+' || byte == b'/')
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::{alphabet, Engine};
+    const STANDARD: GeneralPurpose = GeneralPurpose::new(
+        &alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    !data.is_empty() && STANDARD.decode(data).is_ok()
 }
 
 /// A server-supplied string cut to [`MAX_NOTE_FIELD`] characters.

@@ -192,29 +192,17 @@ fn private_folder() -> io::Result<PathBuf> {
     ))
 }
 
-/// Standard base64 (with or without padding); `None` when it is not.
+/// Base64 as servers send it: standard or URL-safe, padding optional,
+/// line breaks allowed; `None` when it is not base64.
 pub(crate) fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(text.len() / 4 * 3);
-    let mut buffer = 0u32;
-    let mut bits = 0;
-    for c in text.bytes().filter(|c| !c.is_ascii_whitespace()) {
-        let value = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            b'=' => break,
-            _ => return None,
-        };
-        buffer = (buffer << 6) | u32::from(value);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            bytes.push((buffer >> bits) as u8);
-        }
-    }
-    Some(bytes)
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::{alphabet, Engine};
+    const LENIENT: GeneralPurposeConfig =
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    const STANDARD: GeneralPurpose = GeneralPurpose::new(&alphabet::STANDARD, LENIENT);
+    const URL_SAFE: GeneralPurpose = GeneralPurpose::new(&alphabet::URL_SAFE, LENIENT);
+    let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    STANDARD.decode(&compact).or_else(|_| URL_SAFE.decode(&compact)).ok()
 }
 
 pub(super) fn prompts(

@@ -123,13 +123,13 @@ fn list(
     signals: &SignalWatch,
 ) -> u8 {
     let wanted = |name: &str, server_scope: Scope| {
-        (names.is_empty() || names.iter().any(|wanted| names_equal(wanted, name)))
+        (names.is_empty() || names.iter().any(|wanted| Config::same_name(wanted, name)))
             && scope.is_none_or(|scope| scope == server_scope)
     };
     for name in names {
         let known = config.server(name).is_some()
-            || config.failed.iter().any(|entry| names_equal(&entry.name, name))
-            || config.untrusted.iter().any(|entry| names_equal(&entry.name, name));
+            || config.failed.iter().any(|entry| Config::same_name(&entry.name, name))
+            || config.untrusted.iter().any(|entry| Config::same_name(&entry.name, name));
         if !known {
             return report(&Error::UnknownServer(name.clone()));
         }
@@ -223,7 +223,7 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
     let tools: Vec<_> = hub
         .tools()
         .into_iter()
-        .filter(|tool| server.is_none_or(|name| names_equal(&tool.server, name)))
+        .filter(|tool| server.is_none_or(|name| Config::same_name(&tool.server, name)))
         .collect();
     if json {
         let rows: Vec<Value> = tools
@@ -269,7 +269,7 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
         .into_iter()
         .filter(|status| {
             status.state == ServerState::Failed
-                && server.is_none_or(|name| names_equal(&status.name, name))
+                && server.is_none_or(|name| Config::same_name(&status.name, name))
         })
         .collect();
     for status in &failed {
@@ -286,20 +286,18 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
     }
 }
 
-fn names_equal(a: &str, b: &str) -> bool {
-    a.replace('-', "_") == b.replace('-', "_")
-}
-
 /// A configuration with only this server, or the exit code of why not
 /// (unknown, invalid, untrusted or disabled; each said on stderr).
 pub(super) fn only_server(config: &Config, server: &str) -> Result<Config, u8> {
     let Some(server_config) = config.server(server).cloned() else {
-        if let Some(failed) = config.failed.iter().find(|entry| names_equal(&entry.name, server)) {
+        if let Some(failed) =
+            config.failed.iter().find(|entry| Config::same_name(&entry.name, server))
+        {
             eprintln!("error: server {server:?} has an invalid entry: {}", failed.error);
             return Err(EXIT_USAGE);
         }
         if let Some(untrusted) =
-            config.untrusted.iter().find(|entry| names_equal(&entry.name, server))
+            config.untrusted.iter().find(|entry| Config::same_name(&entry.name, server))
         {
             let project = untrusted
                 .source

@@ -216,8 +216,12 @@ pub fn main() -> ExitCode {
             logs::logs(&files.config_dir, server.as_deref(), lines, follow)
         }
         _ => {
-            if std::env::var("TETHER_MCP").as_deref() == Ok("0") {
-                // Off means off: no file is read and no server started.
+            let config = ConfigLoader::new()
+                .config_dir(&files.config_dir)
+                .project_dir(&files.project_dir)
+                .load();
+            if config.off {
+                // Off means off: no file was read and no server is started.
                 if !matches!(
                     command,
                     Command::List { .. }
@@ -231,10 +235,6 @@ pub fn main() -> ExitCode {
                 eprintln!("MCP is turned off (TETHER_MCP=0): no servers.");
                 return ExitCode::from(EXIT_OK);
             }
-            let config = ConfigLoader::new()
-                .config_dir(&files.config_dir)
-                .project_dir(&files.project_dir)
-                .load();
             for warning in &config.warnings {
                 log::warn!("{warning}");
             }

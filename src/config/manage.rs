@@ -40,7 +40,7 @@ impl ConfigFiles {
     }
 
     /// The file of a scope (host scope has none).
-    pub fn file_of(&self, scope: Scope) -> Option<PathBuf> {
+    fn file_of(&self, scope: Scope) -> Option<PathBuf> {
         match scope {
             Scope::User => Some(self.user_file()),
             Scope::Project => Some(self.project_file()),
@@ -139,7 +139,7 @@ impl ConfigFiles {
     ///
     /// # Errors
     /// That file has no such server, or cannot be rewritten.
-    pub fn set_field_in(
+    fn set_field_in(
         &self,
         scope: Scope,
         name: &str,

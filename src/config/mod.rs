@@ -291,7 +291,7 @@ impl ServerConfig {
 
     /// True when `other` is the same entry: as written, when both came from
     /// files; in every field otherwise.
-    pub fn same_entry(&self, other: &ServerConfig) -> bool {
+    pub(crate) fn same_entry(&self, other: &ServerConfig) -> bool {
         match (&self.raw, &other.raw) {
             (Some(mine), Some(theirs)) => {
                 mine == theirs && self.scope == other.scope && self.source == other.source
@@ -313,7 +313,7 @@ impl ServerConfig {
 
     /// The exposure of one of this server's tools: an exact `toolExposure`
     /// name wins, then the first matching `*` pattern, then `exposure`.
-    pub fn exposure_of(&self, tool: &str) -> Exposure {
+    pub(crate) fn exposure_of(&self, tool: &str) -> Exposure {
         if let Some((_, exposure)) = self.tool_exposure.iter().find(|(pattern, _)| pattern == tool)
         {
             return *exposure;
@@ -387,13 +387,10 @@ impl ConfigLoader {
     /// Reads and merges every scope.
     pub fn load(&self) -> Config {
         let environment = self.environment.clone().unwrap_or_else(host_environment);
+        let Some(allowed) = allowed_variables(&environment) else { return Config::turned_off() };
         let variable = |name: &str| {
             environment.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
         };
-        if variable("TETHER_MCP") == Some("0") {
-            return Config { off: true, ..Config::default() };
-        }
-        let allowed = allowed_variables(variable("TETHER_MCP_ENV"));
         let mut config = Config { servers: self.host_servers.clone(), ..Config::default() };
         let reading = Reading { environment: &environment, allowed: allowed.as_ref() };
         if let Some(dir) = &self.config_dir {
@@ -443,13 +440,7 @@ impl Config {
     /// expanding from the process environment.
     pub fn from_json(text: &str) -> Config {
         let environment = host_environment();
-        let variable = |name: &str| {
-            environment.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
-        };
-        if variable("TETHER_MCP") == Some("0") {
-            return Config { off: true, ..Config::default() };
-        }
-        let allowed = allowed_variables(variable("TETHER_MCP_ENV"));
+        let Some(allowed) = allowed_variables(&environment) else { return Config::turned_off() };
         let mut config = Config::new();
         config.add_json(
             text,
@@ -458,6 +449,16 @@ impl Config {
             &Reading { environment: &environment, allowed: allowed.as_ref() },
         );
         config
+    }
+
+    /// `TETHER_MCP=0`: nothing is read and nothing may start.
+    fn turned_off() -> Config {
+        Config { off: true, ..Config::default() }
+    }
+
+    /// True when two names are the same server's (`-` and `_` are the same).
+    pub fn same_name(a: &str, b: &str) -> bool {
+        name_key(a) == name_key(b)
     }
 
     /// Finds a server by name (`-` and `_` are the same).
@@ -649,10 +650,20 @@ fn shell_quote(word: &str) -> String {
 }
 
 /// The names in `TETHER_MCP_ENV`, when it is set.
-fn allowed_variables(list: Option<&str>) -> Option<BTreeSet<String>> {
-    list.map(|list| {
+/// What the environment allows before any file is read: `None` when
+/// `TETHER_MCP=0` turns MCP off, else the host variables files may name
+/// (`TETHER_MCP_ENV`; `Some(None)` when it is not set: any).
+#[allow(clippy::option_option)]
+fn allowed_variables(environment: &[(String, String)]) -> Option<Option<BTreeSet<String>>> {
+    let variable = |name: &str| {
+        environment.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+    };
+    if variable("TETHER_MCP") == Some("0") {
+        return None;
+    }
+    Some(variable("TETHER_MCP_ENV").map(|list| {
         list.split(',').map(str::trim).filter(|name| !name.is_empty()).map(str::to_owned).collect()
-    })
+    }))
 }
 
 /// `-` and `_` are the same in server names.
