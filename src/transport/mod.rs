@@ -9,12 +9,15 @@
 
 mod environment;
 pub(crate) mod http;
+#[cfg(test)]
+pub(crate) mod memory;
 pub(crate) mod outbox;
 mod sse;
 pub(crate) mod stdio;
 
 use std::io;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::config::{self, ServerConfig, TransportConfig};
 use crate::error::{CloseReason, Error};
@@ -31,6 +34,29 @@ pub enum Transport {
     Stdio(StdioCommand),
     /// A server at a URL (Streamable HTTP, or the legacy HTTP+SSE).
     Http(HttpTarget),
+}
+
+/// Starts a transport: the one function from a way to reach a server to a
+/// running connection. It attaches its outlet to `inbox`, delivers what
+/// arrives there, and gives back the endpoint that ends it. Over HTTP, a
+/// request may run for `request_ceiling` at most.
+///
+/// # Errors
+/// [`Error::Spawn`] when a program cannot be started, [`Error::Config`] for
+/// a URL that is not http(s), [`Error::Io`] when a thread cannot be created.
+pub(crate) fn open(
+    server: &str,
+    transport: &Transport,
+    inbox: Arc<dyn Inbox>,
+    request_ceiling: Duration,
+) -> Result<Box<dyn Endpoint>, Error> {
+    match transport {
+        Transport::Stdio(command) => Ok(Box::new(stdio::spawn(server, command, inbox)?)),
+        Transport::Http(target) => {
+            let http = http::HttpTransport::start(server, target.clone(), inbox, request_ceiling)?;
+            Ok(Box::new(http))
+        }
+    }
 }
 
 /// The transport a resolved entry describes: the one place where
@@ -76,6 +102,11 @@ pub(crate) fn for_entry(config: &ServerConfig) -> Result<Transport, Error> {
 
 /// Where a transport's reader delivers what arrives.
 pub(crate) trait Inbox: Send + Sync {
+    /// The transport's outlet, given before anything is delivered, so that
+    /// what arrives (a `ping`) can be answered from the first message on.
+    fn attach(&self, outlet: Arc<dyn Outlet>);
+    /// A frame that is not JSON-RPC was skipped; returns how many so far.
+    fn skipped(&self) -> u64;
     /// One well-formed message from the server.
     fn deliver(&self, message: Message);
     /// The transport will deliver nothing more, for this reason.

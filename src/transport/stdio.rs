@@ -19,7 +19,6 @@ use std::io::{self, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -32,7 +31,7 @@ use crate::jsonrpc::Message;
 use crate::sync::{lock, wait_timeout};
 use crate::threads::NamedThread;
 use crate::transport::outbox::Outbox;
-use crate::transport::{Endpoint, Inbox};
+use crate::transport::{Endpoint, Inbox, Outlet};
 
 /// How long a server gets to exit after its stdin closes, and again after
 /// SIGTERM, before the next step.
@@ -103,9 +102,9 @@ pub(crate) fn spawn(
     server: &str,
     command: &StdioCommand,
     inbox: Arc<dyn Inbox>,
-    outbox: Arc<Outbox>,
-    skipped_frames: Arc<AtomicU64>,
 ) -> Result<StdioEndpoint, Error> {
+    let outbox = Arc::new(Outbox::new(server));
+    inbox.attach(Arc::clone(&outbox) as Arc<dyn Outlet>);
     let spawn_error = |source| Error::Spawn { command: command.program.clone(), source };
     if let Some(cwd) = &command.cwd {
         if !cwd.is_dir() {
@@ -143,7 +142,7 @@ pub(crate) fn spawn(
         NamedThread::spawn(format!("{server}-reader"), {
             let server = server.to_owned();
             move || {
-                read_loop(&server, stdout, &*inbox, &skipped_frames);
+                read_loop(&server, stdout, &*inbox);
                 // The connection is over: end the process now rather than at
                 // close, so that a crashed server is reaped at once.
                 if let Err(err) = process.end() {
@@ -302,7 +301,7 @@ fn set_parent_death_signal(command: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn set_parent_death_signal(_command: &mut Command) {}
 
-fn read_loop(server: &str, stdout: ChildStdout, inbox: &dyn Inbox, skipped_frames: &AtomicU64) {
+fn read_loop(server: &str, stdout: ChildStdout, inbox: &dyn Inbox) {
     let mut reader = FrameReader::new(BufReader::with_capacity(64 * 1024, stdout));
     let reason = loop {
         match reader.next_frame() {
@@ -312,7 +311,7 @@ fn read_loop(server: &str, stdout: ChildStdout, inbox: &dyn Inbox, skipped_frame
                     inbox.deliver(message);
                 }
                 Err(why) => {
-                    let skipped = skipped_frames.fetch_add(1, Ordering::Relaxed) + 1;
+                    let skipped = inbox.skipped();
                     let shown =
                         String::from_utf8_lossy(&frame[..frame.len().min(200)]).into_owned();
                     if skipped <= 10 {

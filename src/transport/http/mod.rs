@@ -206,6 +206,9 @@ impl HttpTransport {
             stopped,
             myself: myself.clone(),
         });
+        if let Some(inbox) = transport.inbox() {
+            inbox.attach(Arc::clone(&transport) as Arc<dyn Outlet>);
+        }
         if mode == Mode::Sse {
             transport.start_legacy_stream()?;
         }

@@ -114,6 +114,7 @@ impl HttpTransport {
             Ok(message) => message,
             Err(why) => {
                 log::warn!("{}: skipped a message that is not JSON-RPC ({why})", self.server);
+                self.inbox()?.skipped();
                 return None;
             }
         };

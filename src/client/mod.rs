@@ -12,26 +12,31 @@
 //! dropped. When the transport closes, every waiter is woken at once with the
 //! reason, and later requests fail without being sent.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 use serde_json::{json, Map, Value};
 
 use crate::error::{CloseReason, Error, Timeout};
-use crate::host::{self, DefaultHost, Host};
-use crate::jsonrpc::{Frame, Message, Notification, Request, RequestId, RpcError};
+use crate::host;
+use crate::jsonrpc::Frame;
 use crate::protocol::{
     Progress, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool,
     ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
 };
 use crate::sync::lock;
 use crate::threads::NamedThread;
-use crate::transport::http::HttpTransport;
-use crate::transport::outbox::{Closed, Outbox};
-use crate::transport::{self, Endpoint, Inbox, Outlet, Transport};
+
+mod options;
+mod router;
+
+use crate::transport::outbox::Closed;
+use crate::transport::{self, Endpoint, Inbox, Transport};
+pub use options::{CallOptions, CancelHandle, ClientOptions, ProgressCallback};
+use router::{events_loop, Event, PendingGuard, PendingState, Reply, Router, Waiter};
 
 /// How long `close` waits for the events thread (it may be inside the host).
 const EVENTS_JOIN_WAIT: Duration = Duration::from_secs(1);
@@ -39,144 +44,11 @@ const EVENTS_JOIN_WAIT: Duration = Duration::from_secs(1);
 /// flooding server's notifications are dropped and its requests refused.
 const EVENTS_QUEUE: usize = 1024;
 /// Progress updates waiting for one caller; past this, they are dropped.
-const PROGRESS_QUEUE: usize = 16;
+pub(super) const PROGRESS_QUEUE: usize = 16;
 /// How long to wait for a closed server's stderr to end before showing it.
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// A server that pages forever is cut off here.
 const MAX_PAGES: usize = 1000;
-
-/// Settings of one connection: the defaults, changed with the `with_`
-/// methods.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct ClientOptions {
-    /// The default per-request timeout.
-    pub request_timeout: Duration,
-    /// The most a request may run when progress keeps resetting its timer.
-    pub max_total_timeout: Duration,
-    /// Answers server→client requests and sees notifications.
-    pub host: Arc<dyn Host>,
-}
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        ClientOptions {
-            request_timeout: Duration::from_secs(60),
-            max_total_timeout: Duration::from_secs(600),
-            host: Arc::new(DefaultHost),
-        }
-    }
-}
-
-impl ClientOptions {
-    /// The default per-request timeout (60 s unless set).
-    pub fn with_request_timeout(mut self, timeout: Duration) -> ClientOptions {
-        self.request_timeout = timeout;
-        self
-    }
-
-    /// The ceiling when progress keeps resetting a request's timer.
-    pub fn with_max_total_timeout(mut self, ceiling: Duration) -> ClientOptions {
-        self.max_total_timeout = ceiling;
-        self
-    }
-
-    /// Who answers server→client requests and sees notifications.
-    pub fn with_host(mut self, host: Arc<dyn Host>) -> ClientOptions {
-        self.host = host;
-        self
-    }
-}
-
-/// A progress callback.
-pub type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
-
-/// Per-call settings; the defaults come from [`ClientOptions`]. Build with
-/// `CallOptions::default()` and the `with_` methods.
-#[derive(Clone, Default)]
-#[non_exhaustive]
-pub struct CallOptions {
-    /// This call's timeout, reset by each progress notification.
-    pub timeout: Option<Duration>,
-    /// This call's ceiling when progress keeps resetting the timer.
-    pub max_total_timeout: Option<Duration>,
-    /// Called on this thread for each progress notification.
-    pub progress: Option<ProgressCallback>,
-    /// Lets another thread give up on the call.
-    pub cancel: Option<CancelHandle>,
-    /// An instant the call must not outlive, whatever the timeouts say (a
-    /// start timeout spread over several requests uses this).
-    pub deadline: Option<Instant>,
-}
-
-impl CallOptions {
-    /// This call's timeout, reset by each progress notification.
-    pub fn with_timeout(mut self, timeout: Duration) -> CallOptions {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// This call's ceiling when progress keeps resetting the timer.
-    pub fn with_max_total_timeout(mut self, ceiling: Duration) -> CallOptions {
-        self.max_total_timeout = Some(ceiling);
-        self
-    }
-
-    /// Called on the calling thread for each progress notification.
-    pub fn with_progress(
-        mut self,
-        progress: impl Fn(&Progress) + Send + Sync + 'static,
-    ) -> CallOptions {
-        self.progress = Some(Arc::new(progress));
-        self
-    }
-
-    /// Lets another thread give up on the call.
-    pub fn with_cancel(mut self, cancel: CancelHandle) -> CallOptions {
-        self.cancel = Some(cancel);
-        self
-    }
-
-    /// An instant the call must not outlive, whatever the timeouts say.
-    pub fn with_deadline(mut self, deadline: Instant) -> CallOptions {
-        self.deadline = Some(deadline);
-        self
-    }
-}
-
-/// Cancels calls from another thread. Clones share one state; once
-/// cancelled, every call using it (now or later) ends with `Error::Cancelled`.
-#[derive(Clone)]
-pub struct CancelHandle {
-    trigger: Arc<Mutex<Option<Sender<()>>>>,
-    cancelled: Receiver<()>,
-}
-
-impl CancelHandle {
-    /// A handle that has not been cancelled.
-    pub fn new() -> CancelHandle {
-        let (trigger, cancelled) = crossbeam_channel::bounded(0);
-        CancelHandle { trigger: Arc::new(Mutex::new(Some(trigger))), cancelled }
-    }
-
-    /// Cancels: waiting calls return at once and the server is told.
-    pub fn cancel(&self) {
-        // Dropping the only sender disconnects the channel, which wakes
-        // every receiver at once.
-        lock(&self.trigger).take();
-    }
-
-    /// True once `cancel` was called.
-    pub fn is_cancelled(&self) -> bool {
-        lock(&self.trigger).is_none()
-    }
-}
-
-impl Default for CancelHandle {
-    fn default() -> Self {
-        CancelHandle::new()
-    }
-}
 
 /// A connection to one MCP server.
 pub struct Client {
@@ -187,7 +59,6 @@ pub struct Client {
     /// Dropped on close: ends the events thread even if its queue is full.
     stop_events: Mutex<Option<Sender<()>>>,
     info: OnceLock<ServerInfo>,
-    skipped_frames: Arc<AtomicU64>,
     options: ClientOptions,
 }
 
@@ -217,35 +88,28 @@ impl Client {
         transport: &Transport,
         options: ClientOptions,
     ) -> Result<Client, Error> {
+        let ceiling = options.max_total_timeout;
+        Client::over(server, options, |inbox| transport::open(server, transport, inbox, ceiling))
+    }
+
+    /// A client over whatever transport `open` starts with the inbox it is
+    /// given (the unit tests' in-memory one, say).
+    pub(crate) fn over(
+        server: &str,
+        options: ClientOptions,
+        open: impl FnOnce(Arc<dyn Inbox>) -> Result<Box<dyn Endpoint>, Error>,
+    ) -> Result<Client, Error> {
         let (events_sender, events) = crossbeam_channel::bounded(EVENTS_QUEUE);
         let router = Arc::new(Router {
             server: server.to_owned(),
             next_id: AtomicU64::new(1),
             state: Mutex::new(PendingState::default()),
             outlet: OnceLock::new(),
+            skipped: AtomicU64::new(0),
             events: events_sender,
         });
         let inbox = Arc::clone(&router) as Arc<dyn Inbox>;
-        let skipped_frames = Arc::new(AtomicU64::new(0));
-        let endpoint: Box<dyn Endpoint> = match transport {
-            Transport::Stdio(command) => {
-                let outbox = Arc::new(Outbox::new(server));
-                let _ = router.outlet.set(Arc::clone(&outbox) as Arc<dyn Outlet>);
-                Box::new(transport::stdio::spawn(
-                    server,
-                    command,
-                    inbox,
-                    outbox,
-                    Arc::clone(&skipped_frames),
-                )?)
-            }
-            Transport::Http(target) => {
-                let http =
-                    HttpTransport::start(server, target.clone(), inbox, options.max_total_timeout)?;
-                let _ = router.outlet.set(Arc::clone(&http) as Arc<dyn Outlet>);
-                Box::new(http)
-            }
-        };
+        let endpoint = open(inbox)?;
         let (stop_events, events_stopped) = crossbeam_channel::bounded::<()>(0);
         let events_thread = NamedThread::spawn(format!("{server}-events"), {
             let server = server.to_owned();
@@ -260,7 +124,6 @@ impl Client {
             events_thread_id: OnceLock::new(),
             stop_events: Mutex::new(Some(stop_events)),
             info: OnceLock::new(),
-            skipped_frames,
             options,
         };
         match events_thread {
@@ -320,7 +183,7 @@ impl Client {
 
     /// A server that sent only garbage times out; say so rather than just "timed out".
     fn explain_silence(&self, err: Error) -> Error {
-        let skipped = self.skipped_frames.load(Ordering::Relaxed);
+        let skipped = self.router.skipped.load(Ordering::Relaxed);
         match err {
             Error::Timeout(_) if skipped > 0 => {
                 Error::Protocol(format!("no valid answer to initialize; the server wrote {skipped} lines that are not JSON-RPC"))
@@ -722,211 +585,5 @@ enum Wake {
     Cancelled,
 }
 
-/// What the reader sends a waiting caller.
-enum Reply {
-    Done(Result<Value, RpcError>),
-    Progress(Value),
-    Closed(CloseReason),
-    Failed(Error),
-}
-
-/// What the reader queues for the events thread.
-enum Event {
-    Request(Request),
-    Notification(Notification),
-    Stop,
-}
-
-/// A caller waiting for its answer.
-struct Waiter {
-    replies: Sender<Reply>,
-    /// Progress updates sent but not yet taken; bounds the queue.
-    queued_progress: Arc<AtomicUsize>,
-}
-
-#[derive(Default)]
-struct PendingState {
-    waiters: HashMap<i64, Waiter>,
-    closed: Option<CloseReason>,
-}
-
-/// Removes a request's pending entry when its call ends, however it ends.
-struct PendingGuard<'a> {
-    router: &'a Router,
-    id: i64,
-}
-
-impl Drop for PendingGuard<'_> {
-    fn drop(&mut self) {
-        self.router.forget(self.id);
-    }
-}
-
-/// The reader's side of a connection: routes each incoming message.
-struct Router {
-    server: String,
-    next_id: AtomicU64,
-    state: Mutex<PendingState>,
-    /// Set once, right after the transport starts.
-    outlet: OnceLock<Arc<dyn Outlet>>,
-    events: Sender<Event>,
-}
-
-impl Router {
-    fn outlet(&self) -> Result<&Arc<dyn Outlet>, Closed> {
-        self.outlet.get().ok_or(Closed)
-    }
-
-    fn send(&self, frame: Frame) -> Result<(), Closed> {
-        self.outlet()?.send(frame)
-    }
-
-    fn register(&self, id: i64, waiter: Waiter) -> Result<(), Error> {
-        let mut state = lock(&self.state);
-        if let Some(reason) = &state.closed {
-            return Err(Error::Disconnected(reason.clone()));
-        }
-        state.waiters.insert(id, waiter);
-        Ok(())
-    }
-
-    /// Removes a waiter; false when it was already gone (answered or closed).
-    fn forget(&self, id: i64) -> bool {
-        lock(&self.state).waiters.remove(&id).is_some()
-    }
-
-    fn deliver_response(&self, id: RequestId, outcome: Result<Value, RpcError>) {
-        let waiter = match &id {
-            RequestId::Number(n) => lock(&self.state).waiters.remove(n),
-            RequestId::String(_) => None,
-        };
-        match waiter {
-            Some(waiter) => {
-                let _ = waiter.replies.send(Reply::Done(outcome));
-            }
-            None => log::debug!(
-                "{}: dropped a response to unknown or abandoned request {id}",
-                self.server
-            ),
-        }
-    }
-
-    fn deliver_progress(&self, params: Option<Value>) {
-        let params = params.unwrap_or(Value::Null);
-        let token = params.get("progressToken").and_then(Value::as_i64);
-        let waiter = token.and_then(|token| {
-            let state = lock(&self.state);
-            state
-                .waiters
-                .get(&token)
-                .map(|waiter| (waiter.replies.clone(), Arc::clone(&waiter.queued_progress)))
-        });
-        match waiter {
-            Some((replies, queued)) => {
-                // A caller busy in its callback gets the updates it can take;
-                // a flood beyond that is dropped, never queued without bound.
-                if queued.fetch_add(1, Ordering::AcqRel) < PROGRESS_QUEUE {
-                    let _ = replies.send(Reply::Progress(params));
-                } else {
-                    queued.fetch_sub(1, Ordering::AcqRel);
-                }
-            }
-            None => log::debug!("{}: progress for no pending request: {params}", self.server),
-        }
-    }
-}
-
-impl Inbox for Router {
-    fn deliver(&self, message: Message) {
-        match message {
-            Message::Response(response) => self.deliver_response(response.id, response.outcome),
-            Message::Notification(notification)
-                if notification.method == "notifications/progress" =>
-            {
-                self.deliver_progress(notification.params);
-            }
-            Message::Request(request) if request.method == "ping" => {
-                let _ = self.send(Frame::response(&request.id, &Ok(json!({}))));
-            }
-            Message::Request(request) => {
-                if let Err(TrySendError::Full(Event::Request(request))) =
-                    self.events.try_send(Event::Request(request))
-                {
-                    let busy = RpcError {
-                        code: -32603,
-                        message: "the client is busy; try again".into(),
-                        data: None,
-                    };
-                    let _ = self.send(Frame::response(&request.id, &Err(busy)));
-                }
-            }
-            Message::Notification(notification) => {
-                if self.events.try_send(Event::Notification(notification)).is_err() {
-                    log::warn!("{}: too many notifications queued; dropping one", self.server);
-                }
-            }
-        }
-    }
-
-    fn closed(&self, reason: CloseReason) {
-        let waiters = {
-            let mut state = lock(&self.state);
-            if state.closed.is_some() {
-                return;
-            }
-            log::info!("{}: connection closed: {reason}", self.server);
-            state.closed = Some(reason.clone());
-            std::mem::take(&mut state.waiters)
-        };
-        for waiter in waiters.into_values() {
-            let _ = waiter.replies.send(Reply::Closed(reason.clone()));
-        }
-        let _ = self.events.try_send(Event::Stop);
-    }
-
-    fn failed(&self, id: i64, error: Error) {
-        let waiter = lock(&self.state).waiters.remove(&id);
-        match waiter {
-            Some(waiter) => {
-                let _ = waiter.replies.send(Reply::Failed(error));
-            }
-            None => log::debug!(
-                "{}: request {id} failed after its caller gave up: {error}",
-                self.server
-            ),
-        }
-    }
-}
-
-fn events_loop(
-    server: &str,
-    host: &dyn Host,
-    events: &Receiver<Event>,
-    stopped: &Receiver<()>,
-    router: &Router,
-) {
-    loop {
-        let event = select! {
-            recv(events) -> event => match event {
-                Ok(event) => event,
-                Err(_) => return,
-            },
-            recv(stopped) -> _ => return,
-        };
-        match event {
-            Event::Request(request) => {
-                let params = request.params.unwrap_or(Value::Null);
-                let outcome = host::answer(host, server, &request.method, &params);
-                if let Err(error) = &outcome {
-                    log::debug!("{server}: answered {} with an error: {error}", request.method);
-                }
-                let _ = router.send(Frame::response(&request.id, &outcome));
-            }
-            Event::Notification(notification) => {
-                log::debug!("{server}: notification {}", notification.method);
-                host.notification(server, &notification);
-            }
-            Event::Stop => return,
-        }
-    }
-}
+#[cfg(test)]
+mod tests;

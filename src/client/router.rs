@@ -1,0 +1,244 @@
+//! The reader's side of a connection: every message that arrives is routed
+//! here, on the transport's reader thread, and nowhere does it wait.
+//!
+//! A response goes straight to the channel of the caller waiting for it
+//! (found by id in the pending map), a progress notification to the same
+//! channel (resetting that caller's timer), a `ping` is answered on the spot,
+//! and everything else (server requests, other notifications) is queued for
+//! the `{server}-events` thread, which hands it to the host, so that the
+//! reader never waits on the host. The queue is bounded: past it, a flooding
+//! server's notifications are dropped and its requests refused.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crossbeam_channel::{select, Receiver, Sender, TrySendError};
+use serde_json::{json, Value};
+
+use super::PROGRESS_QUEUE;
+use crate::error::{CloseReason, Error};
+use crate::host::{self, Host};
+use crate::jsonrpc::{Frame, Message, Notification, Request, RequestId, RpcError};
+use crate::sync::lock;
+use crate::transport::outbox::Closed;
+use crate::transport::{Inbox, Outlet};
+
+/// What the reader sends a waiting caller.
+pub(super) enum Reply {
+    Done(Result<Value, RpcError>),
+    Progress(Value),
+    Closed(CloseReason),
+    Failed(Error),
+}
+
+/// What the reader queues for the events thread.
+pub(super) enum Event {
+    Request(Request),
+    Notification(Notification),
+    Stop,
+}
+
+/// A caller waiting for its answer.
+pub(super) struct Waiter {
+    pub(super) replies: Sender<Reply>,
+    /// Progress updates sent but not yet taken; bounds the queue.
+    pub(super) queued_progress: Arc<AtomicUsize>,
+}
+
+#[derive(Default)]
+pub(super) struct PendingState {
+    pub(super) waiters: HashMap<i64, Waiter>,
+    pub(super) closed: Option<CloseReason>,
+}
+
+/// Removes a request's pending entry when its call ends, however it ends.
+pub(super) struct PendingGuard<'a> {
+    pub(super) router: &'a Router,
+    pub(super) id: i64,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.router.forget(self.id);
+    }
+}
+
+/// The reader's side of a connection: routes each incoming message.
+pub(super) struct Router {
+    pub(super) server: String,
+    pub(super) next_id: AtomicU64,
+    pub(super) state: Mutex<PendingState>,
+    /// Set once, right after the transport starts.
+    pub(super) outlet: OnceLock<Arc<dyn Outlet>>,
+    /// Frames skipped because they were not JSON-RPC.
+    pub(super) skipped: AtomicU64,
+    pub(super) events: Sender<Event>,
+}
+
+impl Router {
+    pub(super) fn outlet(&self) -> Result<&Arc<dyn Outlet>, Closed> {
+        self.outlet.get().ok_or(Closed)
+    }
+
+    pub(super) fn send(&self, frame: Frame) -> Result<(), Closed> {
+        self.outlet()?.send(frame)
+    }
+
+    pub(super) fn register(&self, id: i64, waiter: Waiter) -> Result<(), Error> {
+        let mut state = lock(&self.state);
+        if let Some(reason) = &state.closed {
+            return Err(Error::Disconnected(reason.clone()));
+        }
+        state.waiters.insert(id, waiter);
+        Ok(())
+    }
+
+    /// Removes a waiter; false when it was already gone (answered or closed).
+    pub(super) fn forget(&self, id: i64) -> bool {
+        lock(&self.state).waiters.remove(&id).is_some()
+    }
+
+    pub(super) fn deliver_response(&self, id: RequestId, outcome: Result<Value, RpcError>) {
+        let waiter = match &id {
+            RequestId::Number(n) => lock(&self.state).waiters.remove(n),
+            RequestId::String(_) => None,
+        };
+        match waiter {
+            Some(waiter) => {
+                let _ = waiter.replies.send(Reply::Done(outcome));
+            }
+            None => log::debug!(
+                "{}: dropped a response to unknown or abandoned request {id}",
+                self.server
+            ),
+        }
+    }
+
+    pub(super) fn deliver_progress(&self, params: Option<Value>) {
+        let params = params.unwrap_or(Value::Null);
+        let token = params.get("progressToken").and_then(Value::as_i64);
+        let waiter = token.and_then(|token| {
+            let state = lock(&self.state);
+            state
+                .waiters
+                .get(&token)
+                .map(|waiter| (waiter.replies.clone(), Arc::clone(&waiter.queued_progress)))
+        });
+        match waiter {
+            Some((replies, queued)) => {
+                // A caller busy in its callback gets the updates it can take;
+                // a flood beyond that is dropped, never queued without bound.
+                if queued.fetch_add(1, Ordering::AcqRel) < PROGRESS_QUEUE {
+                    let _ = replies.send(Reply::Progress(params));
+                } else {
+                    queued.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            None => log::debug!("{}: progress for no pending request: {params}", self.server),
+        }
+    }
+}
+
+impl Inbox for Router {
+    fn attach(&self, outlet: Arc<dyn Outlet>) {
+        let _ = self.outlet.set(outlet);
+    }
+
+    fn skipped(&self) -> u64 {
+        self.skipped.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn deliver(&self, message: Message) {
+        match message {
+            Message::Response(response) => self.deliver_response(response.id, response.outcome),
+            Message::Notification(notification)
+                if notification.method == "notifications/progress" =>
+            {
+                self.deliver_progress(notification.params);
+            }
+            Message::Request(request) if request.method == "ping" => {
+                let _ = self.send(Frame::response(&request.id, &Ok(json!({}))));
+            }
+            Message::Request(request) => {
+                if let Err(TrySendError::Full(Event::Request(request))) =
+                    self.events.try_send(Event::Request(request))
+                {
+                    let busy = RpcError {
+                        code: -32603,
+                        message: "the client is busy; try again".into(),
+                        data: None,
+                    };
+                    let _ = self.send(Frame::response(&request.id, &Err(busy)));
+                }
+            }
+            Message::Notification(notification) => {
+                if self.events.try_send(Event::Notification(notification)).is_err() {
+                    log::warn!("{}: too many notifications queued; dropping one", self.server);
+                }
+            }
+        }
+    }
+
+    fn closed(&self, reason: CloseReason) {
+        let waiters = {
+            let mut state = lock(&self.state);
+            if state.closed.is_some() {
+                return;
+            }
+            log::info!("{}: connection closed: {reason}", self.server);
+            state.closed = Some(reason.clone());
+            std::mem::take(&mut state.waiters)
+        };
+        for waiter in waiters.into_values() {
+            let _ = waiter.replies.send(Reply::Closed(reason.clone()));
+        }
+        let _ = self.events.try_send(Event::Stop);
+    }
+
+    fn failed(&self, id: i64, error: Error) {
+        let waiter = lock(&self.state).waiters.remove(&id);
+        match waiter {
+            Some(waiter) => {
+                let _ = waiter.replies.send(Reply::Failed(error));
+            }
+            None => log::debug!(
+                "{}: request {id} failed after its caller gave up: {error}",
+                self.server
+            ),
+        }
+    }
+}
+
+pub(super) fn events_loop(
+    server: &str,
+    host: &dyn Host,
+    events: &Receiver<Event>,
+    stopped: &Receiver<()>,
+    router: &Router,
+) {
+    loop {
+        let event = select! {
+            recv(events) -> event => match event {
+                Ok(event) => event,
+                Err(_) => return,
+            },
+            recv(stopped) -> _ => return,
+        };
+        match event {
+            Event::Request(request) => {
+                let params = request.params.unwrap_or(Value::Null);
+                let outcome = host::answer(host, server, &request.method, &params);
+                if let Err(error) = &outcome {
+                    log::debug!("{server}: answered {} with an error: {error}", request.method);
+                }
+                let _ = router.send(Frame::response(&request.id, &outcome));
+            }
+            Event::Notification(notification) => {
+                log::debug!("{server}: notification {}", notification.method);
+                host.notification(server, &notification);
+            }
+            Event::Stop => return,
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! The client's routing, over the in-memory transport: the test plays the
+//! server, so every order of events can be set up exactly.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::error::Step;
+use crate::host::{Host, Root};
+use crate::jsonrpc::{Notification, RpcError};
+use crate::transport::memory::{self, MemoryServer};
+
+#[derive(Default)]
+struct RecordingHost {
+    notifications: Mutex<Vec<String>>,
+}
+
+impl Host for RecordingHost {
+    fn roots(&self) -> Vec<Root> {
+        vec![Root::new("file:///work")]
+    }
+
+    fn notification(&self, _server: &str, notification: &Notification) {
+        self.notifications.lock().unwrap().push(notification.method.clone());
+    }
+}
+
+fn connect_with(options: ClientOptions) -> (Client, MemoryServer) {
+    let mut server = None;
+    let client = Client::over("mem", options, |inbox| {
+        let (endpoint, end) = memory::open(inbox);
+        server = Some(end);
+        Ok(endpoint)
+    })
+    .unwrap();
+    (client, server.unwrap())
+}
+
+fn connect() -> (Client, MemoryServer) {
+    connect_with(ClientOptions::default().with_request_timeout(Duration::from_secs(5)))
+}
+
+fn initialize_result(version: &str) -> Value {
+    json!({"protocolVersion": version, "capabilities": {"tools": {}},
+           "serverInfo": {"name": "mem", "version": "1.0"}})
+}
+
+#[test]
+fn initialize_then_initialized_before_anything_else() {
+    let (client, server) = connect();
+    thread::scope(|scope| {
+        let started =
+            scope.spawn(|| client.initialize(Duration::from_secs(5)).map(|info| info.name.clone()));
+        let request = server.next();
+        assert_eq!(request["method"], "initialize");
+        assert_eq!(request["params"]["protocolVersion"], "2025-11-25");
+        assert_eq!(request["params"]["capabilities"]["roots"]["listChanged"], true);
+        assert!(request["params"]["capabilities"].get("sampling").is_none());
+        server.answer(&request["id"], initialize_result("2025-06-18"));
+        assert_eq!(server.next()["method"], "notifications/initialized");
+        assert_eq!(started.join().unwrap().unwrap(), "mem");
+    });
+    assert_eq!(client.server_info().unwrap().protocol_version, "2025-06-18");
+}
+
+#[test]
+fn a_revision_tether_does_not_speak_is_refused() {
+    let (client, server) = connect();
+    thread::scope(|scope| {
+        let started = scope.spawn(|| client.initialize(Duration::from_secs(5)).map(|_| ()));
+        let request = server.next();
+        server.answer(&request["id"], initialize_result("1999-01-01"));
+        let err = started.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::UnsupportedProtocol(ref v) if v == "1999-01-01"), "{err:?}");
+    });
+    assert!(server.is_quiet_for(Duration::from_millis(50)), "no initialized after a refusal");
+}
+
+#[test]
+fn answers_reach_their_own_callers_in_any_order() {
+    let (client, server) = connect();
+    thread::scope(|scope| {
+        let first = scope.spawn(|| client.request("a", None, &CallOptions::default()));
+        let a = server.next();
+        let second = scope.spawn(|| client.request("b", None, &CallOptions::default()));
+        let b = server.next();
+        assert_ne!(a["id"], b["id"], "ids are never reused");
+        server.answer(&b["id"], json!({"which": "b"}));
+        server.answer(&a["id"], json!({"which": "a"}));
+        assert_eq!(first.join().unwrap().unwrap()["which"], "a");
+        assert_eq!(second.join().unwrap().unwrap()["which"], "b");
+    });
+}
+
+#[test]
+fn a_timeout_cancels_on_the_server_and_a_late_answer_is_dropped() {
+    let (client, server) = connect();
+    let options = CallOptions::default().with_timeout(Duration::from_millis(100));
+    let started = Instant::now();
+    thread::scope(|scope| {
+        let call = scope.spawn(|| client.request("slow", None, &options));
+        let request = server.next();
+        let err = call.join().unwrap().unwrap_err();
+        let Error::Timeout(timeout) = err else { panic!("{err:?}") };
+        assert_eq!((timeout.step, timeout.method.as_str()), (Step::Request, "slow"));
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let cancelled = server.next();
+        assert_eq!(cancelled["method"], "notifications/cancelled");
+        assert_eq!(cancelled["params"]["requestId"], request["id"]);
+        // The answer comes after all: nobody waits for it.
+        server.answer(&request["id"], json!({"late": true}));
+        let next = scope.spawn(|| client.request("next", None, &CallOptions::default()));
+        let again = server.next();
+        server.answer(&again["id"], json!({"late": false}));
+        assert_eq!(next.join().unwrap().unwrap()["late"], false);
+    });
+}
+
+#[test]
+fn a_cancel_handle_ends_the_call_and_tells_the_server() {
+    let (client, server) = connect();
+    let cancel = CancelHandle::new();
+    let options = CallOptions::default().with_cancel(cancel.clone());
+    thread::scope(|scope| {
+        let call = scope.spawn(|| client.request("long", None, &options));
+        let request = server.next();
+        cancel.cancel();
+        assert!(matches!(call.join().unwrap(), Err(Error::Cancelled)));
+        let cancelled = server.next();
+        assert_eq!(cancelled["params"]["requestId"], request["id"]);
+        // A cancelled handle stops later calls before they are sent.
+        assert!(matches!(client.request("never", None, &options), Err(Error::Cancelled)));
+    });
+    assert!(server.is_quiet_for(Duration::from_millis(50)));
+}
+
+#[test]
+fn progress_resets_the_timer_and_reaches_the_callback() {
+    let (client, server) = connect();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&seen);
+    let options = CallOptions::default()
+        .with_timeout(Duration::from_millis(300))
+        .with_max_total_timeout(Duration::from_secs(5))
+        .with_progress(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+    thread::scope(|scope| {
+        let call = scope.spawn(|| client.call_tool("work", json!({}), &options));
+        let request = server.next();
+        let token = request["params"]["_meta"]["progressToken"].clone();
+        assert_eq!(token, request["id"], "tools/call carries a progress token");
+        // Four updates 150 ms apart: 600 ms in all, twice the timeout.
+        for step in 1..=4 {
+            thread::sleep(Duration::from_millis(150));
+            server.send(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                               "params": {"progressToken": token, "progress": step}}));
+        }
+        server.answer(&request["id"], json!({"content": []}));
+        assert!(call.join().unwrap().is_ok());
+    });
+    assert_eq!(seen.load(Ordering::SeqCst), 4);
+}
+
+#[test]
+fn progress_cannot_carry_a_call_past_its_ceiling() {
+    let (client, server) = connect();
+    let options = CallOptions::default()
+        .with_timeout(Duration::from_millis(100))
+        .with_max_total_timeout(Duration::from_millis(300));
+    let started = Instant::now();
+    thread::scope(|scope| {
+        let call = scope.spawn(|| client.call_tool("endless", json!({}), &options));
+        let request = server.next();
+        let token = request["params"]["_meta"]["progressToken"].clone();
+        while !call.is_finished() && started.elapsed() < Duration::from_secs(3) {
+            server.send(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                               "params": {"progressToken": token, "progress": 1}}));
+            thread::sleep(Duration::from_millis(40));
+        }
+        assert!(matches!(call.join().unwrap(), Err(Error::Timeout(_))));
+    });
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(2), "{took:?}");
+}
+
+#[test]
+fn server_requests_are_answered_and_notifications_reach_the_host() {
+    let host = Arc::new(RecordingHost::default());
+    let (client, server) = connect_with(ClientOptions::default().with_host(host.clone()));
+    server.send(json!({"jsonrpc": "2.0", "id": "p", "method": "ping"}));
+    assert_eq!(server.next(), json!({"jsonrpc": "2.0", "id": "p", "result": {}}));
+    server.send(json!({"jsonrpc": "2.0", "id": "r", "method": "roots/list"}));
+    assert_eq!(server.next()["result"]["roots"][0]["uri"], "file:///work");
+    server.send(json!({"jsonrpc": "2.0", "id": "s", "method": "sampling/createMessage"}));
+    assert_eq!(server.next()["error"]["code"], -32601, "declined by default");
+    server.send(json!({"jsonrpc": "2.0", "id": 7, "method": "no/such"}));
+    let unknown = server.next();
+    assert_eq!(
+        (unknown["id"].clone(), unknown["error"]["code"].clone()),
+        (json!(7), json!(-32601))
+    );
+    server.send(json!({"jsonrpc": "2.0", "method": "notifications/message",
+                       "params": {"level": "info", "data": "hi"}}));
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while host.notifications.lock().unwrap().is_empty() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(*host.notifications.lock().unwrap(), ["notifications/message"]);
+    drop(client);
+}
+
+#[test]
+fn a_closed_connection_fails_every_waiter_at_once() {
+    let (client, server) = connect();
+    let started = Instant::now();
+    thread::scope(|scope| {
+        let first = scope.spawn(|| client.request("a", None, &CallOptions::default()));
+        let second = scope.spawn(|| client.request("b", None, &CallOptions::default()));
+        server.next();
+        server.next();
+        server.close(CloseReason::Eof);
+        for call in [first, second] {
+            assert!(matches!(call.join().unwrap(), Err(Error::Disconnected(CloseReason::Eof))));
+        }
+    });
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(client.close_reason(), Some(CloseReason::Eof));
+    assert!(matches!(
+        client.request("after", None, &CallOptions::default()),
+        Err(Error::Disconnected(CloseReason::Eof))
+    ));
+    assert!(server.is_quiet_for(Duration::from_millis(50)), "nothing is sent once closed");
+}
+
+#[test]
+fn an_error_answer_is_an_rpc_error() {
+    let (client, server) = connect();
+    thread::scope(|scope| {
+        let call = scope.spawn(|| client.request("bad", None, &CallOptions::default()));
+        let request = server.next();
+        server.send(json!({"jsonrpc": "2.0", "id": request["id"],
+                           "error": {"code": -32602, "message": "no such tool"}}));
+        let err = call.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::Rpc(RpcError { code: -32602, .. })), "{err:?}");
+    });
+}
+
+#[test]
+fn lists_follow_cursors_to_the_end_and_refuse_a_repeated_one() {
+    let (client, server) = connect();
+    thread::scope(|scope| {
+        let listing = scope.spawn(|| client.list_tools(&CallOptions::default()));
+        let page = server.next();
+        assert!(page["params"].get("cursor").is_none());
+        server.answer(&page["id"], json!({"tools": [{"name": "a"}], "nextCursor": "2"}));
+        let page = server.next();
+        assert_eq!(page["params"]["cursor"], "2");
+        server.answer(&page["id"], json!({"tools": [{"name": "b"}]}));
+        let names: Vec<String> =
+            listing.join().unwrap().unwrap().into_iter().map(|t| t.name).collect();
+        assert_eq!(names, ["a", "b"]);
+
+        let listing = scope.spawn(|| client.list_tools(&CallOptions::default()));
+        for _ in 0..2 {
+            let page = server.next();
+            server.answer(&page["id"], json!({"tools": [], "nextCursor": "same"}));
+        }
+        assert!(matches!(listing.join().unwrap(), Err(Error::Protocol(_))));
+    });
+}
