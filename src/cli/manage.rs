@@ -18,15 +18,15 @@ use super::{report, EXIT_OK, EXIT_USAGE};
 /// What `tether add` was told.
 #[derive(Debug, Default)]
 pub(super) struct AddArgs {
-    name: Option<String>,
-    scope: Option<Scope>,
-    env: Vec<(String, String)>,
-    headers: Vec<(String, String)>,
-    bearer_token_env: Option<String>,
-    description: Option<String>,
-    url: Option<String>,
-    transport: Option<String>,
-    command: Vec<String>,
+    pub(super) name: Option<String>,
+    pub(super) scope: Option<Scope>,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) headers: Vec<(String, String)>,
+    pub(super) bearer_token_env: Option<String>,
+    pub(super) description: Option<String>,
+    pub(super) url: Option<String>,
+    pub(super) transport: Option<String>,
+    pub(super) command: Vec<String>,
 }
 
 pub(super) fn parse_add(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Error> {

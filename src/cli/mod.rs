@@ -6,6 +6,7 @@
 //! stdout carries only results; errors go to stderr as `error: …` naming the
 //! server, then a hint.
 
+mod args;
 mod browse;
 mod connect;
 mod logs;
@@ -14,16 +15,14 @@ mod status;
 mod terminal;
 
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
-
-use lexopt::prelude::*;
 
 use std::sync::Arc;
 
 use tether::{ConfigFiles, ConfigLoader, Error, HubOptions, LogFile};
+
+use args::Command;
 
 const HELP: &str = "\
 tether: a Model Context Protocol client
@@ -90,86 +89,9 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// but the command still ends its servers before exiting.
 static OUTPUT_CLOSED: AtomicBool = AtomicBool::new(false);
 
-#[derive(Debug, Default)]
-struct Args {
-    config_dir: Option<PathBuf>,
-    project: Option<PathBuf>,
-    verbosity: i32,
-    command: Option<Command>,
-    help: bool,
-    version: bool,
-}
-
-#[derive(Debug)]
-enum Command {
-    List {
-        names: Vec<String>,
-        scope: Option<tether::Scope>,
-        json: bool,
-    },
-    Tools {
-        server: Option<String>,
-        json: bool,
-    },
-    Resources {
-        server: Option<String>,
-        json: bool,
-    },
-    Read {
-        server: String,
-        uri: String,
-        raw: bool,
-        json: bool,
-    },
-    Prompts {
-        server: Option<String>,
-        json: bool,
-    },
-    Prompt {
-        server: String,
-        name: String,
-        arguments: Option<String>,
-        json: bool,
-    },
-    Call {
-        server: String,
-        tool: String,
-        arguments: Option<String>,
-        timeout: Option<Duration>,
-        json: bool,
-    },
-    Add(manage::AddArgs),
-    Remove {
-        name: String,
-        scope: Option<tether::Scope>,
-    },
-    Enable {
-        name: String,
-        enabled: bool,
-    },
-    Trust {
-        dir: Option<PathBuf>,
-        trusted: bool,
-    },
-    Import {
-        file: PathBuf,
-    },
-    Logs {
-        server: Option<String>,
-        lines: usize,
-        follow: bool,
-    },
-    Expose {
-        name: String,
-        mode: tether::Exposure,
-        tool: Option<String>,
-        project: bool,
-    },
-}
-
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
-    let args = match parse_args() {
+    let args = match args::parse(std::env::args_os().skip(1)) {
         Ok(args) => args,
         Err(err) => {
             eprintln!("error: {err}\nRun `tether --help` for usage.");
@@ -245,207 +167,6 @@ pub fn main() -> ExitCode {
         }
     };
     ExitCode::from(code)
-}
-
-fn parse_args() -> Result<Args, lexopt::Error> {
-    let mut args = Args::default();
-    let mut parser = lexopt::Parser::from_env();
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("config-dir") => args.config_dir = Some(parser.value()?.into()),
-            Long("project") => args.project = Some(parser.value()?.into()),
-            Short('v') | Long("verbose") => args.verbosity += 1,
-            Short('q') | Long("quiet") => args.verbosity = -1,
-            Short('h') | Long("help") => args.help = true,
-            Short('V') | Long("version") => args.version = true,
-            Value(word) => {
-                let word = word.string()?;
-                args.command = Some(match word.as_str() {
-                    "list" => parse_list(&mut parser)?,
-                    "tools" | "resources" | "prompts" => parse_listing(&mut parser, &word)?,
-                    "read" | "prompt" => parse_fetch(&mut parser, &word)?,
-                    "logs" => parse_logs(&mut parser)?,
-                    "expose" => parse_expose(&mut parser)?,
-                    "call" => parse_call(&mut parser)?,
-                    "add" => Command::Add(manage::parse_add(&mut parser)?),
-                    "remove" => parse_remove(&mut parser)?,
-                    "enable" | "disable" => {
-                        let name = single_name(&mut parser, &word)?;
-                        Command::Enable { name, enabled: word == "enable" }
-                    }
-                    "trust" | "untrust" => {
-                        let dir = optional_value(&mut parser)?.map(PathBuf::from);
-                        Command::Trust { dir, trusted: word == "trust" }
-                    }
-                    "import" => {
-                        let file =
-                            optional_value(&mut parser)?.ok_or("usage: tether import FILE")?;
-                        Command::Import { file: file.into() }
-                    }
-                    "help" => {
-                        args.help = true;
-                        return Ok(args);
-                    }
-                    other => return Err(format!("unknown command {other:?}").into()),
-                });
-                return Ok(args);
-            }
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    Ok(args)
-}
-
-fn parse_scope(value: &str) -> Result<tether::Scope, lexopt::Error> {
-    // `local` is what Claude Code calls the project scope.
-    let value = if value == "local" { "project" } else { value };
-    value.parse().map_err(|err| format!("--scope: {err}").into())
-}
-
-fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
-    let (mut names, mut scope, mut json) = (Vec::new(), None, false);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("json") => json = true,
-            Long("scope") => scope = Some(parse_scope(&parser.value()?.string()?)?),
-            Value(name) => names.push(name.string()?),
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    Ok(Command::List { names, scope, json })
-}
-
-/// `tools`, `resources` and `prompts` take the same options:
-/// `[--server NAME] [--json]`.
-fn parse_listing(parser: &mut lexopt::Parser, command: &str) -> Result<Command, lexopt::Error> {
-    let (mut server, mut json) = (None, false);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("server") => server = Some(parser.value()?.string()?),
-            Long("json") => json = true,
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    Ok(match command {
-        "tools" => Command::Tools { server, json },
-        "resources" => Command::Resources { server, json },
-        _ => Command::Prompts { server, json },
-    })
-}
-
-/// `read SERVER URI [--raw] [--json]` and `prompt SERVER NAME [ARGS_JSON] [--json]`.
-fn parse_fetch(parser: &mut lexopt::Parser, command: &str) -> Result<Command, lexopt::Error> {
-    let (mut positional, mut raw, mut json) = (Vec::new(), false, false);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("raw") if command == "read" => raw = true,
-            Long("json") => json = true,
-            Value(word) if positional.len() < 3 => positional.push(word.string()?),
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    let mut positional = positional.into_iter();
-    match (command, positional.next(), positional.next(), positional.next()) {
-        ("read", Some(server), Some(uri), None) => Ok(Command::Read { server, uri, raw, json }),
-        ("prompt", Some(server), Some(name), arguments) => {
-            Ok(Command::Prompt { server, name, arguments, json })
-        }
-        ("read", ..) => Err("usage: tether read SERVER URI [--raw] [--json]".into()),
-        _ => Err("usage: tether prompt SERVER NAME [ARGS_JSON|-] [--json]".into()),
-    }
-}
-
-fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
-    let mut positional = Vec::new();
-    let (mut timeout, mut json) = (None, false);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("timeout") => {
-                let seconds: f64 = parser.value()?.parse()?;
-                if !(seconds > 0.0 && seconds < 1e7) {
-                    return Err("--timeout takes a positive number of seconds".into());
-                }
-                timeout = Some(Duration::from_secs_f64(seconds));
-            }
-            Long("json") => json = true,
-            Value(word) if positional.len() < 3 => positional.push(word.string()?),
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    let mut positional = positional.into_iter();
-    let (Some(server), Some(tool)) = (positional.next(), positional.next()) else {
-        return Err("usage: tether call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]".into());
-    };
-    Ok(Command::Call { server, tool, arguments: positional.next(), timeout, json })
-}
-
-fn parse_expose(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
-    let (mut positional, mut tool, mut project) = (Vec::new(), None, false);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("tool") => tool = Some(parser.value()?.string()?),
-            Short('l') | Long("local") | Long("project") => project = true,
-            Value(word) if positional.len() < 2 => positional.push(word.string()?),
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    let mut positional = positional.into_iter();
-    match (positional.next(), positional.next()) {
-        (Some(name), Some(mode)) => {
-            let mode = mode.parse().map_err(|err: tether::UnknownWord| {
-                format!("{:?} is not an exposure; use one of {}", err.given, err.expected)
-            })?;
-            Ok(Command::Expose { name, mode, tool, project })
-        }
-        _ => {
-            Err("usage: tether expose SERVER direct|deferred|hidden|codemode [--tool PATTERN] [-l]"
-                .into())
-        }
-    }
-}
-
-fn parse_logs(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
-    let (mut server, mut lines, mut follow) = (None, 50, false);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("server") | Short('s') => server = Some(parser.value()?.string()?),
-            Short('n') | Long("lines") => lines = parser.value()?.parse()?,
-            Short('f') | Long("follow") => follow = true,
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    Ok(Command::Logs { server, lines, follow })
-}
-
-fn parse_remove(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
-    let (mut name, mut scope) = (None, None);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Short('l') | Long("local") | Long("project") => scope = Some(tether::Scope::Project),
-            Long("user") => scope = Some(tether::Scope::User),
-            Long("scope") => scope = Some(parse_scope(&parser.value()?.string()?)?),
-            Value(word) if name.is_none() => name = Some(word.string()?),
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    let name = name.ok_or("usage: tether remove NAME [-l | --user]")?;
-    Ok(Command::Remove { name, scope })
-}
-
-fn single_name(parser: &mut lexopt::Parser, command: &str) -> Result<String, lexopt::Error> {
-    optional_value(parser)?.ok_or_else(|| format!("usage: tether {command} NAME").into())
-}
-
-/// At most one positional value and no options.
-fn optional_value(parser: &mut lexopt::Parser) -> Result<Option<String>, lexopt::Error> {
-    let mut value = None;
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Value(word) if value.is_none() => value = Some(word.string()?),
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    Ok(value)
 }
 
 fn init_logging(verbosity: i32) {

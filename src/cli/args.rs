@@ -1,0 +1,481 @@
+//! The command line as data: a hand-written lexopt loop turns the arguments
+//! into [`Args`] and one [`Command`], from any iterator of arguments, so that
+//! every command's parsing is unit-tested without running anything.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lexopt::prelude::*;
+
+use super::manage;
+
+#[derive(Debug, Default)]
+pub(super) struct Args {
+    pub(super) config_dir: Option<PathBuf>,
+    pub(super) project: Option<PathBuf>,
+    pub(super) verbosity: i32,
+    pub(super) command: Option<Command>,
+    pub(super) help: bool,
+    pub(super) version: bool,
+}
+
+#[derive(Debug)]
+pub(super) enum Command {
+    List {
+        names: Vec<String>,
+        scope: Option<tether::Scope>,
+        json: bool,
+    },
+    Tools {
+        server: Option<String>,
+        json: bool,
+    },
+    Resources {
+        server: Option<String>,
+        json: bool,
+    },
+    Read {
+        server: String,
+        uri: String,
+        raw: bool,
+        json: bool,
+    },
+    Prompts {
+        server: Option<String>,
+        json: bool,
+    },
+    Prompt {
+        server: String,
+        name: String,
+        arguments: Option<String>,
+        json: bool,
+    },
+    Call {
+        server: String,
+        tool: String,
+        arguments: Option<String>,
+        timeout: Option<Duration>,
+        json: bool,
+    },
+    Add(manage::AddArgs),
+    Remove {
+        name: String,
+        scope: Option<tether::Scope>,
+    },
+    Enable {
+        name: String,
+        enabled: bool,
+    },
+    Trust {
+        dir: Option<PathBuf>,
+        trusted: bool,
+    },
+    Import {
+        file: PathBuf,
+    },
+    Logs {
+        server: Option<String>,
+        lines: usize,
+        follow: bool,
+    },
+    Expose {
+        name: String,
+        mode: tether::Exposure,
+        tool: Option<String>,
+        project: bool,
+    },
+}
+
+/// Parses the arguments after the program's name.
+///
+/// # Errors
+/// What lexopt says of a malformed command line, or a usage line.
+pub(super) fn parse(
+    arguments: impl IntoIterator<Item = impl Into<OsString>>,
+) -> Result<Args, lexopt::Error> {
+    let mut args = Args::default();
+    let mut parser = lexopt::Parser::from_args(arguments);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("config-dir") => args.config_dir = Some(parser.value()?.into()),
+            Long("project") => args.project = Some(parser.value()?.into()),
+            Short('v') | Long("verbose") => args.verbosity += 1,
+            Short('q') | Long("quiet") => args.verbosity = -1,
+            Short('h') | Long("help") => args.help = true,
+            Short('V') | Long("version") => args.version = true,
+            Value(word) => {
+                let word = word.string()?;
+                args.command = Some(match word.as_str() {
+                    "list" => parse_list(&mut parser)?,
+                    "tools" | "resources" | "prompts" => parse_listing(&mut parser, &word)?,
+                    "read" | "prompt" => parse_fetch(&mut parser, &word)?,
+                    "logs" => parse_logs(&mut parser)?,
+                    "expose" => parse_expose(&mut parser)?,
+                    "call" => parse_call(&mut parser)?,
+                    "add" => Command::Add(manage::parse_add(&mut parser)?),
+                    "remove" => parse_remove(&mut parser)?,
+                    "enable" | "disable" => {
+                        let name = single_name(&mut parser, &word)?;
+                        Command::Enable { name, enabled: word == "enable" }
+                    }
+                    "trust" | "untrust" => {
+                        let dir = optional_value(&mut parser)?.map(PathBuf::from);
+                        Command::Trust { dir, trusted: word == "trust" }
+                    }
+                    "import" => {
+                        let file =
+                            optional_value(&mut parser)?.ok_or("usage: tether import FILE")?;
+                        Command::Import { file: file.into() }
+                    }
+                    "help" => {
+                        args.help = true;
+                        return Ok(args);
+                    }
+                    other => return Err(format!("unknown command {other:?}").into()),
+                });
+                return Ok(args);
+            }
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(args)
+}
+
+fn parse_scope(value: &str) -> Result<tether::Scope, lexopt::Error> {
+    // `local` is what Claude Code calls the project scope.
+    let value = if value == "local" { "project" } else { value };
+    value.parse().map_err(|err| format!("--scope: {err}").into())
+}
+
+fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut names, mut scope, mut json) = (Vec::new(), None, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("json") => json = true,
+            Long("scope") => scope = Some(parse_scope(&parser.value()?.string()?)?),
+            Value(name) => names.push(name.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(Command::List { names, scope, json })
+}
+
+/// `tools`, `resources` and `prompts` take the same options:
+/// `[--server NAME] [--json]`.
+fn parse_listing(parser: &mut lexopt::Parser, command: &str) -> Result<Command, lexopt::Error> {
+    let (mut server, mut json) = (None, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("server") => server = Some(parser.value()?.string()?),
+            Long("json") => json = true,
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(match command {
+        "tools" => Command::Tools { server, json },
+        "resources" => Command::Resources { server, json },
+        _ => Command::Prompts { server, json },
+    })
+}
+
+/// `read SERVER URI [--raw] [--json]` and `prompt SERVER NAME [ARGS_JSON] [--json]`.
+fn parse_fetch(parser: &mut lexopt::Parser, command: &str) -> Result<Command, lexopt::Error> {
+    let (mut positional, mut raw, mut json) = (Vec::new(), false, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("raw") if command == "read" => raw = true,
+            Long("json") => json = true,
+            Value(word) if positional.len() < 3 => positional.push(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let mut positional = positional.into_iter();
+    match (command, positional.next(), positional.next(), positional.next()) {
+        ("read", Some(server), Some(uri), None) => Ok(Command::Read { server, uri, raw, json }),
+        ("prompt", Some(server), Some(name), arguments) => {
+            Ok(Command::Prompt { server, name, arguments, json })
+        }
+        ("read", ..) => Err("usage: tether read SERVER URI [--raw] [--json]".into()),
+        _ => Err("usage: tether prompt SERVER NAME [ARGS_JSON|-] [--json]".into()),
+    }
+}
+
+fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let mut positional = Vec::new();
+    let (mut timeout, mut json) = (None, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("timeout") => {
+                let seconds: f64 = parser.value()?.parse()?;
+                if !(seconds > 0.0 && seconds < 1e7) {
+                    return Err("--timeout takes a positive number of seconds".into());
+                }
+                timeout = Some(Duration::from_secs_f64(seconds));
+            }
+            Long("json") => json = true,
+            Value(word) if positional.len() < 3 => positional.push(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let mut positional = positional.into_iter();
+    let (Some(server), Some(tool)) = (positional.next(), positional.next()) else {
+        return Err("usage: tether call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]".into());
+    };
+    Ok(Command::Call { server, tool, arguments: positional.next(), timeout, json })
+}
+
+fn parse_expose(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut positional, mut tool, mut project) = (Vec::new(), None, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("tool") => tool = Some(parser.value()?.string()?),
+            Short('l') | Long("local") | Long("project") => project = true,
+            Value(word) if positional.len() < 2 => positional.push(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let mut positional = positional.into_iter();
+    match (positional.next(), positional.next()) {
+        (Some(name), Some(mode)) => {
+            let mode = mode.parse().map_err(|err: tether::UnknownWord| {
+                format!("{:?} is not an exposure; use one of {}", err.given, err.expected)
+            })?;
+            Ok(Command::Expose { name, mode, tool, project })
+        }
+        _ => {
+            Err("usage: tether expose SERVER direct|deferred|hidden|codemode [--tool PATTERN] [-l]"
+                .into())
+        }
+    }
+}
+
+fn parse_logs(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut server, mut lines, mut follow) = (None, 50, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("server") | Short('s') => server = Some(parser.value()?.string()?),
+            Short('n') | Long("lines") => lines = parser.value()?.parse()?,
+            Short('f') | Long("follow") => follow = true,
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(Command::Logs { server, lines, follow })
+}
+
+fn parse_remove(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut name, mut scope) = (None, None);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('l') | Long("local") | Long("project") => scope = Some(tether::Scope::Project),
+            Long("user") => scope = Some(tether::Scope::User),
+            Long("scope") => scope = Some(parse_scope(&parser.value()?.string()?)?),
+            Value(word) if name.is_none() => name = Some(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let name = name.ok_or("usage: tether remove NAME [-l | --user]")?;
+    Ok(Command::Remove { name, scope })
+}
+
+fn single_name(parser: &mut lexopt::Parser, command: &str) -> Result<String, lexopt::Error> {
+    optional_value(parser)?.ok_or_else(|| format!("usage: tether {command} NAME").into())
+}
+
+/// At most one positional value and no options.
+fn optional_value(parser: &mut lexopt::Parser) -> Result<Option<String>, lexopt::Error> {
+    let mut value = None;
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Value(word) if value.is_none() => value = Some(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tether::{Exposure, Scope};
+
+    fn command(line: &str) -> Command {
+        parse(line.split_whitespace()).expect("parses").command.expect("has a command")
+    }
+
+    fn refused(line: &str) -> String {
+        parse(line.split_whitespace()).expect_err("is refused").to_string()
+    }
+
+    #[test]
+    fn global_options_come_before_the_command() {
+        let args = parse("--config-dir /c --project /p -vv list".split_whitespace()).unwrap();
+        assert_eq!(args.config_dir, Some(PathBuf::from("/c")));
+        assert_eq!(args.project, Some(PathBuf::from("/p")));
+        assert_eq!(args.verbosity, 2);
+        assert!(matches!(args.command, Some(Command::List { .. })));
+        assert_eq!(parse(["-q"]).unwrap().verbosity, -1);
+        assert!(parse(["--help"]).unwrap().help);
+        assert!(parse(["help"]).unwrap().help);
+        assert!(parse(["-V"]).unwrap().version);
+        assert!(parse(Vec::<String>::new()).unwrap().command.is_none());
+        assert!(refused("frobnicate").contains("unknown command"));
+        assert!(refused("--nope list").contains("--nope"));
+    }
+
+    #[test]
+    fn list() {
+        let Command::List { names, scope, json } = command("list a b --scope project --json")
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (names, scope, json),
+            (vec!["a".into(), "b".into()], Some(Scope::Project), true)
+        );
+        assert!(matches!(
+            command("list --scope local"),
+            Command::List { scope: Some(Scope::Project), .. }
+        ));
+        assert!(refused("list --scope team").contains("--scope"));
+    }
+
+    #[test]
+    fn tools_resources_and_prompts() {
+        assert!(matches!(
+            command("tools --server fx --json"),
+            Command::Tools { server: Some(ref s), json: true } if s == "fx"
+        ));
+        assert!(matches!(command("resources"), Command::Resources { server: None, json: false }));
+        assert!(matches!(command("prompts --json"), Command::Prompts { server: None, json: true }));
+        assert!(refused("tools --raw").contains("--raw"));
+    }
+
+    #[test]
+    fn read_and_prompt() {
+        let Command::Read { server, uri, raw, json } = command("read fx file:///a --raw") else {
+            panic!()
+        };
+        assert_eq!((server.as_str(), uri.as_str(), raw, json), ("fx", "file:///a", true, false));
+        let Command::Prompt { server, name, arguments, json } =
+            command("prompt fx greet {\"who\":1} --json")
+        else {
+            panic!()
+        };
+        assert_eq!((server.as_str(), name.as_str(), json), ("fx", "greet", true));
+        assert_eq!(arguments.as_deref(), Some("{\"who\":1}"));
+        assert!(refused("read fx").contains("usage: tether read"));
+        assert!(refused("prompt fx greet --raw").contains("--raw"));
+    }
+
+    #[test]
+    fn call() {
+        let Command::Call { server, tool, arguments, timeout, json } =
+            command("call fx echo - --timeout 2.5 --json")
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (server.as_str(), tool.as_str(), arguments.as_deref()),
+            ("fx", "echo", Some("-"))
+        );
+        assert_eq!((timeout, json), (Some(Duration::from_millis(2500)), true));
+        assert!(matches!(
+            command("call fx echo"),
+            Command::Call { arguments: None, timeout: None, .. }
+        ));
+        assert!(refused("call fx").contains("usage: tether call"));
+        assert!(refused("call fx echo --timeout 0").contains("positive"));
+        assert!(refused("call fx echo --timeout soon").contains("soon"));
+    }
+
+    #[test]
+    fn add() {
+        let Command::Add(add) = command("add fx -l -e A=1 --env B=2 -- npx -y server --flag")
+        else {
+            panic!()
+        };
+        assert_eq!(add.name.as_deref(), Some("fx"));
+        assert_eq!(add.scope, Some(Scope::Project));
+        assert_eq!(add.env, [("A".into(), "1".into()), ("B".into(), "2".into())]);
+        assert_eq!(add.command, ["npx", "-y", "server", "--flag"]);
+        let Command::Add(add) = parse([
+            "add",
+            "web",
+            "--url",
+            "https://x/mcp",
+            "-t",
+            "sse",
+            "-H",
+            "Cookie: sid=a=b",
+            "--bearer-token-env-var",
+            "TOKEN",
+            "--description",
+            "docs search",
+        ])
+        .unwrap()
+        .command
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (add.url.as_deref(), add.transport.as_deref()),
+            (Some("https://x/mcp"), Some("sse"))
+        );
+        assert_eq!(add.headers, [("Cookie".into(), "sid=a=b".into())]);
+        assert_eq!(add.bearer_token_env.as_deref(), Some("TOKEN"));
+        assert_eq!(add.description.as_deref(), Some("docs search"));
+        assert!(refused("add fx --env NOVALUE").contains("KEY=VALUE"));
+    }
+
+    #[test]
+    fn remove_enable_disable() {
+        assert!(matches!(command("remove fx"), Command::Remove { scope: None, .. }));
+        assert!(matches!(
+            command("remove fx -l"),
+            Command::Remove { scope: Some(Scope::Project), .. }
+        ));
+        assert!(matches!(
+            command("remove fx --user"),
+            Command::Remove { scope: Some(Scope::User), .. }
+        ));
+        assert!(refused("remove").contains("usage: tether remove"));
+        assert!(
+            matches!(command("enable fx"), Command::Enable { enabled: true, ref name } if name == "fx")
+        );
+        assert!(matches!(command("disable fx"), Command::Enable { enabled: false, .. }));
+        assert!(refused("disable").contains("usage: tether disable NAME"));
+        assert!(refused("enable a b").contains("b"));
+    }
+
+    #[test]
+    fn trust_import_expose_logs() {
+        assert!(matches!(command("trust"), Command::Trust { dir: None, trusted: true }));
+        assert!(matches!(
+            command("untrust /p"),
+            Command::Trust { dir: Some(ref dir), trusted: false } if dir == &PathBuf::from("/p")
+        ));
+        assert!(
+            matches!(command("import c.json"), Command::Import { ref file } if file == &PathBuf::from("c.json"))
+        );
+        assert!(refused("import").contains("usage: tether import"));
+        let Command::Expose { name, mode, tool, project } =
+            command("expose fx deferred --tool del_* -l")
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (name.as_str(), mode, tool.as_deref(), project),
+            ("fx", Exposure::Deferred, Some("del_*"), true)
+        );
+        assert!(refused("expose fx loud").contains("not an exposure"));
+        assert!(matches!(
+            command("logs --server fx -n 5 -f"),
+            Command::Logs { server: Some(ref s), lines: 5, follow: true } if s == "fx"
+        ));
+        assert!(matches!(
+            command("logs"),
+            Command::Logs { server: None, lines: 50, follow: false }
+        ));
+    }
+}
