@@ -79,7 +79,7 @@ impl SignalWatch {
                 if let Some(signal) = signals.forever().next() {
                     INTERRUPTED.store(true, Ordering::SeqCst);
                     log::info!("signal {signal}: shutting down");
-                    let hub = watched.lock().unwrap().clone(); // Poisoned only if a holder panicked.
+                    let hub = lock(&watched).clone();
                     if let Some(hub) = hub {
                         hub.shutdown();
                     }
@@ -91,9 +91,10 @@ impl SignalWatch {
 
     /// Starts a hub that a signal will shut down.
     pub(super) fn start_hub(&self, config: Config) -> Hub {
-        // The lock is held while the servers are spawned: a signal arriving
-        // meanwhile waits for it, then finds the hub and ends them.
-        let mut slot = self.hub.lock().unwrap(); // Poisoned only if a holder panicked.
+        // Held while the hub is made, so that a signal arriving meanwhile
+        // finds it. Starting in the background only spawns threads; the
+        // servers start on those, with the lock released.
+        let mut slot = lock(&self.hub);
         let hub = Hub::start(config, self.options.clone().with_background(true));
         *slot = Some(hub.clone());
         drop(slot);
@@ -102,17 +103,20 @@ impl SignalWatch {
     }
 
     fn stop(self) {
-        {
-            // Held through the shutdown, so that a signal during it waits
-            // for the servers to be gone instead of exiting halfway.
-            let slot = self.hub.lock().unwrap(); // Poisoned only if a holder panicked.
-            if let Some(hub) = slot.as_ref() {
-                hub.shutdown();
-            }
+        // The hub stays in its slot: a signal during the shutdown finds it,
+        // and its own shutdown waits until the servers are gone.
+        let hub = lock(&self.hub).clone();
+        if let Some(hub) = hub {
+            hub.shutdown();
         }
         self.handle.close();
         let _ = self.thread.join();
     }
+}
+
+/// Locks, also when a former holder panicked: the slot holds plain data.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn list(

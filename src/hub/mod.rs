@@ -18,7 +18,7 @@ pub use model::{ModelTool, TOOL_SEARCH};
 pub use refresh::RefreshReport;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::SystemTime;
 
@@ -33,7 +33,6 @@ use crate::protocol::{
     Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ToolResult,
 };
 use crate::registry::{NameStyle, RegisteredTool};
-use crate::sync::lock;
 use state::{Phase, Shared, Slot};
 
 /// How the hub starts and names things: the defaults, changed with the
@@ -218,9 +217,6 @@ pub struct Hub {
 
 struct HubCore {
     shared: Arc<Shared>,
-    /// Held for the whole shutdown, so a second caller returns only once
-    /// every server is gone.
-    shut_down: Mutex<bool>,
 }
 
 impl Hub {
@@ -232,7 +228,7 @@ impl Hub {
         let shared = Arc::new(Shared::new(slots, config.failed, config.untrusted, options));
         shared.events.start(&shared);
         shared.start_all();
-        let hub = Hub { core: Arc::new(HubCore { shared, shut_down: Mutex::new(false) }) };
+        let hub = Hub { core: Arc::new(HubCore { shared }) };
         if !hub.core.shared.options.background {
             hub.wait_started();
         }
@@ -496,21 +492,9 @@ impl Hub {
 
 impl HubCore {
     fn shutdown(&self) {
-        let mut shut_down = lock(&self.shut_down);
-        if *shut_down {
-            return;
-        }
-        *shut_down = true;
-        let shared = &self.shared;
-        shared.events.stop();
-        // From here no start begins, and a start that ends stores nothing
-        // and closes its own client.
-        let (clients, starters) = shared.begin_shutdown();
-        state::close_all(&clients);
-        for starter in starters {
-            let _ = starter.join();
-        }
-        shared.events.join();
+        self.shared.events.stop();
+        self.shared.shutdown();
+        self.shared.events.join();
     }
 }
 

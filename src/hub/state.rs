@@ -32,6 +32,9 @@ use crate::transport;
 
 /// Slack beyond a start timeout for spawning and settling.
 const START_SLACK: Duration = Duration::from_secs(5);
+/// How long a second caller of shutdown waits for the first to finish
+/// (closing is bounded by its grace periods well within this).
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
 
 /// What every handle of one hub shares.
 pub(super) struct Shared {
@@ -57,6 +60,8 @@ pub(super) struct HubState {
     starters: Vec<JoinHandle<()>>,
     /// Set once by shutdown; nothing starts after it.
     pub(super) shutting_down: bool,
+    /// Set when shutdown has ended every server.
+    shut_down: bool,
     next_start_id: u64,
 }
 
@@ -217,6 +222,7 @@ impl Shared {
                 discovered: HashSet::new(),
                 starters: Vec::new(),
                 shutting_down: false,
+                shut_down: false,
                 next_start_id: 0,
             }),
             settled: Condvar::new(),
@@ -486,16 +492,33 @@ impl Shared {
         self.state().rebuild_registry(&self.options);
     }
 
-    /// Marks shutdown and takes every client and start thread out of the
-    /// state; the caller ends them with the lock released.
-    pub(super) fn begin_shutdown(&self) -> (Vec<Arc<Client>>, Vec<JoinHandle<()>>) {
+    /// Shuts down: ends every client (in parallel) and joins every start
+    /// thread, with the lock released. A second caller waits until the
+    /// first is done (bounded), so that no caller returns while a server
+    /// still runs.
+    pub(super) fn shutdown(&self) {
         let mut state = self.state();
+        if state.shutting_down {
+            let deadline = Instant::now() + SHUTDOWN_WAIT;
+            while !state.shut_down && Instant::now() < deadline {
+                state = wait_timeout(&self.settled, state, deadline - Instant::now());
+            }
+            return;
+        }
+        // From here no start begins, and a start that ends stores nothing
+        // and closes its own client.
         state.shutting_down = true;
-        let clients = state.slots.iter().filter_map(|slot| slot.phase.client().cloned()).collect();
+        let clients: Vec<Arc<Client>> =
+            state.slots.iter().filter_map(|slot| slot.phase.client().cloned()).collect();
         let starters = std::mem::take(&mut state.starters);
         drop(state);
         self.settled.notify_all();
-        (clients, starters)
+        close_all(&clients);
+        for starter in starters {
+            let _ = starter.join();
+        }
+        self.state().shut_down = true;
+        self.settled.notify_all();
     }
 }
 

@@ -495,3 +495,28 @@ fn issue_8_a_dropped_stream_is_resumed_with_last_event_id_every_time() {
         }
     }
 }
+
+// Issue 8: a session that expires under many calls at once is renewed once;
+// the other workers wait for that renewal (no lock is held while it runs)
+// and retry on the new session.
+#[test]
+fn issue_8_an_expired_session_is_renewed_once_for_many_calls_in_flight() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--expire-session-after", "20"]);
+    let client = connect(&server, HttpKind::Streamable);
+    let answers: Vec<Result<String, Error>> = thread::scope(|scope| {
+        let calls: Vec<_> = (0..30)
+            .map(|i| {
+                let client = &client;
+                scope.spawn(move || echo(client, &format!("call {i}")))
+            })
+            .collect();
+        calls.into_iter().map(|call| call.join().unwrap()).collect()
+    });
+    for (i, answer) in answers.into_iter().enumerate() {
+        assert_eq!(answer.unwrap(), format!("call {i}"));
+    }
+    let log = http_log(&client);
+    assert_eq!(posts_of(&log, "initialize").len(), 2, "one renewal for every expired call");
+    client.close().unwrap();
+}

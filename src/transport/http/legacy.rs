@@ -5,8 +5,8 @@
 use std::io::{self, BufReader, Read};
 use std::time::Instant;
 
-use super::wire::{http_error, unauthorized};
-use super::{HttpTransport, RETRY_PAUSES};
+use super::wire::{http_error, is_transient, unauthorized, Attempt};
+use super::HttpTransport;
 use crate::error::{CloseReason, Error};
 use crate::framing::MAX_FRAME;
 use crate::sync::{lock, wait_timeout};
@@ -69,7 +69,7 @@ impl HttpTransport {
                         Ok(endpoint) => {
                             log::debug!("{}: legacy endpoint {endpoint}", self.server);
                             lock(&self.state).legacy_endpoint = Some(endpoint);
-                            self.endpoint_ready.notify_all();
+                            self.changed.notify_all();
                         }
                         Err(why) => {
                             self.legacy_failed(why);
@@ -94,7 +94,7 @@ impl HttpTransport {
         if state.legacy_error.is_none() {
             state.legacy_error = Some(why);
         }
-        self.endpoint_ready.notify_all();
+        self.changed.notify_all();
     }
 
     /// The endpoint URL, relative to the stream's URL, same origin only.
@@ -142,44 +142,31 @@ impl HttpTransport {
                         ),
                     });
                 }
-                state = wait_timeout(&self.endpoint_ready, state, deadline - now);
+                state = wait_timeout(&self.changed, state, deadline - now);
             }
         };
-        let repeatable = method != Some("tools/call");
-        let mut attempt = 0;
-        loop {
-            let failure = match self.send_post(&endpoint, frame, false, true) {
+        self.with_retries(method != Some("tools/call"), || {
+            match self.send_post(&endpoint, frame, false, true) {
                 Ok(mut response) if response.status().is_success() => {
                     let _ = response
                         .body_mut()
                         .as_reader()
                         .take(MAX_FRAME as u64)
                         .read_to_end(&mut Vec::new());
-                    return Ok(());
+                    Attempt::Done(Ok(()))
                 }
                 Ok(response) if response.status().as_u16() == 401 => {
-                    return Err(unauthorized(&response, &redact_url(&self.target.url)))
+                    Attempt::Done(Err(unauthorized(&response, &redact_url(&self.target.url))))
                 }
-                Ok(mut response) => {
-                    let status = response.status().as_u16();
-                    let error = http_error(&mut response);
-                    if !matches!(status, 408 | 429 | 500..=599) {
-                        return Err(error);
-                    }
-                    error
+                Ok(mut response) if is_transient(response.status().as_u16()) => {
+                    Attempt::Transient(http_error(&mut response))
                 }
-                Err(err) => Error::Http {
+                Ok(mut response) => Attempt::Done(Err(http_error(&mut response))),
+                Err(err) => Attempt::Transient(Error::Http {
                     status: None,
                     message: format!("cannot reach {}: {err}", redact_url(&endpoint)),
-                },
-            };
-            if !repeatable || attempt == RETRY_PAUSES.len() || self.is_closing() {
-                return Err(failure);
+                }),
             }
-            if !self.pause(RETRY_PAUSES[attempt]) {
-                return Ok(());
-            }
-            attempt += 1;
-        }
+        })
     }
 }

@@ -103,9 +103,10 @@ impl fmt::Debug for HttpTarget {
 }
 
 /// Which transport the connection settled on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum Mode {
     /// `Auto`, before `initialize` answered.
+    #[default]
     Undecided,
     Streamable,
     Sse,
@@ -119,16 +120,15 @@ pub(crate) struct HttpTransport {
     /// The longest a request may run (its POST is cut off after this).
     request_ceiling: Duration,
     state: Mutex<State>,
-    /// Signalled when the legacy endpoint arrives (or cannot).
-    endpoint_ready: Condvar,
+    /// Signalled when the legacy endpoint arrives (or cannot), and when a
+    /// session renewal ends.
+    changed: Condvar,
     inbox: Mutex<Option<Arc<dyn Inbox>>>,
     jobs: Mutex<Option<Sender<Frame>>>,
     queue: Receiver<Frame>,
     idle_workers: AtomicUsize,
     /// Frames sent but not yet taken by a worker.
     queued: AtomicUsize,
-    /// One session renewal at a time.
-    renewal: Mutex<()>,
     threads: Mutex<Vec<NamedThread>>,
     closing: AtomicBool,
     /// Dropped on close: wakes every pause at once.
@@ -139,7 +139,7 @@ pub(crate) struct HttpTransport {
 
 #[derive(Default)]
 struct State {
-    mode: Option<Mode>,
+    mode: Mode,
     session_id: Option<String>,
     protocol_version: Option<String>,
     initialize_frame: Option<Vec<u8>>,
@@ -150,6 +150,8 @@ struct State {
     workers: usize,
     /// The server answered the GET stream with 405.
     no_get_stream: bool,
+    /// A worker is starting a new session; others wait for it on `changed`.
+    renewing: bool,
 }
 
 impl HttpTransport {
@@ -192,14 +194,13 @@ impl HttpTransport {
             target,
             agent,
             request_ceiling,
-            state: Mutex::new(State { mode: Some(mode), ..State::default() }),
-            endpoint_ready: Condvar::new(),
+            state: Mutex::new(State { mode, ..State::default() }),
+            changed: Condvar::new(),
             inbox: Mutex::new(Some(inbox)),
             jobs: Mutex::new(Some(jobs)),
             queue,
             idle_workers: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
-            renewal: Mutex::new(()),
             threads: Mutex::new(Vec::new()),
             closing: AtomicBool::new(false),
             stop: Mutex::new(Some(stop)),
@@ -216,7 +217,7 @@ impl HttpTransport {
     }
 
     fn mode(&self) -> Mode {
-        lock(&self.state).mode.unwrap_or(Mode::Undecided)
+        lock(&self.state).mode
     }
 
     fn inbox(&self) -> Option<Arc<dyn Inbox>> {
@@ -363,7 +364,7 @@ impl Endpoint for Arc<HttpTransport> {
         let session = {
             // Notified under the lock, so a worker about to wait cannot miss it.
             let state = lock(&self.state);
-            self.endpoint_ready.notify_all();
+            self.changed.notify_all();
             state.session_id.clone()
         };
         if session.is_some() {

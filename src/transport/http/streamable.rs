@@ -13,14 +13,12 @@ use crossbeam_channel::{RecvTimeoutError, Sender};
 use ureq::http::Response;
 use ureq::Body;
 
-use super::wire::{http_error, unauthorized};
-use super::{
-    HttpTransport, Mode, DEFAULT_RETRY, MAX_GET_BACKOFF, MAX_RESUMES, MAX_RETRY, RETRY_PAUSES,
-};
+use super::wire::{http_error, is_transient, unauthorized, Attempt};
+use super::{HttpTransport, Mode, DEFAULT_RETRY, MAX_GET_BACKOFF, MAX_RESUMES, MAX_RETRY};
 use crate::error::{CloseReason, Error};
 use crate::framing::MAX_FRAME;
 use crate::jsonrpc::Frame;
-use crate::sync::lock;
+use crate::sync::{lock, wait_timeout};
 use crate::transport::sse::SseReader;
 use crate::url::redact_url;
 
@@ -28,93 +26,86 @@ impl HttpTransport {
     /// POSTs a frame to the Streamable HTTP endpoint, with retries, session
     /// renewal and the fallback to the legacy transport.
     pub(super) fn post_streamable(&self, frame: &Frame) -> Result<(), Error> {
-        let (id, method) = (frame.id, frame.method.as_deref());
-        let is_request = frame.is_request();
-        let repeatable = method != Some("tools/call");
+        let method = frame.method.as_deref();
         let mut renewed_session = false;
-        let mut attempt = 0;
-        loop {
+        self.with_retries(method != Some("tools/call"), || {
             let sent_session = lock(&self.state).session_id.clone();
-            let response = self.send_post(&self.target.url, &frame.bytes, is_request, true);
-            let retryable = match response {
-                Err(err) => {
-                    if self.is_closing() {
-                        return Ok(());
+            let mut response =
+                match self.send_post(&self.target.url, &frame.bytes, frame.is_request(), true) {
+                    Ok(response) => response,
+                    Err(err) => return Attempt::Unreachable(err.to_string()),
+                };
+            match response.status().as_u16() {
+                200..=299 => {
+                    if frame.is("initialize") {
+                        lock(&self.state).mode = Mode::Streamable;
                     }
-                    Err(Error::Http {
-                        status: None,
-                        message: format!("cannot reach {}: {err}", redact_url(&self.target.url)),
+                    self.remember_session(&response);
+                    Attempt::Done(if frame.is_request() {
+                        self.read_answer(&mut response, frame.id)
+                    } else {
+                        Ok(())
                     })
                 }
-                Ok(mut response) => {
-                    let status = response.status().as_u16();
-                    match status {
-                        200..=299 => {
-                            if method == Some("initialize") {
-                                lock(&self.state).mode = Some(Mode::Streamable);
-                            }
-                            self.remember_session(&response);
-                            return if is_request {
-                                self.read_answer(&mut response, id)
-                            } else {
-                                Ok(())
-                            };
+                404 if sent_session.is_some() && !renewed_session && !frame.is("initialize") => {
+                    renewed_session = true;
+                    match self.renew_once(sent_session) {
+                        Ok(()) => Attempt::Again,
+                        Err(err) => {
+                            self.lost(format!(
+                                "the session expired and could not be renewed: {err}"
+                            ));
+                            Attempt::Done(Err(err))
                         }
-                        404 if sent_session.is_some()
-                            && !renewed_session
-                            && method != Some("initialize") =>
-                        {
-                            renewed_session = true;
-                            let _one_renewal = lock(&self.renewal);
-                            // Another worker may have renewed it meanwhile.
-                            if lock(&self.state).session_id == sent_session {
-                                log::info!(
-                                    "{}: the session expired; starting a new one",
-                                    self.server
-                                );
-                                if let Err(err) = self.renew_session() {
-                                    self.lost(format!(
-                                        "the session expired and could not be renewed: {err}"
-                                    ));
-                                    return Err(err);
-                                }
-                            }
-                            continue;
-                        }
-                        400 | 404 | 405
-                            if method == Some("initialize") && self.mode() == Mode::Undecided =>
-                        {
-                            log::info!(
-                                "{}: initialize got HTTP {status}; trying the legacy HTTP+SSE transport",
-                                self.server
-                            );
-                            lock(&self.state).mode = Some(Mode::Sse);
-                            self.start_legacy_stream()?;
-                            return self.post_legacy(&frame.bytes, method);
-                        }
-                        401 => return Err(unauthorized(&response, &redact_url(&self.target.url))),
-                        408 | 429 | 500..=599 => Err(http_error(&mut response)),
-                        _ => return Err(http_error(&mut response)),
                     }
                 }
-            };
-            match retryable {
-                Err(error) if repeatable && attempt < RETRY_PAUSES.len() => {
-                    log::debug!("{}: {error}; retrying", self.server);
-                    if !self.pause(RETRY_PAUSES[attempt]) {
-                        return Ok(());
-                    }
-                    attempt += 1;
+                status @ (400 | 404 | 405)
+                    if frame.is("initialize") && self.mode() == Mode::Undecided =>
+                {
+                    log::info!(
+                        "{}: initialize got HTTP {status}; trying the legacy HTTP+SSE transport",
+                        self.server
+                    );
+                    lock(&self.state).mode = Mode::Sse;
+                    Attempt::Done(
+                        self.start_legacy_stream()
+                            .and_then(|()| self.post_legacy(&frame.bytes, method)),
+                    )
                 }
-                // The server cannot be reached at all: the connection is lost,
-                // and the next call reconnects.
-                Err(error @ Error::Http { status: None, .. }) => {
-                    self.lost(error.to_string());
-                    return Err(error);
-                }
-                other => return other,
+                401 => Attempt::Done(Err(unauthorized(&response, &redact_url(&self.target.url)))),
+                status if is_transient(status) => Attempt::Transient(http_error(&mut response)),
+                _ => Attempt::Done(Err(http_error(&mut response))),
             }
+        })
+    }
+
+    /// Starts a new session after `expired` got a 404, unless another
+    /// worker has done so or is doing so (then waits for it, at most as long
+    /// as a request may run): one renewal at a time, and no lock held while
+    /// it talks to the server.
+    fn renew_once(&self, expired: Option<String>) -> Result<(), Error> {
+        let deadline = Instant::now() + self.request_ceiling;
+        let mut state = lock(&self.state);
+        while state.renewing && state.session_id == expired {
+            let now = Instant::now();
+            if now >= deadline || self.is_closing() {
+                return Err(Error::Http {
+                    status: Some(404),
+                    message: "the session expired and its renewal did not finish".into(),
+                });
+            }
+            state = wait_timeout(&self.changed, state, deadline - now);
         }
+        if state.session_id != expired {
+            return Ok(()); // Renewed by another worker meanwhile.
+        }
+        state.renewing = true;
+        drop(state);
+        log::info!("{}: the session expired; starting a new one", self.server);
+        let renewed = self.renew_session();
+        lock(&self.state).renewing = false;
+        self.changed.notify_all();
+        renewed
     }
 
     pub(super) fn remember_session(&self, response: &Response<Body>) {
@@ -274,7 +265,7 @@ impl HttpTransport {
     pub(super) fn open_get_stream(&self, deadline: Instant) {
         {
             let mut state = lock(&self.state);
-            if state.get_stream_started || state.mode != Some(Mode::Streamable) {
+            if state.get_stream_started || state.mode != Mode::Streamable {
                 return;
             }
             state.get_stream_started = true;

@@ -9,16 +9,74 @@ use serde_json::Value;
 use ureq::http::Response;
 use ureq::Body;
 
-use super::HttpTransport;
+use super::{HttpTransport, RETRY_PAUSES};
 use crate::error::Error;
 use crate::jsonrpc::{Message, RequestId};
 use crate::sync::lock;
 use crate::transport::sse::SseReader;
+use crate::url::redact_url;
 
 /// Bytes of an error page kept for the message.
 const ERROR_BODY: u64 = 1024;
 
+/// What one try at a POST came to.
+pub(super) enum Attempt {
+    /// Finished, well or badly: no retry.
+    Done(Result<(), Error>),
+    /// A failure that another try may mend (408, 429, 5xx, a network error).
+    Transient(Error),
+    /// The server could not be reached at all (the message says why): retried
+    /// like a transient failure; when the last try fails too, the connection
+    /// is lost and the next call reconnects.
+    Unreachable(String),
+    /// Try again at once, not counted as a retry (the session was renewed).
+    Again,
+}
+
+/// True for a status worth another try.
+pub(super) fn is_transient(status: u16) -> bool {
+    matches!(status, 408 | 429 | 500..=599)
+}
+
 impl HttpTransport {
+    /// The one retry loop: runs `attempt` until it is done, and retries a
+    /// transient failure after each of [`RETRY_PAUSES`] when the request is
+    /// `repeatable` (safe to send twice). Ends quietly when the transport
+    /// closes meanwhile.
+    pub(super) fn with_retries(
+        &self,
+        repeatable: bool,
+        mut attempt: impl FnMut() -> Attempt,
+    ) -> Result<(), Error> {
+        let mut pauses = RETRY_PAUSES.iter();
+        loop {
+            let (error, unreachable) = match attempt() {
+                Attempt::Done(outcome) => return outcome,
+                Attempt::Again => continue,
+                _ if self.is_closing() => return Ok(()),
+                Attempt::Transient(error) => (error, false),
+                Attempt::Unreachable(why) => {
+                    let message = format!("cannot reach {}: {why}", redact_url(&self.target.url));
+                    (Error::Http { status: None, message }, true)
+                }
+            };
+            match pauses.next().filter(|_| repeatable) {
+                Some(pause) => {
+                    log::debug!("{}: {error}; retrying", self.server);
+                    if !self.pause(*pause) {
+                        return Ok(());
+                    }
+                }
+                None => {
+                    if unreachable {
+                        self.lost(error.to_string());
+                    }
+                    return Err(error);
+                }
+            }
+        }
+    }
+
     /// One POST with every header the request needs.
     pub(super) fn send_post(
         &self,
