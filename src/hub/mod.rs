@@ -3,10 +3,12 @@
 //! Each enabled server is started on its own `{server}-start` thread; a
 //! server's start is bounded by its `startTimeout` (every request of the
 //! handshake gets only what is left of it), so `Hub::start` returns on time
-//! even when a server hangs. A server that fails is recorded with its error
-//! and stderr tail and skipped. The start threads hold only the shared state,
-//! never the hub itself, so dropping the last `Hub` handle shuts everything
-//! down. Locks guard plain data and are never held while talking to a server.
+//! even when a server hangs. A server that fails is recorded with its typed
+//! error and stderr tail and skipped. Everything the hub knows is one
+//! `HubState` behind one lock (`state.rs`); the start threads hold only that
+//! shared state, never the hub itself, so dropping the last `Hub` handle
+//! shuts everything down. This file is the public face: the options, the
+//! status types and the calls.
 
 mod events;
 mod model;
@@ -376,19 +378,7 @@ impl Hub {
         capability: &str,
         list: impl Fn(&Client, &CallOptions) -> Result<Vec<T>, Error> + Sync,
     ) -> (Vec<Offered<T>>, Vec<Error>) {
-        let offering: Vec<(String, Arc<Client>)> = self
-            .core
-            .shared
-            .state()
-            .slots
-            .iter()
-            .filter_map(|slot| match &slot.phase {
-                Phase::Ready(connected) if connected.info.has_capability(capability) => {
-                    Some((slot.config.name.clone(), Arc::clone(&connected.client)))
-                }
-                _ => None,
-            })
-            .collect();
+        let offering = self.core.shared.ready_clients(Some(capability));
         let answers: Vec<(String, Result<Vec<T>, Error>)> = thread::scope(|scope| {
             let list = &list;
             let asks: Vec<_> = offering
@@ -463,20 +453,7 @@ impl Hub {
     /// Tells every connected server that the host's roots changed
     /// (`notifications/roots/list_changed`); they ask again with `roots/list`.
     pub fn notify_roots_changed(&self) {
-        let clients: Vec<(String, Arc<Client>)> = self
-            .core
-            .shared
-            .state()
-            .slots
-            .iter()
-            .filter_map(|slot| match &slot.phase {
-                Phase::Ready(connected) => {
-                    Some((slot.config.name.clone(), Arc::clone(&connected.client)))
-                }
-                _ => None,
-            })
-            .collect();
-        for (name, client) in clients {
+        for (name, client) in self.core.shared.ready_clients(None) {
             if let Err(err) = client.notify_roots_changed() {
                 log::debug!("{name}: could not tell it the roots changed: {err}");
             }

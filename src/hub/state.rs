@@ -448,6 +448,23 @@ impl Shared {
         }
     }
 
+    /// The connected servers (those offering `capability`, when given), by
+    /// name, with their clients.
+    pub(super) fn ready_clients(&self, capability: Option<&str>) -> Vec<(String, Arc<Client>)> {
+        self.state()
+            .slots
+            .iter()
+            .filter_map(|slot| match &slot.phase {
+                Phase::Ready(connected)
+                    if capability.is_none_or(|name| connected.info.has_capability(name)) =>
+                {
+                    Some((slot.config.name.clone(), Arc::clone(&connected.client)))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Lists a server's tools again (after `tools/list_changed`): new tools
     /// appear, withdrawn ones become unreachable.
     pub(super) fn relist(&self, server: &str) {
