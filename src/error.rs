@@ -56,6 +56,15 @@ pub enum Error {
         /// What went wrong, and what to do about it.
         message: String,
     },
+    /// Signing in to a server failed: discovery, registration, the
+    /// authorization or a token request, or the server's refusal.
+    Auth(String),
+    /// The server wants a person to sign in and nobody can here (no
+    /// authorization handler): `tether login`.
+    LoginRequired {
+        /// The server's URL.
+        url: String,
+    },
     /// Adds the server name to an error from below.
     Server {
         /// The configured name of the server.
@@ -188,6 +197,10 @@ impl fmt::Display for Error {
             Error::Config(what) => write!(f, "invalid configuration: {what}"),
             Error::Http { status: Some(status), message } => write!(f, "HTTP {status}: {message}"),
             Error::Http { status: None, message } => write!(f, "HTTP: {message}"),
+            Error::Auth(what) => write!(f, "signing in failed: {what}"),
+            Error::LoginRequired { url } => {
+                write!(f, "{} needs a sign-in (OAuth)", crate::url::redact_url(url))
+            }
             Error::Server { name, source } => write!(f, "server {name:?}: {source}"),
         }
     }

@@ -36,6 +36,7 @@
 
 #![deny(missing_docs)]
 
+mod auth;
 mod client;
 mod clock;
 mod config;
@@ -53,6 +54,7 @@ mod threads;
 mod transport;
 mod url;
 
+pub use auth::{AuthorizationHandler, OAuthSettings};
 pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
 pub use config::{
     default_config_dir, Config, ConfigFiles, ConfigLoader, Exposure, FailedEntry, HttpConfig,

@@ -285,7 +285,10 @@ pub(crate) fn parse(
             }
             let oauth = match fields.get("oauth") {
                 None | Some(Value::Null) => None,
-                Some(value @ Value::Object(_)) => Some(value.clone()),
+                Some(Value::Object(object)) => Some(
+                    super::oauth::parse(object, &mut expander)
+                        .map_err(|why| field("oauth", why))?,
+                ),
                 Some(other) => {
                     return Err(field(
                         "oauth",

@@ -18,6 +18,7 @@ mod expand;
 pub(crate) mod file;
 pub(crate) mod import;
 mod manage;
+mod oauth;
 pub(crate) mod trust;
 mod words;
 
@@ -30,6 +31,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
+
+use crate::auth::OAuthSettings;
 
 pub(crate) use entry::check_name;
 pub use import::ImportReport;
@@ -176,8 +179,9 @@ pub struct HttpConfig {
     pub headers: Vec<(String, String)>,
     /// The host variable whose value is sent as `Authorization: Bearer …`.
     pub bearer_token_env: Option<String>,
-    /// OAuth settings, as written.
-    pub oauth: Option<Value>,
+    /// OAuth settings (`oauth`), checked; `None` when the entry has none
+    /// (OAuth is still offered on a 401, with every default).
+    pub oauth: Option<OAuthSettings>,
     /// A token provider the host registered.
     pub auth_provider: Option<String>,
 }

@@ -27,6 +27,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::auth::AuthorizationHandler;
 use crate::client::{CallOptions, Client};
 use crate::config::{Config, ConfigLoader, Exposure, Scope, ServerConfig};
 use crate::error::{CloseReason, Error};
@@ -53,6 +54,9 @@ pub struct HubOptions {
     /// How `refresh` reads the configuration again; without it, `refresh`
     /// only restarts servers that stopped.
     pub reload: Option<ConfigLoader>,
+    /// Has a person sign in to servers that want OAuth; without one, such a
+    /// server fails with [`Error::LoginRequired`] (`needs_login`).
+    pub authorization: Option<Arc<dyn AuthorizationHandler>>,
 }
 
 impl Default for HubOptions {
@@ -63,6 +67,7 @@ impl Default for HubOptions {
             host: Arc::new(DefaultHost),
             log_sink: None,
             reload: None,
+            authorization: None,
         }
     }
 }
@@ -95,6 +100,15 @@ impl HubOptions {
     /// How `refresh` reads the configuration again.
     pub fn with_reload(mut self, reload: ConfigLoader) -> HubOptions {
         self.reload = Some(reload);
+        self
+    }
+
+    /// Who has a person sign in to servers that want OAuth.
+    pub fn with_authorization_handler(
+        mut self,
+        handler: Arc<dyn AuthorizationHandler>,
+    ) -> HubOptions {
+        self.authorization = Some(handler);
         self
     }
 }

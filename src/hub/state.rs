@@ -352,7 +352,7 @@ impl Shared {
                 log_sink: self.options.log_sink.clone(),
             }),
         };
-        let client = transport::for_entry(config)
+        let client = transport::for_entry(config, self.options.authorization.clone())
             .and_then(|transport| Client::start(&config.name, &transport, client_options))
             .map(Arc::new)
             .map_err(|error| (None, Arc::new(error)))?;

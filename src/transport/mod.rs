@@ -19,6 +19,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::auth::AuthorizationHandler;
 use crate::config::{self, ServerConfig, TransportConfig};
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::{Frame, Message};
@@ -29,6 +30,8 @@ pub use stdio::StdioCommand;
 /// How to reach a server.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+// Made once per connection: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Transport {
     /// A child process speaking over its stdin and stdout.
     Stdio(StdioCommand),
@@ -65,7 +68,10 @@ pub(crate) fn open(
 ///
 /// # Errors
 /// [`Error::Config`] when a remote entry's credentials cannot be had.
-pub(crate) fn for_entry(config: &ServerConfig) -> Result<Transport, Error> {
+pub(crate) fn for_entry(
+    config: &ServerConfig,
+    authorization: Option<Arc<dyn AuthorizationHandler>>,
+) -> Result<Transport, Error> {
     match &config.transport {
         TransportConfig::Stdio(stdio) => Ok(Transport::Stdio(environment::stdio_command(
             &config.name,
@@ -95,6 +101,8 @@ pub(crate) fn for_entry(config: &ServerConfig) -> Result<Transport, Error> {
                 headers: remote.headers.clone(),
                 bearer_token,
                 endpoint_wait: config.start_timeout,
+                oauth: remote.oauth.clone().unwrap_or_default(),
+                authorization,
             }))
         }
     }

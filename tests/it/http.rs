@@ -298,9 +298,9 @@ fn a_401_says_what_to_configure_and_a_bearer_token_opens_the_door() {
         .err()
         .unwrap();
     assert_quick(started, Duration::from_secs(2), "a refused initialize");
-    let message = err.to_string();
-    assert!(message.contains("HTTP 401") && message.contains("bearerTokenEnv"), "{message}");
-    assert!(message.contains("oauth-protected-resource"), "{message}");
+    // OAuth is on offer, and no one here can sign in: a login is required.
+    assert!(matches!(err.root(), Error::LoginRequired { .. }), "{err:?}");
+    assert!(err.to_string().contains("needs a sign-in"), "{err}");
     let mut target = HttpTarget::new(&server.url, HttpKind::Streamable);
     target.bearer_token = Some("secret-token".into());
     let client = Client::connect("web", &Transport::Http(target), options(10_000)).unwrap();

@@ -146,7 +146,7 @@ impl HttpTransport {
             }
         };
         self.with_retries(method != Some("tools/call"), || {
-            match self.send_post(&endpoint, frame, false, true) {
+            match self.send_post(&endpoint, frame, false, true, self.bearer().as_deref()) {
                 Ok(mut response) if response.status().is_success() => {
                     let _ = response
                         .body_mut()

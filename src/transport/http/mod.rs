@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use crate::auth::{AuthorizationHandler, OAuth, OAuthSettings};
 use crate::config::HttpKind;
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
@@ -75,6 +76,12 @@ pub struct HttpTarget {
     pub bearer_token: Option<String>,
     /// How long a legacy server may take to send its `endpoint` event.
     pub endpoint_wait: Duration,
+    /// How to sign in with OAuth when the server answers 401 and no
+    /// `Authorization` is configured.
+    pub oauth: OAuthSettings,
+    /// Who has a person sign in; without one, a server that wants a
+    /// sign-in fails with [`Error::LoginRequired`].
+    pub authorization: Option<Arc<dyn AuthorizationHandler>>,
 }
 
 impl HttpTarget {
@@ -86,7 +93,31 @@ impl HttpTarget {
             headers: Vec::new(),
             bearer_token: None,
             endpoint_wait: ENDPOINT_WAIT,
+            oauth: OAuthSettings::default(),
+            authorization: None,
         }
+    }
+
+    /// The same target with these OAuth settings.
+    pub fn with_oauth(mut self, oauth: OAuthSettings) -> HttpTarget {
+        self.oauth = oauth;
+        self
+    }
+
+    /// The same target with a handler that has a person sign in.
+    pub fn with_authorization_handler(
+        mut self,
+        handler: Arc<dyn AuthorizationHandler>,
+    ) -> HttpTarget {
+        self.authorization = Some(handler);
+        self
+    }
+
+    /// True when the entry itself says how to authorize (a bearer token or
+    /// an `Authorization` header): then OAuth is not offered.
+    fn has_static_authorization(&self) -> bool {
+        self.bearer_token.is_some()
+            || self.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
     }
 }
 
@@ -98,6 +129,8 @@ impl fmt::Debug for HttpTarget {
             .field("kind", &self.kind)
             .field("headers", &self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
             .field("bearer_token", &self.bearer_token.as_ref().map(|_| "***"))
+            .field("oauth", &self.oauth)
+            .field("authorization", &self.authorization.as_ref().map(|_| "handler"))
             .finish()
     }
 }
@@ -116,6 +149,8 @@ enum Mode {
 pub(crate) struct HttpTransport {
     server: String,
     target: HttpTarget,
+    /// The OAuth sign-in, unless the entry authorizes statically.
+    oauth: Option<OAuth>,
     agent: ureq::Agent,
     /// The longest a request may run (its POST is cut off after this).
     request_ceiling: Duration,
@@ -189,9 +224,12 @@ impl HttpTransport {
             HttpKind::Streamable => Mode::Streamable,
             HttpKind::Sse => Mode::Sse,
         };
+        let oauth = (!target.has_static_authorization())
+            .then(|| OAuth::new(&target.url, target.oauth.clone(), target.authorization.clone()));
         let transport = Arc::new_cyclic(|myself| HttpTransport {
             server: server.to_owned(),
             target,
+            oauth,
             agent,
             request_ceiling,
             state: Mutex::new(State { mode, ..State::default() }),
@@ -369,7 +407,12 @@ impl Endpoint for Arc<HttpTransport> {
         };
         if session.is_some() {
             // End the session; a 405 (the server does not allow it) is fine.
-            let request = self.with_common_headers(self.agent.delete(&self.target.url), true);
+            let bearer = self.bearer();
+            let request = self.with_common_headers(
+                self.agent.delete(&self.target.url),
+                true,
+                bearer.as_deref(),
+            );
             match request.config().timeout_global(Some(Duration::from_secs(2))).build().call() {
                 Ok(response) => {
                     log::debug!("{}: DELETE session: {}", self.server, response.status())

@@ -15,6 +15,7 @@ use ureq::Body;
 
 use super::wire::{http_error, is_transient, unauthorized, Attempt};
 use super::{HttpTransport, Mode, DEFAULT_RETRY, MAX_GET_BACKOFF, MAX_RESUMES, MAX_RETRY};
+use crate::auth::Challenge;
 use crate::error::{CloseReason, Error};
 use crate::framing::MAX_FRAME;
 use crate::jsonrpc::Frame;
@@ -22,19 +23,31 @@ use crate::sync::{lock, wait_timeout};
 use crate::transport::sse::SseReader;
 use crate::url::redact_url;
 
+/// Sign-ins (and step-ups) for one request before it fails: a server that
+/// keeps asking for more is refused after the third.
+const MAX_SIGN_INS: usize = 3;
+
 impl HttpTransport {
     /// POSTs a frame to the Streamable HTTP endpoint, with retries, session
     /// renewal and the fallback to the legacy transport.
     pub(super) fn post_streamable(&self, frame: &Frame) -> Result<(), Error> {
         let method = frame.method.as_deref();
         let mut renewed_session = false;
+        let mut sign_ins = 0;
         self.with_retries(method != Some("tools/call"), || {
             let sent_session = lock(&self.state).session_id.clone();
-            let mut response =
-                match self.send_post(&self.target.url, &frame.bytes, frame.is_request(), true) {
-                    Ok(response) => response,
-                    Err(err) => return Attempt::Unreachable(err.to_string()),
-                };
+            let bearer = self.bearer();
+            let sent = self.send_post(
+                &self.target.url,
+                &frame.bytes,
+                frame.is_request(),
+                true,
+                bearer.as_deref(),
+            );
+            let mut response = match sent {
+                Ok(response) => response,
+                Err(err) => return Attempt::Unreachable(err.to_string()),
+            };
             match response.status().as_u16() {
                 200..=299 => {
                     if frame.is("initialize") {
@@ -72,6 +85,27 @@ impl HttpTransport {
                             .and_then(|()| self.post_legacy(&frame.bytes, method)),
                     )
                 }
+                status @ (401 | 403) if self.oauth.is_some() && sign_ins < MAX_SIGN_INS => {
+                    let challenge = Challenge::parse(
+                        response
+                            .headers()
+                            .get("www-authenticate")
+                            .and_then(|value| value.to_str().ok())
+                            .unwrap_or(""),
+                    );
+                    if status == 403 && !challenge.is_insufficient_scope() {
+                        return Attempt::Done(Err(http_error(&mut response)));
+                    }
+                    sign_ins += 1;
+                    let oauth = self.oauth.as_ref().expect("checked above");
+                    match oauth.on_challenge(status, &challenge, bearer.as_deref()) {
+                        Ok(()) => Attempt::Again,
+                        Err(err) => Attempt::Done(Err(err)),
+                    }
+                }
+                401 if self.oauth.is_some() => Attempt::Done(Err(Error::Auth(
+                    "the server still refuses the token after signing in".into(),
+                ))),
                 401 => Attempt::Done(Err(unauthorized(&response, &redact_url(&self.target.url)))),
                 status if is_transient(status) => Attempt::Transient(http_error(&mut response)),
                 _ => Attempt::Done(Err(http_error(&mut response))),
@@ -132,9 +166,12 @@ impl HttpTransport {
                 message: "the session expired before it began".into(),
             });
         };
-        let mut response =
-            self.send_post(&self.target.url, &initialize, true, false).map_err(|err| {
-                Error::Http { status: None, message: format!("renewing the session failed: {err}") }
+        let bearer = self.bearer();
+        let mut response = self
+            .send_post(&self.target.url, &initialize, true, false, bearer.as_deref())
+            .map_err(|err| Error::Http {
+                status: None,
+                message: format!("renewing the session failed: {err}"),
             })?;
         if !response.status().is_success() {
             return Err(http_error(&mut response));
@@ -143,7 +180,8 @@ impl HttpTransport {
         // Drain the answer so that the connection can be reused.
         let _ = response.body_mut().as_reader().take(MAX_FRAME as u64).read_to_end(&mut Vec::new());
         let initialized = Frame::notification("notifications/initialized", None).bytes;
-        match self.send_post(&self.target.url, &initialized, false, true) {
+        match self.send_post(&self.target.url, &initialized, false, true, self.bearer().as_deref())
+        {
             Ok(response) if response.status().is_success() => Ok(()),
             Ok(mut response) => Err(http_error(&mut response)),
             Err(err) => Err(Error::Http {

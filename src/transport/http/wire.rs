@@ -84,13 +84,14 @@ impl HttpTransport {
         frame: &[u8],
         is_request: bool,
         with_session: bool,
+        bearer: Option<&str>,
     ) -> Result<Response<Body>, ureq::Error> {
         let mut request = self
             .agent
             .post(url)
             .header("Content-Type", "application/json")
             .header("Accept", "application/json, text/event-stream");
-        request = self.with_common_headers(request, with_session);
+        request = self.with_common_headers(request, with_session, bearer);
         // A request may run as long as its caller waits; a notification or a
         // response is answered at once.
         let ceiling = if is_request {
@@ -101,18 +102,29 @@ impl HttpTransport {
         request.config().timeout_global(Some(ceiling)).build().send(frame)
     }
 
+    /// The bearer token to send: the configured one, else OAuth's current
+    /// one (refreshed first when it is about to expire). Read once per
+    /// request, so that a 401 can say which token it refused.
+    pub(super) fn bearer(&self) -> Option<String> {
+        let configured =
+            self.target.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
+        if configured {
+            return None;
+        }
+        self.target.bearer_token.clone().or_else(|| self.oauth.as_ref()?.token())
+    }
+
     /// Custom headers, credentials, session and protocol version.
     pub(super) fn with_common_headers<B>(
         &self,
         mut request: ureq::RequestBuilder<B>,
         with_session: bool,
+        bearer: Option<&str>,
     ) -> ureq::RequestBuilder<B> {
-        let mut has_authorization = false;
         for (name, value) in &self.target.headers {
-            has_authorization |= name.eq_ignore_ascii_case("authorization");
             request = request.header(name.as_str(), value.as_str());
         }
-        if let (Some(token), false) = (&self.target.bearer_token, has_authorization) {
+        if let Some(token) = bearer {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
         let state = lock(&self.state);
@@ -194,7 +206,12 @@ impl HttpTransport {
         if let Some(event_id) = last_event_id {
             request = request.header("Last-Event-ID", event_id);
         }
-        self.with_common_headers(request, true).config().timeout_global(ceiling).build().call()
+        let bearer = self.bearer();
+        self.with_common_headers(request, true, bearer.as_deref())
+            .config()
+            .timeout_global(ceiling)
+            .build()
+            .call()
     }
 }
 

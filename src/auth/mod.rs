@@ -1,0 +1,281 @@
+//! OAuth 2.1 for remote servers (SPEC §7).
+//!
+//! The HTTP transport asks [`OAuth`] for a token before each request and
+//! hands it every 401 and 403 it gets; `OAuth` finds the authorization
+//! server (`discovery.rs`), gets the client an identity and runs a grant
+//! (`flow.rs`: the authorization code with PKCE through the host's
+//! [`AuthorizationHandler`], or client credentials), and keeps, refreshes
+//! and steps up the tokens. It knows nothing of the hub or the registry.
+//!
+//! One mutex guards plain data (tokens, the client's identity, what
+//! discovery found). A sign-in in progress is a flag in it that other
+//! requests wait on (bounded), never a lock held across the requests the
+//! sign-in makes. Tokens and secrets never reach logs, errors or `Debug`.
+
+mod challenge;
+mod discovery;
+mod flow;
+mod web;
+
+use std::fmt;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+pub(crate) use challenge::Challenge;
+use discovery::Discovered;
+use flow::{ClientIdentity, Tokens};
+use web::Web;
+
+use crate::error::Error;
+use crate::sync::{lock, wait_timeout};
+
+/// How long a request waits for a sign-in that another one started (a
+/// person may be typing a password).
+const SIGN_IN_WAIT: Duration = Duration::from_secs(600);
+/// A token this close to its expiry is refreshed before it is sent.
+const REFRESH_AHEAD: Duration = Duration::from_secs(30);
+
+/// How a server's OAuth sign-in is set up: the `oauth` object of an entry,
+/// or a host's code. Every field is optional; with none, tether discovers
+/// everything and registers itself.
+#[derive(Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OAuthSettings {
+    /// A client id registered with the authorization server beforehand.
+    pub client_id: Option<String>,
+    /// Its secret, for a confidential client.
+    pub client_secret: Option<String>,
+    /// A Client ID Metadata Document URL, used as the client id when the
+    /// authorization server supports them.
+    pub client_metadata_url: Option<String>,
+    /// The name sent at dynamic registration (default `tether`).
+    pub client_name: Option<String>,
+    /// Scopes (space-separated) for servers that advertise none.
+    pub scope: Option<String>,
+    /// The authorization server's metadata URL, instead of discovery.
+    pub auth_server_metadata_url: Option<String>,
+    /// Machine to machine: the `client_credentials` grant, no person.
+    pub client_credentials: bool,
+    /// A PKCS#8 PEM P-256 key: authenticate with `private_key_jwt` (ES256).
+    pub private_key_pem: Option<String>,
+    /// The port of the CLI's loopback listener for the redirect.
+    pub callback_port: Option<u16>,
+    /// A fixed redirect URI (http on loopback) for the CLI's listener.
+    pub callback_url: Option<String>,
+}
+
+impl OAuthSettings {
+    /// A client registered beforehand (`secret` for a confidential one).
+    pub fn with_client(mut self, id: &str, secret: Option<&str>) -> OAuthSettings {
+        self.client_id = Some(id.to_owned());
+        self.client_secret = secret.map(str::to_owned);
+        self
+    }
+
+    /// The Client ID Metadata Document URL to use where it is supported.
+    pub fn with_client_metadata_url(mut self, url: &str) -> OAuthSettings {
+        self.client_metadata_url = Some(url.to_owned());
+        self
+    }
+
+    /// The client name sent at dynamic registration.
+    pub fn with_client_name(mut self, name: &str) -> OAuthSettings {
+        self.client_name = Some(name.to_owned());
+        self
+    }
+
+    /// Scopes to ask for when the server advertises none.
+    pub fn with_scope(mut self, scope: &str) -> OAuthSettings {
+        self.scope = Some(scope.to_owned());
+        self
+    }
+
+    /// Use this authorization server metadata instead of discovery.
+    pub fn with_auth_server_metadata_url(mut self, url: &str) -> OAuthSettings {
+        self.auth_server_metadata_url = Some(url.to_owned());
+        self
+    }
+
+    /// Sign in as a machine: the `client_credentials` grant.
+    pub fn with_client_credentials(mut self) -> OAuthSettings {
+        self.client_credentials = true;
+        self
+    }
+
+    /// Authenticate to the token endpoint with this key (`private_key_jwt`).
+    pub fn with_private_key_pem(mut self, pem: &str) -> OAuthSettings {
+        self.private_key_pem = Some(pem.to_owned());
+        self
+    }
+}
+
+impl fmt::Debug for OAuthSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Secrets: whether they are set, never what they are.
+        f.debug_struct("OAuthSettings")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "***"))
+            .field("client_metadata_url", &self.client_metadata_url)
+            .field("client_name", &self.client_name)
+            .field("scope", &self.scope)
+            .field("auth_server_metadata_url", &self.auth_server_metadata_url)
+            .field("client_credentials", &self.client_credentials)
+            .field("private_key_pem", &self.private_key_pem.as_ref().map(|_| "***"))
+            .field("callback_port", &self.callback_port)
+            .field("callback_url", &self.callback_url)
+            .finish()
+    }
+}
+
+/// The host's part of a sign-in: a person (or a program acting for one)
+/// opens the authorization URL and the handler hands back where the
+/// authorization server sent the browser afterwards. Discovery,
+/// registration, PKCE, the token requests, refresh and step-up stay in the
+/// library.
+pub trait AuthorizationHandler: Send + Sync {
+    /// The redirect URI the handler receives the answer at; it is
+    /// registered and sent with the authorization request.
+    fn redirect_uri(&self) -> String;
+
+    /// Has `url` (an authorization request) opened, and returns the URL
+    /// the authorization server redirected to, with its `code` and `state`
+    /// (or `error`).
+    ///
+    /// # Errors
+    /// The sign-in was cancelled or could not be completed.
+    fn authorize(&self, url: &str) -> Result<String, Error>;
+}
+
+/// One server's sign-in state, shared by its connection's threads.
+pub(crate) struct OAuth {
+    server_url: String,
+    settings: OAuthSettings,
+    handler: Option<Arc<dyn AuthorizationHandler>>,
+    web: Web,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    tokens: Option<Tokens>,
+    client: Option<ClientIdentity>,
+    discovered: Option<Discovered>,
+    /// Every scope asked for so far: step-up adds to it, never removes.
+    scopes: Vec<String>,
+    /// A sign-in or refresh is under way on some thread.
+    busy: bool,
+}
+
+impl OAuth {
+    pub(crate) fn new(
+        server_url: &str,
+        settings: OAuthSettings,
+        handler: Option<Arc<dyn AuthorizationHandler>>,
+    ) -> OAuth {
+        OAuth {
+            server_url: server_url.to_owned(),
+            settings,
+            handler,
+            web: Web::new(),
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// The access token to send, if there is one; refreshed first when it
+    /// is about to expire and can be.
+    pub(crate) fn token(&self) -> Option<String> {
+        let expiring = {
+            let state = lock(&self.state);
+            let tokens = state.tokens.as_ref()?;
+            let soon = tokens
+                .expires_at
+                .is_some_and(|at| at.saturating_duration_since(Instant::now()) < REFRESH_AHEAD);
+            if !soon || tokens.refresh.is_none() || state.busy {
+                return Some(tokens.access.clone());
+            }
+            tokens.access.clone()
+        };
+        // Refreshing ahead is a courtesy: on failure the old token goes out
+        // and a 401 starts a sign-in.
+        let _ = self.exclusively(Some(&expiring), |state| self.refresh(state));
+        lock(&self.state).tokens.as_ref().map(|tokens| tokens.access.clone())
+    }
+
+    /// Deals with a 401 or 403 (`challenge` is its `WWW-Authenticate`) to a
+    /// request sent with `sent` as its token: refreshes, signs in or steps
+    /// up. `Ok` means there is a new token to retry with.
+    ///
+    /// # Errors
+    /// [`Error::Auth`] when signing in fails or is refused,
+    /// [`Error::LoginRequired`] when it needs a person and there is no
+    /// authorization handler.
+    pub(crate) fn on_challenge(
+        &self,
+        status: u16,
+        challenge: &Challenge,
+        sent: Option<&str>,
+    ) -> Result<(), Error> {
+        self.exclusively(sent, |state| {
+            let step_up = status == 403 && challenge.is_insufficient_scope();
+            if status == 401 && state.tokens.as_ref().is_some_and(|t| t.refresh.is_some()) {
+                match self.refresh(state) {
+                    Ok(()) => return Ok(()),
+                    Err(err) => log::info!("refreshing the token failed ({err}); signing in again"),
+                }
+            }
+            self.sign_in(state, challenge, step_up)
+        })
+    }
+
+    /// Runs `work` as the one sign-in under way, on a copy of the state
+    /// taken out of the lock (so no lock is held across its requests). If
+    /// another thread is at it, waits for that one instead; if the token
+    /// changed since `sent` was sent, there is nothing to do.
+    fn exclusively(
+        &self,
+        sent: Option<&str>,
+        work: impl FnOnce(&mut Working) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let deadline = Instant::now() + SIGN_IN_WAIT;
+        let mut state = lock(&self.state);
+        while state.busy {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Auth("another sign-in to this server did not finish".into()));
+            }
+            state = wait_timeout(&self.changed, state, deadline - now);
+        }
+        let current = state.tokens.as_ref().map(|tokens| tokens.access.as_str());
+        if current.is_some() && current != sent {
+            return Ok(()); // Someone else got a new token meanwhile.
+        }
+        state.busy = true;
+        let mut working = Working {
+            tokens: state.tokens.take(),
+            client: state.client.take(),
+            discovered: state.discovered.take(),
+            scopes: std::mem::take(&mut state.scopes),
+        };
+        drop(state);
+        let outcome = work(&mut working);
+        let mut state = lock(&self.state);
+        state.tokens = working.tokens;
+        state.client = working.client;
+        state.discovered = working.discovered;
+        state.scopes = working.scopes;
+        state.busy = false;
+        drop(state);
+        self.changed.notify_all();
+        outcome
+    }
+}
+
+/// The state a sign-in works on, out of the lock.
+struct Working {
+    tokens: Option<Tokens>,
+    client: Option<ClientIdentity>,
+    discovered: Option<Discovered>,
+    scopes: Vec<String>,
+}
