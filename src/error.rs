@@ -46,6 +46,8 @@ pub enum Error {
     NotConnected {
         /// The server's state.
         state: ServerState,
+        /// Why it failed, when it did.
+        cause: Option<std::sync::Arc<Error>>,
     },
     /// The configuration is invalid.
     Config(String),
@@ -191,7 +193,7 @@ impl fmt::Display for Error {
             Error::Disconnected(reason) => write!(f, "connection closed: {reason}"),
             Error::UnknownTool(name) => write!(f, "no tool named {name:?}"),
             Error::UnknownServer(name) => write!(f, "no server named {name:?} is configured"),
-            Error::NotConnected { state } => {
+            Error::NotConnected { state, .. } => {
                 write!(f, "server is not connected ({})", state.as_str())
             }
             Error::Config(what) => write!(f, "invalid configuration: {what}"),
@@ -227,6 +229,7 @@ impl std::error::Error for Error {
             // The server wrapper's own Display already includes the inner
             // message, so it reports the inner error's causes, not itself.
             Error::Server { source, .. } => source.source(),
+            Error::NotConnected { cause: Some(cause), .. } => Some(&**cause),
             _ => None,
         }
     }

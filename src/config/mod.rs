@@ -213,9 +213,9 @@ pub struct FailedEntry {
 }
 
 /// Default per-request timeout.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default start timeout (cold `npx` downloads are slow).
-pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl fmt::Debug for StdioConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -251,8 +251,9 @@ impl Hub {
         hub
     }
 
-    /// Waits until every server has connected or failed. Returns at once for
-    /// a hub started in the foreground.
+    /// Waits until no server is starting (each at most its start timeout,
+    /// plus a little): the servers a background start began, and restarts
+    /// or reconnects under way.
     pub fn wait_started(&self) {
         self.core.shared.wait_started();
     }
@@ -330,11 +331,13 @@ impl Hub {
         client.call_tool(&tool_name, arguments, options).map_err(|err| err.for_server(name))
     }
 
-    /// The connection to one server, when it is connected (for requests the
-    /// hub does not wrap).
+    /// The connection to one server, for requests the hub does not wrap:
+    /// waits for a server that is starting (at most its start timeout), and
+    /// reconnects one that dropped, once.
     ///
     /// # Errors
-    /// [`Error::UnknownServer`] or [`Error::NotConnected`].
+    /// [`Error::UnknownServer`] or [`Error::NotConnected`] (with the failure
+    /// as its cause).
     pub fn client(&self, server: &str) -> Result<Arc<Client>, Error> {
         self.core.shared.connected_client(server)
     }

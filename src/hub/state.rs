@@ -62,6 +62,8 @@ pub(super) struct HubState {
     pub(super) shutting_down: bool,
     /// Set when shutdown has ended every server.
     shut_down: bool,
+    /// Reconnects running on callers' threads: shutdown waits for them.
+    reconnects: usize,
     next_start_id: u64,
 }
 
@@ -73,8 +75,9 @@ pub(super) struct Slot {
     /// The start this slot belongs to; a start stores its outcome only
     /// while this still names it.
     start_id: u64,
-    /// It was ready once (here or in the slot it replaced): a later failure
-    /// is a server that stopped, which refresh restarts and a call reconnects.
+    /// It was ready once (a restart keeps the slot; a changed entry gets a
+    /// new one): a later failure is a server that stopped, which refresh
+    /// restarts and a call reconnects.
     pub(super) ever_ready: bool,
     /// When the phase began.
     pub(super) since: SystemTime,
@@ -223,6 +226,7 @@ impl Shared {
                 starters: Vec::new(),
                 shutting_down: false,
                 shut_down: false,
+                reconnects: 0,
                 next_start_id: 0,
             }),
             settled: Condvar::new(),
@@ -415,7 +419,7 @@ impl Shared {
     /// waited for; one that dropped since it was ready is reconnected once,
     /// here, before failing. Callers of other servers never wait on this.
     pub(super) fn connected_client(self: &Arc<Self>, server: &str) -> Result<Arc<Client>, Error> {
-        let mut reconnected = false;
+        let (mut reconnected, mut waited) = (false, false);
         let mut state = self.state();
         loop {
             let slot = state.slot(server).ok_or_else(|| Error::UnknownServer(server.to_owned()))?;
@@ -424,14 +428,19 @@ impl Shared {
                 Phase::Ready(connected) if !is_lost(&connected.client) => {
                     return Ok(Arc::clone(&connected.client));
                 }
-                Phase::Starting { .. } if !reconnected => state = self.wait_for(state, &name),
+                // Waited for once, at most its start timeout.
+                Phase::Starting { .. } if !waited && !reconnected => {
+                    waited = true;
+                    state = self.wait_for(state, &name);
+                }
                 _ if slot.has_dropped() && !reconnected && !state.shutting_down => {
                     reconnected = true;
-                    let index = state.slots.iter().position(|slot| slot.config.name == name);
                     let old = slot.phase.client().cloned();
+                    let index = state.slots.iter().position(|slot| slot.config.name == name);
                     let Some(job) = index.and_then(|index| state.begin_start(index)) else {
                         continue;
                     };
+                    state.reconnects += 1;
                     drop(state);
                     log::info!("{name}: the connection dropped; reconnecting once");
                     if let Some(old) = old {
@@ -439,9 +448,15 @@ impl Shared {
                     }
                     self.run_start(job);
                     state = self.state();
+                    state.reconnects -= 1;
+                    self.settled.notify_all();
                 }
                 phase => {
-                    let error = Error::NotConnected { state: phase.state_word() };
+                    let cause = match phase {
+                        Phase::Failed { error, .. } => Some(Arc::clone(error)),
+                        _ => None,
+                    };
+                    let error = Error::NotConnected { state: phase.state_word(), cause };
                     return Err(error.for_server(&name));
                 }
             }
@@ -523,10 +538,17 @@ impl Shared {
             return;
         }
         // From here no start begins, and a start that ends stores nothing
-        // and closes its own client.
+        // and closes its own client. A slot still starting is settled now,
+        // so that nobody waits for it.
         state.shutting_down = true;
         let clients: Vec<Arc<Client>> =
             state.slots.iter().filter_map(|slot| slot.phase.client().cloned()).collect();
+        for slot in &mut state.slots {
+            if let Phase::Starting { .. } = slot.phase {
+                let error = Arc::new(Error::Disconnected(CloseReason::Shutdown));
+                slot.set_phase(Phase::Failed { error, stderr_tail: None });
+            }
+        }
         let starters = std::mem::take(&mut state.starters);
         drop(state);
         self.settled.notify_all();
@@ -534,7 +556,15 @@ impl Shared {
         for starter in starters {
             let _ = starter.join();
         }
-        self.state().shut_down = true;
+        // A reconnect on a caller's thread sees the flag when it registers
+        // its client, and closes it; wait for that (bounded).
+        let deadline = Instant::now() + SHUTDOWN_WAIT;
+        let mut state = self.state();
+        while state.reconnects > 0 && Instant::now() < deadline {
+            state = wait_timeout(&self.settled, state, deadline - Instant::now());
+        }
+        state.shut_down = true;
+        drop(state);
         self.settled.notify_all();
     }
 }

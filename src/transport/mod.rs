@@ -1,11 +1,12 @@
 //! Transports: the only code that touches processes and sockets.
 //!
-//! A transport is handed an [`Inbox`] to deliver what it reads and an
-//! [`outbox::Outbox`] that callers write frames into, and gives back an
-//! [`Endpoint`] that can end it. Routing, ids and timeouts live above, in `client`, so that every
-//! transport behaves the same for a caller. The reader thread delivers straight
-//! into the inbox and callers write straight into the outbox, so a call costs
-//! one thread hand-off (reader to caller) beyond the server's own.
+//! The boundary is here: [`for_entry`] turns a resolved entry into a
+//! [`Transport`], and [`open`] turns a `Transport` into a running
+//! connection. A transport attaches its [`Outlet`] (where the client writes
+//! frames) to the [`Inbox`] it is given (where its reader delivers) before
+//! it delivers anything, and gives back an [`Endpoint`] that ends it.
+//! Routing, ids and timeouts live above, in `client`, so that every
+//! transport behaves the same for a caller.
 
 mod environment;
 pub(crate) mod http;

@@ -306,3 +306,27 @@ fn issue_8_shutdown_ends_a_reconnect_under_way() {
     assert!(reconnecting.join().unwrap().is_err());
     tag.assert_gone();
 }
+
+// Issue 8 (review): a caller waiting for a server that is still starting is
+// let go by shutdown, and status no longer says "connecting" after it.
+#[test]
+fn shutdown_lets_go_of_callers_waiting_for_a_start() {
+    let tag = Tag::new();
+    let mut hanging = misbehave_server("slow", &tag, &["--hang-initialize"]);
+    hanging.start_timeout = Duration::from_secs(20);
+    let hub =
+        Hub::start(Config::new().with_server(hanging), HubOptions::default().with_background(true));
+    tag.wait_for_processes(1, Duration::from_secs(5));
+    let waiting = {
+        let hub = hub.clone();
+        thread::spawn(move || hub.client("slow").map(|_| ()))
+    };
+    thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    hub.shutdown();
+    let err = waiting.join().unwrap().unwrap_err();
+    assert_quick(started, Duration::from_secs(5), "shutdown and the waiting caller");
+    assert!(matches!(err.root(), Error::NotConnected { .. }), "{err:?}");
+    assert_eq!(hub.status()[0].state, ServerState::Failed);
+    tag.assert_gone();
+}

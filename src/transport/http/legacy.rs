@@ -121,7 +121,12 @@ impl HttpTransport {
     }
 
     /// POSTs a frame to the legacy endpoint, once the stream has named it.
-    pub(super) fn post_legacy(&self, frame: &[u8], method: Option<&str>) -> Result<(), Error> {
+    pub(super) fn post_legacy(
+        &self,
+        frame: &[u8],
+        method: Option<&str>,
+        deadline: Option<Instant>,
+    ) -> Result<(), Error> {
         let endpoint = {
             let deadline = Instant::now() + self.target.endpoint_wait;
             let mut state = lock(&self.state);
@@ -145,8 +150,9 @@ impl HttpTransport {
                 state = wait_timeout(&self.changed, state, deadline - now);
             }
         };
-        self.with_retries(method != Some("tools/call"), || {
-            match self.send_post(&endpoint, frame, false, true, self.bearer().as_deref()) {
+        self.with_retries(method != Some("tools/call"), deadline, || {
+            let ceiling = self.ceiling(false, deadline);
+            match self.send_post(&endpoint, frame, ceiling, true, self.bearer().as_deref()) {
                 Ok(mut response) if response.status().is_success() => {
                     let _ = response
                         .body_mut()

@@ -187,6 +187,8 @@ struct State {
     no_get_stream: bool,
     /// A worker is starting a new session; others wait for it on `changed`.
     renewing: bool,
+    /// The expired session whose renewal failed: not tried again.
+    renewal_failed: Option<String>,
 }
 
 impl HttpTransport {
@@ -249,7 +251,11 @@ impl HttpTransport {
             inbox.attach(Arc::clone(&transport) as Arc<dyn Outlet>);
         }
         if mode == Mode::Sse {
-            transport.start_legacy_stream()?;
+            if let Err(err) = transport.start_legacy_stream() {
+                // Breaks the inbox's hold on this transport.
+                let _ = Endpoint::close(&transport);
+                return Err(err);
+            }
         }
         Ok(transport)
     }
@@ -310,7 +316,7 @@ impl HttpTransport {
         if frame.is("initialize") {
             lock(&self.state).initialize_frame = Some(frame.bytes.clone());
         }
-        let Err(error) = self.post_now(frame) else { return };
+        let Err(error) = self.post_now(frame, None) else { return };
         if self.is_closing() {
             return;
         }
@@ -329,11 +335,11 @@ impl HttpTransport {
     }
 
     /// POSTs a frame on this thread, by the transport in use.
-    fn post_now(&self, frame: &Frame) -> Result<(), Error> {
+    fn post_now(&self, frame: &Frame, deadline: Option<Instant>) -> Result<(), Error> {
         let method = frame.method.as_deref();
         match self.mode() {
-            Mode::Sse => self.post_legacy(&frame.bytes, method),
-            Mode::Streamable | Mode::Undecided => self.post_streamable(frame),
+            Mode::Sse => self.post_legacy(&frame.bytes, method, deadline),
+            Mode::Streamable | Mode::Undecided => self.post_streamable(frame, deadline),
         }
     }
 }
@@ -384,7 +390,7 @@ impl Outlet for HttpTransport {
         log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&initialized.bytes));
         // The server learns nothing new from a failure here; the requests
         // that follow will say what is wrong.
-        if let Err(err) = self.post_now(&initialized) {
+        if let Err(err) = self.post_now(&initialized, Some(deadline)) {
             log::warn!("{}: sending notifications/initialized failed: {err}", self.server);
         }
         self.open_get_stream(deadline);

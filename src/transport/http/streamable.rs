@@ -30,17 +30,21 @@ const MAX_SIGN_INS: usize = 3;
 impl HttpTransport {
     /// POSTs a frame to the Streamable HTTP endpoint, with retries, session
     /// renewal and the fallback to the legacy transport.
-    pub(super) fn post_streamable(&self, frame: &Frame) -> Result<(), Error> {
+    pub(super) fn post_streamable(
+        &self,
+        frame: &Frame,
+        deadline: Option<Instant>,
+    ) -> Result<(), Error> {
         let method = frame.method.as_deref();
         let mut renewed_session = false;
         let mut sign_ins = 0;
-        self.with_retries(method != Some("tools/call"), || {
+        self.with_retries(method != Some("tools/call"), deadline, || {
             let sent_session = lock(&self.state).session_id.clone();
             let bearer = self.bearer();
             let sent = self.send_post(
                 &self.target.url,
                 &frame.bytes,
-                frame.is_request(),
+                self.ceiling(frame.is_request(), deadline),
                 true,
                 bearer.as_deref(),
             );
@@ -82,7 +86,7 @@ impl HttpTransport {
                     lock(&self.state).mode = Mode::Sse;
                     Attempt::Done(
                         self.start_legacy_stream()
-                            .and_then(|()| self.post_legacy(&frame.bytes, method)),
+                            .and_then(|()| self.post_legacy(&frame.bytes, method, deadline)),
                     )
                 }
                 status @ (401 | 403) if self.oauth.is_some() && sign_ins < MAX_SIGN_INS => {
@@ -133,13 +137,26 @@ impl HttpTransport {
         if state.session_id != expired {
             return Ok(()); // Renewed by another worker meanwhile.
         }
+        if state.renewal_failed.is_some() && state.renewal_failed == expired {
+            // Tried already for this session, and failed: once is enough.
+            return Err(Error::Http {
+                status: Some(404),
+                message: "the session expired and could not be renewed".into(),
+            });
+        }
         state.renewing = true;
         drop(state);
         log::info!("{}: the session expired; starting a new one", self.server);
         let renewed = self.renew_session();
-        lock(&self.state).renewing = false;
+        let mut state = lock(&self.state);
+        state.renewing = false;
+        match &renewed {
+            Ok(session) => state.session_id = session.clone(),
+            Err(_) => state.renewal_failed = expired,
+        }
+        drop(state);
         self.changed.notify_all();
-        renewed
+        renewed.map(drop)
     }
 
     pub(super) fn remember_session(&self, response: &Response<Body>) {
@@ -154,11 +171,11 @@ impl HttpTransport {
         }
     }
 
-    /// Starts a new session: initialize again (its answer goes nowhere: the
-    /// client already has one) and `notifications/initialized`.
-    pub(super) fn renew_session(&self) -> Result<(), Error> {
-        // The old id stays in place (other workers keep using it) until the
-        // new one arrives with the answer to initialize.
+    /// Starts a new session: `initialize` again (its answer goes nowhere:
+    /// the client already has one), then `initialized` on the new session.
+    /// Returns the new session id, which the caller publishes only now, so
+    /// that no request reaches the new session before `initialized` does.
+    fn renew_session(&self) -> Result<Option<String>, Error> {
         let initialize = lock(&self.state).initialize_frame.clone();
         let Some(initialize) = initialize else {
             return Err(Error::Http {
@@ -166,28 +183,44 @@ impl HttpTransport {
                 message: "the session expired before it began".into(),
             });
         };
+        let failed = |err: ureq::Error| Error::Http {
+            status: None,
+            message: format!("renewing the session failed: {err}"),
+        };
         let bearer = self.bearer();
+        let ceiling = self.ceiling(true, None);
         let mut response = self
-            .send_post(&self.target.url, &initialize, true, false, bearer.as_deref())
-            .map_err(|err| Error::Http {
-                status: None,
-                message: format!("renewing the session failed: {err}"),
-            })?;
+            .send_post(&self.target.url, &initialize, ceiling, false, bearer.as_deref())
+            .map_err(failed)?;
         if !response.status().is_success() {
             return Err(http_error(&mut response));
         }
-        self.remember_session(&response);
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
         // Drain the answer so that the connection can be reused.
         let _ = response.body_mut().as_reader().take(MAX_FRAME as u64).read_to_end(&mut Vec::new());
         let initialized = Frame::notification("notifications/initialized", None).bytes;
-        match self.send_post(&self.target.url, &initialized, false, true, self.bearer().as_deref())
-        {
-            Ok(response) if response.status().is_success() => Ok(()),
+        let mut request = self
+            .agent
+            .post(&self.target.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream");
+        request = self.with_common_headers(request, false, bearer.as_deref());
+        if let Some(session) = &session {
+            request = request.header("Mcp-Session-Id", session.as_str());
+        }
+        let sent = request
+            .config()
+            .timeout_global(Some(self.ceiling(false, None)))
+            .build()
+            .send(&initialized[..]);
+        match sent {
+            Ok(response) if response.status().is_success() => Ok(session),
             Ok(mut response) => Err(http_error(&mut response)),
-            Err(err) => Err(Error::Http {
-                status: None,
-                message: format!("renewing the session failed: {err}"),
-            }),
+            Err(err) => Err(failed(err)),
         }
     }
 

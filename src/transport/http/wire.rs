@@ -3,7 +3,7 @@
 //! status makes, URLs as messages may show them, and the resolver.
 
 use std::io::{self, Read};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use ureq::http::Response;
@@ -46,6 +46,7 @@ impl HttpTransport {
     pub(super) fn with_retries(
         &self,
         repeatable: bool,
+        deadline: Option<Instant>,
         mut attempt: impl FnMut() -> Attempt,
     ) -> Result<(), Error> {
         let mut pauses = RETRY_PAUSES.iter();
@@ -60,7 +61,9 @@ impl HttpTransport {
                     (Error::Http { status: None, message }, true)
                 }
             };
-            match pauses.next().filter(|_| repeatable) {
+            let in_time =
+                |pause: &&Duration| deadline.is_none_or(|at| Instant::now() + **pause < at);
+            match pauses.next().filter(|_| repeatable).filter(in_time) {
                 Some(pause) => {
                     log::debug!("{}: {error}; retrying", self.server);
                     if !self.pause(*pause) {
@@ -82,7 +85,7 @@ impl HttpTransport {
         &self,
         url: &str,
         frame: &[u8],
-        is_request: bool,
+        ceiling: Duration,
         with_session: bool,
         bearer: Option<&str>,
     ) -> Result<Response<Body>, ureq::Error> {
@@ -92,14 +95,23 @@ impl HttpTransport {
             .header("Content-Type", "application/json")
             .header("Accept", "application/json, text/event-stream");
         request = self.with_common_headers(request, with_session, bearer);
-        // A request may run as long as its caller waits; a notification or a
-        // response is answered at once.
+        request.config().timeout_global(Some(ceiling)).build().send(frame)
+    }
+
+    /// How long one POST may take: a request as long as its caller may
+    /// wait, a notification or a response 30 s; never past `deadline`.
+    pub(super) fn ceiling(&self, is_request: bool, deadline: Option<Instant>) -> Duration {
         let ceiling = if is_request {
             self.request_ceiling + Duration::from_secs(5)
         } else {
             Duration::from_secs(30)
         };
-        request.config().timeout_global(Some(ceiling)).build().send(frame)
+        match deadline {
+            Some(at) => ceiling
+                .min(at.saturating_duration_since(Instant::now()))
+                .max(Duration::from_millis(1)),
+            None => ceiling,
+        }
     }
 
     /// The bearer token to send: the configured one, else OAuth's current
