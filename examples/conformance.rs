@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 use tether::{
-    AuthorizationHandler, CallOptions, Client, ClientOptions, Error, Host, HttpKind, HttpTarget,
-    OAuthSettings, RpcError, Transport,
+    AuthorizationHandler, CallOptions, Client, ClientOptions, EnterpriseIdentity, Error, Host,
+    HttpKind, HttpTarget, OAuthSettings, RpcError, Transport,
 };
 
 /// The Client ID Metadata Document URL the suite expects.
@@ -56,6 +56,12 @@ fn run(url: &str, scenario: &str, context: &Value) -> Result<(), Error> {
     let mut oauth = OAuthSettings::default().with_client_metadata_url(CLIENT_METADATA_URL);
     if let Some(id) = text("client_id") {
         oauth = oauth.with_client(id, text("client_secret"));
+    }
+    if let (Some(endpoint), Some(client_id), Some(id_token)) =
+        (text("idp_token_endpoint"), text("idp_client_id"), text("idp_id_token"))
+    {
+        oauth =
+            oauth.with_enterprise_identity(EnterpriseIdentity::new(endpoint, client_id, id_token));
     }
     if scenario.starts_with("auth/client-credentials") {
         oauth = oauth.with_client_credentials();

@@ -17,6 +17,9 @@ use super::web::{base64_url, query_pairs, with_query, Answer};
 use super::{Challenge, OAuth, Working};
 use crate::error::Error;
 
+/// The JWT bearer grant (RFC 7523), which takes an identity assertion.
+const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+
 /// A token and what comes with it.
 pub(super) struct Tokens {
     pub(super) access: String,
@@ -76,7 +79,8 @@ impl OAuth {
     ) -> Result<(), Error> {
         // A person's sign-in needs a handler: without one, say so before
         // asking any server anything.
-        let handler = match (&self.handler, self.settings.client_credentials) {
+        let by_machine = self.settings.client_credentials || self.settings.enterprise.is_some();
+        let handler = match (&self.handler, by_machine) {
             (_, true) => None,
             (Some(handler), false) => Some(Arc::clone(handler)),
             (None, false) => return Err(Error::LoginRequired { url: self.server_url.clone() }),
@@ -98,12 +102,18 @@ impl OAuth {
         let scope = working.scopes.join(" ");
         let Some(handler) = handler else {
             let client = self.configured_client(&discovered.server)?.ok_or_else(|| {
-                Error::Auth("the client_credentials grant needs oauth.clientId".into())
+                Error::Auth("signing in without a person needs oauth.clientId".into())
             })?;
-            let mut form = vec![
-                ("grant_type", "client_credentials".to_owned()),
-                ("resource", discovered.resource.clone()),
-            ];
+            let mut form = match &self.settings.enterprise {
+                Some(enterprise) => {
+                    let assertion = self.identity_assertion(enterprise, &discovered, &scope)?;
+                    vec![("grant_type", JWT_BEARER.to_owned()), ("assertion", assertion)]
+                }
+                None => vec![
+                    ("grant_type", "client_credentials".to_owned()),
+                    ("resource", discovered.resource.clone()),
+                ],
+            };
             if !scope.is_empty() {
                 form.push(("scope", scope));
             }
@@ -143,6 +153,35 @@ impl OAuth {
                 Err(err) => return Err(err),
             }
         }
+    }
+
+    /// Exchanges the enterprise ID token at the identity provider for an
+    /// identity assertion grant (ID-JAG) for this authorization server.
+    fn identity_assertion(
+        &self,
+        enterprise: &super::EnterpriseIdentity,
+        discovered: &Discovered,
+        scope: &str,
+    ) -> Result<String, Error> {
+        let mut form = vec![
+            ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"),
+            ("requested_token_type", "urn:ietf:params:oauth:token-type:id-jag"),
+            ("audience", discovered.server.issuer.as_str()),
+            ("resource", discovered.resource.as_str()),
+            ("subject_token", enterprise.id_token.as_str()),
+            ("subject_token_type", "urn:ietf:params:oauth:token-type:id_token"),
+            ("client_id", enterprise.client_id.as_str()),
+        ];
+        if !scope.is_empty() {
+            form.push(("scope", scope));
+        }
+        let answer = self.web.post_form(&enterprise.token_endpoint, &form, None)?;
+        if !answer.is_success() {
+            return Err(refusal("identity provider's token exchange", &answer));
+        }
+        answer.field("access_token").map(str::to_owned).ok_or_else(|| {
+            Error::Auth("the identity provider's token exchange gave no assertion".into())
+        })
     }
 
     /// The challenge's scope, else the resource's `scopes_supported`, else

@@ -62,6 +62,44 @@ pub struct OAuthSettings {
     pub callback_port: Option<u16>,
     /// A fixed redirect URI (http on loopback) for the CLI's listener.
     pub callback_url: Option<String>,
+    /// Enterprise-managed sign-in (SEP-990): an identity from the
+    /// organisation's identity provider instead of a person's sign-in.
+    pub enterprise: Option<EnterpriseIdentity>,
+}
+
+/// An identity from an organisation's identity provider (SEP-990): its ID
+/// token is exchanged there for an identity assertion (ID-JAG), which the
+/// MCP server's authorization server takes in a JWT bearer grant.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EnterpriseIdentity {
+    /// The identity provider's token endpoint.
+    pub token_endpoint: String,
+    /// This client's id at the identity provider.
+    pub client_id: String,
+    /// The person's ID token from the identity provider (a secret).
+    pub id_token: String,
+}
+
+impl EnterpriseIdentity {
+    /// An identity to exchange at `token_endpoint`.
+    pub fn new(token_endpoint: &str, client_id: &str, id_token: &str) -> EnterpriseIdentity {
+        EnterpriseIdentity {
+            token_endpoint: token_endpoint.to_owned(),
+            client_id: client_id.to_owned(),
+            id_token: id_token.to_owned(),
+        }
+    }
+}
+
+impl fmt::Debug for EnterpriseIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnterpriseIdentity")
+            .field("token_endpoint", &self.token_endpoint)
+            .field("client_id", &self.client_id)
+            .field("id_token", &"***")
+            .finish()
+    }
 }
 
 impl OAuthSettings {
@@ -102,6 +140,12 @@ impl OAuthSettings {
         self
     }
 
+    /// Sign in with an enterprise identity (SEP-990) instead of a person.
+    pub fn with_enterprise_identity(mut self, identity: EnterpriseIdentity) -> OAuthSettings {
+        self.enterprise = Some(identity);
+        self
+    }
+
     /// Authenticate to the token endpoint with this key (`private_key_jwt`).
     pub fn with_private_key_pem(mut self, pem: &str) -> OAuthSettings {
         self.private_key_pem = Some(pem.to_owned());
@@ -123,6 +167,7 @@ impl fmt::Debug for OAuthSettings {
             .field("private_key_pem", &self.private_key_pem.as_ref().map(|_| "***"))
             .field("callback_port", &self.callback_port)
             .field("callback_url", &self.callback_url)
+            .field("enterprise", &self.enterprise)
             .finish()
     }
 }

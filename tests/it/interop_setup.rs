@@ -54,10 +54,37 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub const EVERYTHING_VERSION: &str = "2026.8.31";
 /// npm package `@modelcontextprotocol/server-filesystem`, exact version.
 pub const FILESYSTEM_VERSION: &str = "2026.8.31";
+/// npm package `@modelcontextprotocol/conformance` (the official MCP
+/// conformance suite), exact version.
+pub const CONFORMANCE_VERSION: &str = "0.1.16";
+/// npm package `node-linux-<arch>`: the suite needs Node.js 22 or newer,
+/// which the machine's own node may not be.
+pub const SUITE_NODE_VERSION: &str = "22.23.5";
 /// PyPI package `mcp` (the official Python SDK), exact version.
 pub const PYTHON_MCP_VERSION: &str = "2.3.0";
 
 const EVERYTHING_PKG: &str = "@modelcontextprotocol/server-everything";
+const CONFORMANCE_PKG: &str = "@modelcontextprotocol/conformance";
+
+/// Preloaded into the conformance suite's node: `fetch` to any host that is
+/// not loopback is refused (one scenario's teardown fetches a client
+/// metadata URL on the internet; nothing here may leave the machine).
+const LOOPBACK_GUARD: &str = r#"'use strict';
+const originalFetch = globalThis.fetch;
+const local = (host) => host === 'localhost' || host === '[::1]' || host === '::1' || host.startsWith('127.');
+globalThis.fetch = function loopbackOnly(input, init) {
+  let target;
+  try {
+    target = new URL(typeof input === 'string' || input instanceof URL ? input : input.url);
+  } catch (_) {
+    return originalFetch(input, init);
+  }
+  if (!local(target.hostname)) {
+    return Promise.reject(new TypeError('loopback only: not fetching ' + target.host));
+  }
+  return originalFetch(input, init);
+};
+"#;
 const FILESYSTEM_PKG: &str = "@modelcontextprotocol/server-filesystem";
 
 /// Longest time one install (all its commands together) may take.
@@ -261,6 +288,45 @@ fn npm_prefix() -> PathBuf {
         })
     });
     result.clone().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The conformance suite: the node binary to run it with, its entry point,
+/// and a preload script that keeps its traffic on loopback. Installed once
+/// into `<target>/interop/conformance` (Node.js 22 from the npm registry's
+/// `node-linux-<arch>` package, and the suite).
+pub fn conformance_suite() -> (PathBuf, PathBuf, PathBuf) {
+    static SUITE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => panic!("the conformance suite's Node.js is not published for {other}"),
+    };
+    let node_package = format!("node-linux-{arch}");
+    let result = SUITE.get_or_init(|| {
+        check_node()?;
+        let node = format!("{node_package}@{SUITE_NODE_VERSION}");
+        let suite = format!("{CONFORMANCE_PKG}@{CONFORMANCE_VERSION}");
+        let stamp = format!("{node} {suite}\n");
+        ensure_installed("conformance", &stamp, move |dir, log, deadline| {
+            // One install for both (a second one would prune the first);
+            // neither needs install scripts.
+            let mut npm = Command::new("npm");
+            npm.arg("install")
+                .arg("--prefix")
+                .arg(dir)
+                .args(["--no-audit", "--no-fund", "--no-save", "--no-update-notifier"])
+                .arg("--ignore-scripts")
+                .arg(&node)
+                .arg(&suite);
+            run_logged(npm, "npm install", log, deadline)?;
+            fs::write(dir.join("loopback-guard.cjs"), LOOPBACK_GUARD)
+                .map_err(|e| format!("cannot write the loopback guard: {e}"))
+        })
+    });
+    let dir = result.clone().unwrap_or_else(|e| panic!("{e}"));
+    let node = dir.join("node_modules").join(&node_package).join("bin/node");
+    let suite = dir.join("node_modules").join(CONFORMANCE_PKG).join("dist/index.js");
+    (node, suite, dir.join("loopback-guard.cjs"))
 }
 
 /// `<target>/interop/venv`, a virtualenv holding the `mcp` package.

@@ -3,6 +3,7 @@
 mod agent; // what an agent loop needs: list changes, logs, exposure, shaping, refresh
 mod cli; // the `tether` binary: commands, output, exit codes, signals
 mod config; // scopes, trust, expansion, secrets, and the commands that edit files
+mod conformance; // the official MCP conformance suite's client scenarios
 mod http; // remote servers against the http-server fixture: every failure path
 mod hub; // Hub: parallel start, failures recorded, registry, many callers
 mod interop; // third-party servers from npm and PyPI over stdio
