@@ -285,10 +285,10 @@ pub(crate) fn parse(
             }
             let oauth = match fields.get("oauth") {
                 None | Some(Value::Null) => None,
-                Some(Value::Object(object)) => Some(
+                Some(Value::Object(object)) => Some(Box::new(
                     super::oauth::parse(object, &mut expander)
                         .map_err(|why| field("oauth", why))?,
-                ),
+                )),
                 Some(other) => {
                     return Err(field(
                         "oauth",

@@ -181,7 +181,7 @@ pub struct HttpConfig {
     pub bearer_token_env: Option<String>,
     /// OAuth settings (`oauth`), checked; `None` when the entry has none
     /// (OAuth is still offered on a 401, with every default).
-    pub oauth: Option<OAuthSettings>,
+    pub oauth: Option<Box<OAuthSettings>>,
     /// A token provider the host registered.
     pub auth_provider: Option<String>,
 }

@@ -102,7 +102,7 @@ pub(crate) fn for_entry(
                 headers: remote.headers.clone(),
                 bearer_token,
                 endpoint_wait: config.start_timeout,
-                oauth: remote.oauth.clone().unwrap_or_default(),
+                oauth: remote.oauth.as_deref().cloned().unwrap_or_default(),
                 authorization,
             }))
         }
