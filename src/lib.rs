@@ -54,7 +54,9 @@ mod threads;
 mod transport;
 mod url;
 
-pub use auth::{AuthorizationHandler, EnterpriseIdentity, OAuthSettings};
+pub use auth::{
+    forget_credentials, sign_in, AuthorizationHandler, EnterpriseIdentity, OAuthSettings,
+};
 pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
 pub use config::{
     default_config_dir, Config, ConfigFiles, ConfigLoader, Exposure, FailedEntry, HttpConfig,

@@ -3,6 +3,7 @@
 //! metadata (RFC 8414, OpenID discovery) in the order the MCP specification
 //! gives, and the 2025-03-26 fallback to the MCP server's own origin.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::web::Web;
@@ -10,7 +11,8 @@ use crate::error::Error;
 use crate::url::{origin_of, redact_url};
 
 /// What discovery found: the resource to name, and where to sign in.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(super) struct Discovered {
     /// The `resource` of authorization and token requests (RFC 8707).
     pub(super) resource: String,
@@ -20,7 +22,8 @@ pub(super) struct Discovered {
 }
 
 /// An authorization server, from its metadata or the 2025-03-26 defaults.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(super) struct AuthServer {
     pub(super) issuer: String,
     pub(super) authorization_endpoint: String,
@@ -96,6 +99,12 @@ pub(super) fn discover(
         }
     }
     Ok(Discovered { resource, scopes_supported, server })
+}
+
+/// True when the server publishes protected resource metadata (it signs
+/// in with OAuth even if it did not ask yet).
+pub(super) fn offers_sign_in(web: &Web, server_url: &str) -> bool {
+    fetch_first(web, &resource_metadata_urls(server_url, None)).is_some()
 }
 
 /// The challenge's metadata URL, then the path-inserted well-known URI,

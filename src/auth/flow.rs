@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ring::rand::{SecureRandom, SystemRandom};
 use ring::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::discovery::{discover, AuthServer, Discovered};
@@ -28,7 +29,8 @@ pub(super) struct Tokens {
 }
 
 /// Who the client is to the authorization server.
-#[derive(Clone)]
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(super) struct ClientIdentity {
     id: String,
     secret: Option<String>,
@@ -39,7 +41,8 @@ pub(super) struct ClientIdentity {
 }
 
 /// How the client authenticates at the token endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 enum ClientAuth {
     SecretBasic,
     SecretPost,

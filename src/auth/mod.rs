@@ -15,6 +15,7 @@
 mod challenge;
 mod discovery;
 mod flow;
+mod store;
 mod web;
 
 use std::fmt;
@@ -24,6 +25,8 @@ use std::time::{Duration, Instant};
 pub(crate) use challenge::Challenge;
 use discovery::Discovered;
 use flow::{ClientIdentity, Tokens};
+pub use store::forget_credentials;
+pub(crate) use store::TokenStore;
 use web::Web;
 
 use crate::error::Error;
@@ -191,11 +194,27 @@ pub trait AuthorizationHandler: Send + Sync {
     fn authorize(&self, url: &str) -> Result<String, Error>;
 }
 
+/// Signs in to the server `target` describes now, as `tether login` does,
+/// whether or not it asked, and keeps the result in the target's token
+/// store under `server`.
+///
+/// # Errors
+/// The server offers no OAuth sign-in, or signing in failed or was refused.
+pub fn sign_in(server: &str, target: &crate::HttpTarget) -> Result<(), Error> {
+    let store = target.token_store.as_deref().map(|path| TokenStore::new(path, server, &target.url));
+    let oauth =
+        OAuth::new(&target.url, target.oauth.clone(), target.authorization.clone(), store);
+    let challenge = oauth.probe()?;
+    lock(&oauth.state).tokens = None; // A login signs in afresh.
+    oauth.on_challenge(401, &challenge, None)
+}
+
 /// One server's sign-in state, shared by its connection's threads.
 pub(crate) struct OAuth {
     server_url: String,
     settings: OAuthSettings,
     handler: Option<Arc<dyn AuthorizationHandler>>,
+    store: Option<TokenStore>,
     web: Web,
     state: Mutex<State>,
     changed: Condvar,
@@ -217,13 +236,26 @@ impl OAuth {
         server_url: &str,
         settings: OAuthSettings,
         handler: Option<Arc<dyn AuthorizationHandler>>,
+        store: Option<TokenStore>,
     ) -> OAuth {
+        // What an earlier run stored for this server at this URL.
+        let state = match store.as_ref().and_then(TokenStore::load) {
+            Some(record) => State {
+                tokens: record.tokens(),
+                client: record.client,
+                discovered: record.discovered,
+                scopes: record.scopes,
+                busy: false,
+            },
+            None => State::default(),
+        };
         OAuth {
             server_url: server_url.to_owned(),
             settings,
             handler,
+            store,
             web: Web::new(),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             changed: Condvar::new(),
         }
     }
@@ -246,6 +278,24 @@ impl OAuth {
         // and a 401 starts a sign-in.
         let _ = self.exclusively(Some(&expiring), |state| self.refresh(state));
         lock(&self.state).tokens.as_ref().map(|tokens| tokens.access.clone())
+    }
+
+    /// Asks the server, unauthenticated, what it wants: its challenge when
+    /// it answers 401; otherwise the sign-in it advertises, if any.
+    fn probe(&self) -> Result<Challenge, Error> {
+        let initialize = serde_json::json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": crate::protocol::LATEST_PROTOCOL_VERSION,
+                       "capabilities": {}, "clientInfo": {"name": "tether", "version": env!("CARGO_PKG_VERSION")}},
+        });
+        match self.web.post_mcp(&self.server_url, &initialize)? {
+            (401, Some(header)) => Ok(Challenge::parse(&header)),
+            (401, None) => Ok(Challenge::default()),
+            _ if discovery::offers_sign_in(&self.web, &self.server_url) => Ok(Challenge::default()),
+            (status, _) => Err(Error::Auth(format!(
+                "the server answers without a sign-in (HTTP {status}) and advertises none"
+            ))),
+        }
     }
 
     /// Deals with a 401 or 403 (`challenge` is its `WWW-Authenticate`) to a
@@ -305,6 +355,17 @@ impl OAuth {
         };
         drop(state);
         let outcome = work(&mut working);
+        if let (Ok(()), Some(store)) = (&outcome, &self.store) {
+            let record = store::Record::new(
+                working.tokens.as_ref(),
+                working.client.as_ref(),
+                working.discovered.as_ref(),
+                &working.scopes,
+            );
+            if let Err(err) = store.save(record) {
+                log::warn!("cannot keep the sign-in: {err}");
+            }
+        }
         let mut state = lock(&self.state);
         state.tokens = working.tokens;
         state.client = working.client;

@@ -80,6 +80,24 @@ impl Web {
         answer(url, request.send(encode_form(form).as_bytes()))
     }
 
+    /// POSTs a JSON-RPC message to an MCP endpoint; returns the status and
+    /// the `WWW-Authenticate` header.
+    pub(super) fn post_mcp(&self, url: &str, body: &Value) -> Result<(u16, Option<String>), Error> {
+        let response = self
+            .agent
+            .post(url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .send(body.to_string().as_bytes())
+            .map_err(|err| Error::Auth(format!("cannot reach {}: {err}", redact_url(url))))?;
+        let challenge = response
+            .headers()
+            .get("www-authenticate")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        Ok((response.status().as_u16(), challenge))
+    }
+
     /// POSTs a JSON document.
     pub(super) fn post_json(&self, url: &str, body: &Value) -> Result<Answer, Error> {
         check_url(url)?;

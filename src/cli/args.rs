@@ -85,6 +85,14 @@ pub(super) enum Command {
         tool: Option<String>,
         project: bool,
     },
+    Login {
+        name: String,
+        /// Only the client id, secret and callback port are read.
+        overrides: tether::OAuthSettings,
+    },
+    Logout {
+        name: String,
+    },
 }
 
 /// Parses the arguments after the program's name.
@@ -113,6 +121,8 @@ pub(super) fn parse(
                     "logs" => parse_logs(&mut parser)?,
                     "expose" => parse_expose(&mut parser)?,
                     "call" => parse_call(&mut parser)?,
+                    "login" => parse_login(&mut parser)?,
+                    "logout" => Command::Logout { name: single_name(&mut parser, "logout")? },
                     "add" => Command::Add(manage::parse_add(&mut parser)?),
                     "remove" => parse_remove(&mut parser)?,
                     "enable" | "disable" => {
@@ -248,6 +258,29 @@ fn parse_expose(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
                 .into())
         }
     }
+}
+
+fn parse_login(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut name, mut overrides) = (None, tether::OAuthSettings::default());
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("callback-port") => {
+                let port: u16 = parser.value()?.parse()?;
+                overrides.callback_port = Some(port);
+            }
+            Long("client-id") => overrides.client_id = Some(parser.value()?.string()?),
+            Long("client-secret") => overrides.client_secret = Some(parser.value()?.string()?),
+            Value(word) if name.is_none() => name = Some(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let name = name.ok_or(
+        "usage: tether login NAME [--callback-port PORT] [--client-id ID [--client-secret S]]",
+    )?;
+    if overrides.client_secret.is_some() && overrides.client_id.is_none() {
+        return Err("--client-secret goes with --client-id".into());
+    }
+    Ok(Command::Login { name, overrides })
 }
 
 fn parse_logs(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {

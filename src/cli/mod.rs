@@ -9,12 +9,13 @@
 mod args;
 mod browse;
 mod connect;
+mod login;
 mod logs;
 mod manage;
 mod status;
 mod terminal;
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -54,6 +55,9 @@ Configuration:
   expose NAME MODE [--tool PATTERN] [-l]
                                   how its tools reach the model: direct, deferred, hidden
   trust [DIR], untrust [DIR]      let a project's .mcp.json start servers (or not)
+  login NAME [--callback-port P] [--client-id ID [--client-secret S]]
+                                  sign in to an HTTP server (OAuth); tokens go to mcp-auth.json
+  logout NAME                     forget a server's tokens and registered client
     import FILE                     copy servers from Claude, Cursor or VS Code config
 
 Logs:
@@ -160,9 +164,27 @@ pub fn main() -> ExitCode {
             for warning in &config.warnings {
                 log::warn!("{warning}");
             }
-            let options = HubOptions::default()
+            let store = files.config_dir.join("mcp-auth.json");
+            match command {
+                Command::Login { name, overrides } => {
+                    return ExitCode::from(login::login(&config, &store, &name, &overrides))
+                }
+                Command::Logout { name } => {
+                    return ExitCode::from(login::logout(&config, &store, &name))
+                }
+                _ => {}
+            }
+            let mut options = HubOptions::default()
                 .with_host(Arc::new(terminal::TerminalHost::new()))
-                .with_log_sink(Arc::new(LogFile::new(files.config_dir.join("mcp.log"))));
+                .with_log_sink(Arc::new(LogFile::new(files.config_dir.join("mcp.log"))))
+                .with_token_store(&store);
+            // On a terminal a server that wants a sign-in gets one; a script
+            // never opens a browser by itself (the server shows "needs login").
+            if io::stdin().is_terminal() && io::stderr().is_terminal() {
+                options = options.with_authorization_handler(Arc::new(
+                    login::TerminalSignIn::default(),
+                ));
+            }
             connect::run(command, config, options)
         }
     };

@@ -75,6 +75,7 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
         }
         Error::Timeout(_) => Some(format!("raise \"timeout\" in {file}")),
         Error::Disconnected(_) => Some("the server exited; its stderr is below".to_owned()),
+        Error::LoginRequired { .. } => Some(format!("sign in with: tether login {}", status.name)),
         _ => None,
     }
 }

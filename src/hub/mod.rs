@@ -57,6 +57,9 @@ pub struct HubOptions {
     /// Has a person sign in to servers that want OAuth; without one, such a
     /// server fails with [`Error::LoginRequired`] (`needs_login`).
     pub authorization: Option<Arc<dyn AuthorizationHandler>>,
+    /// Where OAuth sign-ins are kept between runs (the CLI's is
+    /// `<config-dir>/mcp-auth.json`).
+    pub token_store: Option<PathBuf>,
 }
 
 impl Default for HubOptions {
@@ -68,6 +71,7 @@ impl Default for HubOptions {
             log_sink: None,
             reload: None,
             authorization: None,
+            token_store: None,
         }
     }
 }
@@ -100,6 +104,12 @@ impl HubOptions {
     /// How `refresh` reads the configuration again.
     pub fn with_reload(mut self, reload: ConfigLoader) -> HubOptions {
         self.reload = Some(reload);
+        self
+    }
+
+    /// Keep OAuth sign-ins in this file (mode 0600) between runs.
+    pub fn with_token_store(mut self, path: &std::path::Path) -> HubOptions {
+        self.token_store = Some(path.to_owned());
         self
     }
 
@@ -508,6 +518,9 @@ fn slot_status(config: &ServerConfig, phase: &Phase, since: SystemTime) -> Serve
         Phase::Disabled => status.state = ServerState::Disabled,
         Phase::Starting { .. } => status.state = ServerState::Connecting,
         Phase::Failed { error, stderr_tail } => {
+            if let Error::LoginRequired { .. } = error.root() {
+                status.state = ServerState::NeedsLogin;
+            }
             status.error = Some(Arc::clone(error));
             status.stderr_tail = stderr_tail.clone();
         }

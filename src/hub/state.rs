@@ -356,7 +356,12 @@ impl Shared {
                 log_sink: self.options.log_sink.clone(),
             }),
         };
-        let client = transport::for_entry(config, self.options.authorization.clone())
+        let options = &self.options;
+        let client = transport::for_entry(
+            config,
+            options.authorization.clone(),
+            options.token_store.as_deref(),
+        )
             .and_then(|transport| Client::start(&config.name, &transport, client_options))
             .map(Arc::new)
             .map_err(|error| (None, Arc::new(error)))?;

@@ -72,6 +72,7 @@ pub(crate) fn open(
 pub(crate) fn for_entry(
     config: &ServerConfig,
     authorization: Option<Arc<dyn AuthorizationHandler>>,
+    token_store: Option<&std::path::Path>,
 ) -> Result<Transport, Error> {
     match &config.transport {
         TransportConfig::Stdio(stdio) => Ok(Transport::Stdio(environment::stdio_command(
@@ -104,6 +105,7 @@ pub(crate) fn for_entry(
                 endpoint_wait: config.start_timeout,
                 oauth: remote.oauth.as_deref().cloned().unwrap_or_default(),
                 authorization,
+                token_store: token_store.map(std::path::Path::to_owned),
             }))
         }
     }

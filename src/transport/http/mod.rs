@@ -28,13 +28,14 @@ mod wire;
 
 use std::fmt;
 use std::io;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::auth::{AuthorizationHandler, OAuth, OAuthSettings};
+use crate::auth::{AuthorizationHandler, OAuth, OAuthSettings, TokenStore};
 use crate::config::HttpKind;
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
@@ -82,6 +83,9 @@ pub struct HttpTarget {
     /// Who has a person sign in; without one, a server that wants a
     /// sign-in fails with [`Error::LoginRequired`].
     pub authorization: Option<Arc<dyn AuthorizationHandler>>,
+    /// Where sign-ins are kept between runs (`mcp-auth.json`); none keeps
+    /// them for this connection only.
+    pub token_store: Option<PathBuf>,
 }
 
 impl HttpTarget {
@@ -95,7 +99,14 @@ impl HttpTarget {
             endpoint_wait: ENDPOINT_WAIT,
             oauth: OAuthSettings::default(),
             authorization: None,
+            token_store: None,
         }
+    }
+
+    /// The same target, keeping its sign-ins in this file (mode 0600).
+    pub fn with_token_store(mut self, path: &std::path::Path) -> HttpTarget {
+        self.token_store = Some(path.to_owned());
+        self
     }
 
     /// The same target with these OAuth settings.
@@ -131,6 +142,7 @@ impl fmt::Debug for HttpTarget {
             .field("bearer_token", &self.bearer_token.as_ref().map(|_| "***"))
             .field("oauth", &self.oauth)
             .field("authorization", &self.authorization.as_ref().map(|_| "handler"))
+            .field("token_store", &self.token_store)
             .finish()
     }
 }
@@ -227,7 +239,13 @@ impl HttpTransport {
             HttpKind::Sse => Mode::Sse,
         };
         let oauth = (!target.has_static_authorization())
-            .then(|| OAuth::new(&target.url, target.oauth.clone(), target.authorization.clone()));
+            .then(|| {
+                let store = target
+                    .token_store
+                    .as_deref()
+                    .map(|path| TokenStore::new(path, server, &target.url));
+                OAuth::new(&target.url, target.oauth.clone(), target.authorization.clone(), store)
+            });
         let transport = Arc::new_cyclic(|myself| HttpTransport {
             server: server.to_owned(),
             target,

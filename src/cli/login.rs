@@ -1,0 +1,283 @@
+//! `tether login` and `tether logout`, and the CLI's authorization handler.
+//!
+//! The handler listens on `127.0.0.1` (the entry's `oauth.callbackPort`, or
+//! a free port; a busy fixed port is an error, never a silent switch),
+//! prints the authorization URL, opens it with `$BROWSER` or the desktop's
+//! opener (a program and one argument: never a shell), and takes the first
+//! of: the browser's redirect to the listener, or the redirected URL pasted
+//! on stdin (for a browser on another machine, over SSH). Discovery,
+//! registration, PKCE and tokens are the library's.
+
+use std::io::{self, BufRead, IsTerminal, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use tether::{
+    AuthorizationHandler, Config, Error, HttpKind, HttpTarget, OAuthSettings, TransportConfig,
+};
+
+use super::{report, EXIT_OK, EXIT_USAGE};
+
+/// How long a sign-in may wait for the person.
+const SIGN_IN_WAIT: Duration = Duration::from_secs(300);
+
+/// The CLI's authorization handler: a loopback listener and a paste.
+pub(super) struct LoopbackHandler {
+    listener: TcpListener,
+    redirect_uri: String,
+    server: String,
+    /// Whether stdin may carry a pasted URL.
+    paste: Mutex<bool>,
+}
+
+impl LoopbackHandler {
+    /// Listens at `callback_url`'s port, or `callback_port`, or a free one.
+    ///
+    /// # Errors
+    /// The port is taken or cannot be listened on.
+    pub(super) fn new(server: &str, oauth: &OAuthSettings) -> io::Result<LoopbackHandler> {
+        let url_port = oauth.callback_url.as_deref().and_then(port_of);
+        let port = url_port.or(oauth.callback_port).unwrap_or(0);
+        let listener = TcpListener::bind(("127.0.0.1", port)).map_err(|err| {
+            io::Error::new(
+                err.kind(),
+                format!("cannot listen for the sign-in's redirect on 127.0.0.1:{port}: {err}"),
+            )
+        })?;
+        listener.set_nonblocking(true)?;
+        let bound = listener.local_addr()?.port();
+        let redirect_uri = match &oauth.callback_url {
+            Some(url) if url_port.is_some() => url.clone(),
+            // RFC 8252: a loopback redirect URI without a port gets ours.
+            Some(url) => fill_port(url, bound),
+            None => format!("http://127.0.0.1:{bound}/callback"),
+        };
+        Ok(LoopbackHandler {
+            listener,
+            redirect_uri,
+            server: server.to_owned(),
+            paste: Mutex::new(io::stdin().is_terminal()),
+        })
+    }
+}
+
+impl AuthorizationHandler for LoopbackHandler {
+    fn redirect_uri(&self) -> String {
+        self.redirect_uri.clone()
+    }
+
+    fn authorize(&self, url: &str) -> Result<String, Error> {
+        eprintln!("To sign in to {:?}, open this URL in a browser:\n\n  {url}\n", self.server);
+        open_in_browser(url);
+        let mut paste = self.paste.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *paste {
+            eprintln!("(Or paste the URL the browser ends up at here, then press Enter.)");
+        }
+        let deadline = Instant::now() + SIGN_IN_WAIT;
+        while Instant::now() < deadline {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if let Some(url) = answer_redirect(stream, &self.redirect_uri) {
+                        return Ok(url);
+                    }
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                Err(err) => return Err(Error::Auth(format!("the redirect listener failed: {err}"))),
+            }
+            if *paste && stdin_ready(Duration::from_millis(50)) {
+                let mut line = String::new();
+                match io::stdin().lock().read_line(&mut line) {
+                    Ok(0) | Err(_) => *paste = false,
+                    Ok(_) if line.trim().contains("code=") || line.trim().contains("error=") => {
+                        return Ok(line.trim().to_owned())
+                    }
+                    Ok(_) => eprintln!("That is not the redirected URL (it has no code=)."),
+                }
+            } else {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Err(Error::Auth("nobody completed the sign-in within 5 minutes".into()))
+    }
+}
+
+/// The handler `list`, `call` and the rest use on a terminal: one loopback
+/// listener on a free port, made when a server first wants a sign-in.
+#[derive(Default)]
+pub(super) struct TerminalSignIn {
+    handler: OnceLock<Result<LoopbackHandler, String>>,
+}
+
+impl TerminalSignIn {
+    fn handler(&self) -> Result<&LoopbackHandler, Error> {
+        self.handler
+            .get_or_init(|| {
+                LoopbackHandler::new("the server", &OAuthSettings::default())
+                    .map_err(|err| err.to_string())
+            })
+            .as_ref()
+            .map_err(|err| Error::Auth(err.clone()))
+    }
+}
+
+impl AuthorizationHandler for TerminalSignIn {
+    fn redirect_uri(&self) -> String {
+        self.handler()
+            .map_or_else(|_| "http://127.0.0.1/callback".into(), |handler| handler.redirect_uri())
+    }
+
+    fn authorize(&self, url: &str) -> Result<String, Error> {
+        self.handler()?.authorize(url)
+    }
+}
+
+/// Reads one request from the browser; answers it and returns the full
+/// redirected URL when it is the redirect.
+fn answer_redirect(mut stream: TcpStream, redirect_uri: &str) -> Option<String> {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut head = Vec::new();
+    let mut buffer = [0u8; 1024];
+    while !head.windows(4).any(|window| window == b"\r\n\r\n") && head.len() < 16 * 1024 {
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => head.extend_from_slice(&buffer[..n]),
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    let target = head.lines().next()?.split_whitespace().nth(1)?.to_owned();
+    let is_redirect = target.contains("code=") || target.contains("error=");
+    let page = if is_redirect {
+        "Signed in: you can close this window and go back to tether."
+    } else {
+        "Waiting for the sign-in's redirect."
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+        page.len()
+    );
+    let origin = redirect_uri.split('/').take(3).collect::<Vec<_>>().join("/");
+    is_redirect.then(|| format!("{origin}{target}"))
+}
+
+/// Opens `url` with `$BROWSER`, else the desktop's opener; a program and
+/// one argument, never a shell. Failing is fine: the URL is printed.
+fn open_in_browser(url: &str) {
+    let opener = std::env::var("BROWSER").ok().filter(|browser| !browser.trim().is_empty());
+    let program = opener.unwrap_or_else(|| {
+        if cfg!(target_os = "macos") { "open" } else { "xdg-open" }.to_owned()
+    });
+    let spawned = Command::new(&program)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    match spawned {
+        // Reaped on a thread of its own: a browser may run for long.
+        Ok(mut child) => {
+            let _ = std::thread::Builder::new()
+                .name("tether-browser".into())
+                .spawn(move || child.wait());
+        }
+        Err(err) => log::debug!("cannot run {program}: {err}"),
+    }
+}
+
+/// True when stdin has something to read (or ended) within `wait`.
+fn stdin_ready(wait: Duration) -> bool {
+    let mut poll = libc::pollfd { fd: io::stdin().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one pollfd for a descriptor this process owns.
+    let ready = unsafe { libc::poll(&mut poll, 1, wait.as_millis() as libc::c_int) };
+    ready > 0
+}
+
+fn port_of(url: &str) -> Option<u16> {
+    let authority = url.split_once("://")?.1.split(['/', '?', '#']).next()?;
+    authority.rsplit_once(':').and_then(|(host, port)| {
+        (!host.is_empty() && !port.contains(']')).then(|| port.parse().ok()).flatten()
+    })
+}
+
+fn fill_port(url: &str, port: u16) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    format!("{scheme}://{}:{port}{}", &rest[..end], &rest[end..])
+}
+
+/// `tether login NAME`: signs in now and keeps the tokens.
+pub(super) fn login(
+    config: &Config,
+    store: &Path,
+    name: &str,
+    overrides: &OAuthSettings,
+) -> u8 {
+    let Some(entry) = config.server(name) else {
+        return report(&Error::UnknownServer(name.to_owned()));
+    };
+    let TransportConfig::Http(http) = &entry.transport else {
+        eprintln!("error: server {name:?} runs as a program (stdio); only HTTP servers sign in");
+        return EXIT_USAGE;
+    };
+    let mut oauth = http.oauth.as_deref().cloned().unwrap_or_default();
+    if overrides.client_id.is_some() {
+        oauth.client_id = overrides.client_id.clone();
+        oauth.client_secret = overrides.client_secret.clone();
+    }
+    if overrides.callback_port.is_some() {
+        oauth.callback_port = overrides.callback_port;
+    }
+    let handler = match LoopbackHandler::new(&entry.name, &oauth) {
+        Ok(handler) => handler,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return EXIT_USAGE;
+        }
+    };
+    let kind = if http.kind == HttpKind::Sse { HttpKind::Sse } else { HttpKind::Streamable };
+    let target = HttpTarget::new(&http.url, kind)
+        .with_oauth(oauth)
+        .with_authorization_handler(std::sync::Arc::new(handler))
+        .with_token_store(store);
+    match tether::sign_in(&entry.name, &target) {
+        Ok(()) => {
+            println!("Signed in to {:?}; the sign-in is kept in {}.", entry.name, store.display());
+            EXIT_OK
+        }
+        Err(err) => report(&err),
+    }
+}
+
+/// `tether logout NAME`: forgets the server's tokens and registered client.
+pub(super) fn logout(config: &Config, store: &Path, name: &str) -> u8 {
+    let name = config.server(name).map_or(name, |entry| entry.name.as_str());
+    match tether::forget_credentials(store, name) {
+        Ok(true) => {
+            println!("Signed out of {name:?}.");
+            EXIT_OK
+        }
+        Ok(false) => {
+            println!("Nothing was kept for {name:?}.");
+            EXIT_OK
+        }
+        Err(err) => report(&err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callback_urls_get_their_port() {
+        assert_eq!(port_of("http://127.0.0.1:8912/cb"), Some(8912));
+        assert_eq!(port_of("http://localhost/cb"), None);
+        assert_eq!(port_of("http://[::1]/cb"), None);
+        assert_eq!(fill_port("http://localhost/cb?x=1", 5), "http://localhost:5/cb?x=1");
+    }
+}
