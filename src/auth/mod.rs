@@ -201,9 +201,9 @@ pub trait AuthorizationHandler: Send + Sync {
 /// # Errors
 /// The server offers no OAuth sign-in, or signing in failed or was refused.
 pub fn sign_in(server: &str, target: &crate::HttpTarget) -> Result<(), Error> {
-    let store = target.token_store.as_deref().map(|path| TokenStore::new(path, server, &target.url));
-    let oauth =
-        OAuth::new(&target.url, target.oauth.clone(), target.authorization.clone(), store);
+    let store =
+        target.token_store.as_deref().map(|path| TokenStore::new(path, server, &target.url));
+    let oauth = OAuth::new(&target.url, target.oauth.clone(), target.authorization.clone(), store);
     let challenge = oauth.probe()?;
     lock(&oauth.state).tokens = None; // A login signs in afresh.
     oauth.on_challenge(401, &challenge, None)

@@ -59,9 +59,9 @@ impl Record {
             discovered: discovered.cloned(),
             access_token: tokens.map(|tokens| tokens.access.clone()),
             refresh_token: tokens.and_then(|tokens| tokens.refresh.clone()),
-            expires_at: tokens.and_then(|tokens| tokens.expires_at).map(|at| {
-                now_unix + at.saturating_duration_since(Instant::now()).as_secs()
-            }),
+            expires_at: tokens
+                .and_then(|tokens| tokens.expires_at)
+                .map(|at| now_unix + at.saturating_duration_since(Instant::now()).as_secs()),
             scopes: scopes.to_vec(),
         }
     }
@@ -72,9 +72,9 @@ impl Record {
         Some(Tokens {
             access: self.access_token.clone()?,
             refresh: self.refresh_token.clone(),
-            expires_at: self.expires_at.map(|at| {
-                Instant::now() + Duration::from_secs(at.saturating_sub(now_unix))
-            }),
+            expires_at: self
+                .expires_at
+                .map(|at| Instant::now() + Duration::from_secs(at.saturating_sub(now_unix))),
         })
     }
 }
@@ -99,9 +99,8 @@ impl TokenStore {
         record.url = self.url.clone();
         let value = serde_json::to_value(&record).map_err(|err| Error::Auth(err.to_string()))?;
         file::edit(&self.path, true, |document| {
-            let servers = document
-                .entry("servers")
-                .or_insert_with(|| Value::Object(Default::default()));
+            let servers =
+                document.entry("servers").or_insert_with(|| Value::Object(Default::default()));
             match servers {
                 Value::Object(servers) => {
                     servers.insert(self.server.clone(), value);

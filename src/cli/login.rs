@@ -86,7 +86,9 @@ impl AuthorizationHandler for LoopbackHandler {
                     }
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-                Err(err) => return Err(Error::Auth(format!("the redirect listener failed: {err}"))),
+                Err(err) => {
+                    return Err(Error::Auth(format!("the redirect listener failed: {err}")))
+                }
             }
             if *paste && stdin_ready(Duration::from_millis(50)) {
                 let mut line = String::new();
@@ -168,11 +170,15 @@ fn answer_redirect(mut stream: TcpStream, redirect_uri: &str) -> Option<String> 
 /// Opens `url` with `$BROWSER`, else the desktop's opener; a program and
 /// one argument, never a shell. Failing is fine: the URL is printed.
 fn open_in_browser(url: &str) {
+    // $BROWSER is a program and its own arguments, split on white space
+    // (never handed to a shell); the URL comes last.
     let opener = std::env::var("BROWSER").ok().filter(|browser| !browser.trim().is_empty());
-    let program = opener.unwrap_or_else(|| {
-        if cfg!(target_os = "macos") { "open" } else { "xdg-open" }.to_owned()
-    });
+    let opener = opener
+        .unwrap_or_else(|| if cfg!(target_os = "macos") { "open" } else { "xdg-open" }.to_owned());
+    let mut words = opener.split_whitespace();
+    let program = words.next().unwrap_or("xdg-open").to_owned();
     let spawned = Command::new(&program)
+        .args(words)
         .arg(url)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -211,12 +217,7 @@ fn fill_port(url: &str, port: u16) -> String {
 }
 
 /// `tether login NAME`: signs in now and keeps the tokens.
-pub(super) fn login(
-    config: &Config,
-    store: &Path,
-    name: &str,
-    overrides: &OAuthSettings,
-) -> u8 {
+pub(super) fn login(config: &Config, store: &Path, name: &str, overrides: &OAuthSettings) -> u8 {
     let Some(entry) = config.server(name) else {
         return report(&Error::UnknownServer(name.to_owned()));
     };

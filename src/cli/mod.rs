@@ -181,9 +181,8 @@ pub fn main() -> ExitCode {
             // On a terminal a server that wants a sign-in gets one; a script
             // never opens a browser by itself (the server shows "needs login").
             if io::stdin().is_terminal() && io::stderr().is_terminal() {
-                options = options.with_authorization_handler(Arc::new(
-                    login::TerminalSignIn::default(),
-                ));
+                options =
+                    options.with_authorization_handler(Arc::new(login::TerminalSignIn::default()));
             }
             connect::run(command, config, options)
         }
@@ -199,7 +198,13 @@ fn init_logging(verbosity: i32) {
         2 => "debug",
         _ => "trace",
     };
+    // The HTTP and TLS crates' own debug and trace lines show request
+    // headers (tokens, keys) and raw bytes: they stay out at every level,
+    // whatever RUST_LOG says; tether logs what it sends itself.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
+        .filter_module("ureq", log::LevelFilter::Info)
+        .filter_module("ureq_proto", log::LevelFilter::Info)
+        .filter_module("rustls", log::LevelFilter::Info)
         .format_target(false)
         .init();
 }

@@ -362,9 +362,9 @@ impl Shared {
             options.authorization.clone(),
             options.token_store.as_deref(),
         )
-            .and_then(|transport| Client::start(&config.name, &transport, client_options))
-            .map(Arc::new)
-            .map_err(|error| (None, Arc::new(error)))?;
+        .and_then(|transport| Client::start(&config.name, &transport, client_options))
+        .map(Arc::new)
+        .map_err(|error| (None, Arc::new(error)))?;
         // Registered so that shutdown can end it while it connects.
         {
             let mut state = self.state();

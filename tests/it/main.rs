@@ -1,6 +1,7 @@
 //! tether's integration tests: real child processes, real pipes, real files.
 
 mod agent; // what an agent loop needs: list changes, logs, exposure, shaping, refresh
+mod auth; // OAuth against the oauth-server fixture, tether login and logout
 mod cli; // the `tether` binary: commands, output, exit codes, signals
 mod config; // scopes, trust, expansion, secrets, and the commands that edit files
 mod conformance; // the official MCP conformance suite's client scenarios

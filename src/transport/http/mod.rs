@@ -238,14 +238,13 @@ impl HttpTransport {
             HttpKind::Streamable => Mode::Streamable,
             HttpKind::Sse => Mode::Sse,
         };
-        let oauth = (!target.has_static_authorization())
-            .then(|| {
-                let store = target
-                    .token_store
-                    .as_deref()
-                    .map(|path| TokenStore::new(path, server, &target.url));
-                OAuth::new(&target.url, target.oauth.clone(), target.authorization.clone(), store)
-            });
+        let oauth = (!target.has_static_authorization()).then(|| {
+            let store = target
+                .token_store
+                .as_deref()
+                .map(|path| TokenStore::new(path, server, &target.url));
+            OAuth::new(&target.url, target.oauth.clone(), target.authorization.clone(), store)
+        });
         let transport = Arc::new_cyclic(|myself| HttpTransport {
             server: server.to_owned(),
             target,

@@ -1,0 +1,298 @@
+//! OAuth sign-in against the `oauth-server` fixture (an MCP server with its
+//! own authorization server): each branch of the flow, the token store
+//! across runs, `tether login`/`logout` end to end with a fake browser, and
+//! that no token or secret reaches any output.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tether::{
+    AuthorizationHandler, CallOptions, Client, ClientOptions, Error, HttpKind, HttpTarget,
+    OAuthSettings, Transport,
+};
+
+use crate::support::{config_dir, fixture, run_command, stderr_of, stdout_of, Tag, TempDir};
+
+const WITHIN: Duration = Duration::from_secs(20);
+
+/// A running `oauth-server`; killed on drop.
+struct AuthFixture {
+    child: Child,
+    url: String,
+}
+
+impl AuthFixture {
+    fn start(tag: &Tag, flags: &[&str]) -> AuthFixture {
+        let mut child = Command::new(fixture("oauth-server"))
+            .args(["--tag", &tag.0])
+            .args(flags)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, receiver) = crossbeam_channel::bounded(1);
+        thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = sender.send(line);
+        });
+        let url =
+            receiver.recv_timeout(Duration::from_secs(10)).expect("oauth-server printed its URL");
+        AuthFixture { child, url: url.trim().to_owned() }
+    }
+
+    fn base(&self) -> &str {
+        self.url.trim_end_matches("/mcp")
+    }
+
+    /// Every request the fixture received.
+    fn log(&self) -> Vec<Value> {
+        let mut response = ureq::get(&format!("{}/log", self.base())).call().unwrap();
+        serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap()
+    }
+
+    fn requests_to(&self, path: &str) -> Vec<Value> {
+        self.log().into_iter().filter(|entry| entry["path"] == path).collect()
+    }
+
+    fn target(&self, oauth: OAuthSettings) -> HttpTarget {
+        HttpTarget::new(&self.url, HttpKind::Streamable)
+            .with_oauth(oauth)
+            .with_authorization_handler(Arc::new(FollowRedirect))
+    }
+}
+
+impl Drop for AuthFixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Stands in for a person: asks the authorization server, reads its redirect.
+struct FollowRedirect;
+
+impl AuthorizationHandler for FollowRedirect {
+    fn redirect_uri(&self) -> String {
+        "http://127.0.0.1:9/callback".into()
+    }
+
+    fn authorize(&self, url: &str) -> Result<String, Error> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .max_redirects(0)
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let response = agent.get(url).call().map_err(|err| Error::Auth(err.to_string()))?;
+        response
+            .headers()
+            .get("location")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Auth(format!("no redirect: {}", response.status())))
+    }
+}
+
+fn connect(target: HttpTarget) -> Result<Client, Error> {
+    let options = ClientOptions::default().with_request_timeout(Duration::from_secs(10));
+    Client::connect("web", &Transport::Http(target), options)
+}
+
+fn whoami(client: &Client) -> String {
+    client.call_tool("whoami", json!({}), &CallOptions::default()).unwrap().to_text()
+}
+
+#[test]
+fn signs_in_with_registration_pkce_and_the_resource_then_calls() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &[]);
+    let client = connect(server.target(OAuthSettings::default())).unwrap();
+    let me = whoami(&client);
+    assert!(me.starts_with("client-") && me.contains("mcp"), "{me}");
+    let authorize = &server.requests_to("/authorize")[0]["params"];
+    assert_eq!(authorize["code_challenge_method"], "S256");
+    assert_eq!(authorize["resource"], server.url.as_str());
+    assert_eq!(
+        authorize["scope"], "mcp offline_access",
+        "the challenge's scope, and offline_access the server lists"
+    );
+    assert!(authorize["state"].as_str().is_some_and(|state| state.len() >= 16));
+    let token = &server.requests_to("/token")[0]["params"];
+    assert_eq!(token["resource"], server.url.as_str(), "the same resource in both requests");
+    assert!(token["code_verifier"].is_string());
+    let register = server.requests_to("/register");
+    assert_eq!(register.len(), 1);
+    // After the sign-in every MCP request carries the token.
+    let mcp = server.requests_to("/mcp");
+    assert!(mcp.iter().skip(1).all(|entry| entry["authorization"] == "Bearer"), "{mcp:?}");
+    client.close().unwrap();
+}
+
+#[test]
+fn a_resource_mismatch_stops_before_any_authorization_request() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--resource", "https://evil.example.com/mcp"]);
+    let err = connect(server.target(OAuthSettings::default())).err().unwrap();
+    assert!(
+        matches!(err.root(), Error::Auth(message) if message.contains("names the resource")),
+        "{err}"
+    );
+    assert!(
+        server.requests_to("/authorize").is_empty() && server.requests_to("/register").is_empty()
+    );
+}
+
+#[test]
+fn an_issuer_mismatch_and_a_server_without_s256_are_refused() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--bad-iss"]);
+    let err = connect(server.target(OAuthSettings::default())).err().unwrap();
+    assert!(err.to_string().contains("issuer"), "{err}");
+    assert!(server.requests_to("/token").is_empty(), "no code was exchanged");
+    let server = AuthFixture::start(&tag, &["--no-s256"]);
+    let err = connect(server.target(OAuthSettings::default())).err().unwrap();
+    assert!(err.to_string().contains("S256"), "{err}");
+    assert!(server.requests_to("/authorize").is_empty());
+}
+
+#[test]
+fn a_client_the_server_forgot_is_registered_again_once() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--forget-clients"]);
+    let client = connect(server.target(OAuthSettings::default())).unwrap();
+    assert!(whoami(&client).starts_with("client-"));
+    assert_eq!(server.requests_to("/register").len(), 2);
+    client.close().unwrap();
+}
+
+#[test]
+fn step_up_asks_again_with_the_union_of_scopes() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--step-up", "write"]);
+    let client = connect(server.target(OAuthSettings::default())).unwrap();
+    let me = whoami(&client);
+    assert!(me.contains("mcp") && me.contains("write"), "{me}");
+    let authorizations = server.requests_to("/authorize");
+    assert_eq!(authorizations.len(), 2);
+    let scope = authorizations[1]["params"]["scope"].as_str().unwrap().to_owned();
+    assert!(scope.contains("mcp") && scope.contains("write"), "{scope}");
+    client.close().unwrap();
+}
+
+#[test]
+fn a_registered_client_authenticates_with_basic_and_client_credentials_need_no_person() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--client", "app:s3cret"]);
+    let client =
+        connect(server.target(OAuthSettings::default().with_client("app", Some("s3cret"))))
+            .unwrap();
+    assert!(whoami(&client).starts_with("app "));
+    assert_eq!(server.requests_to("/token")[0]["authorization"], "Basic");
+    assert!(server.requests_to("/register").is_empty());
+    client.close().unwrap();
+
+    let server = AuthFixture::start(&tag, &["--client", "machine:s3cret"]);
+    let settings =
+        OAuthSettings::default().with_client("machine", Some("s3cret")).with_client_credentials();
+    // No authorization handler at all: nobody is asked.
+    let target = HttpTarget::new(&server.url, HttpKind::Streamable).with_oauth(settings);
+    let client = connect(target).unwrap();
+    assert!(whoami(&client).starts_with("machine "));
+    assert!(server.requests_to("/authorize").is_empty());
+    assert_eq!(server.requests_to("/token")[0]["params"]["grant_type"], "client_credentials");
+    client.close().unwrap();
+}
+
+#[test]
+fn a_kept_sign_in_is_refreshed_without_a_person() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--token-ttl", "1"]);
+    let dir = TempDir::new();
+    let store = dir.path().join("mcp-auth.json");
+    let client = connect(server.target(OAuthSettings::default()).with_token_store(&store)).unwrap();
+    whoami(&client);
+    client.close().unwrap();
+    let mode = std::fs::metadata(&store).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    thread::sleep(Duration::from_millis(1500));
+    // A later run, with nobody to sign in: the refresh token does it.
+    let target = HttpTarget::new(&server.url, HttpKind::Streamable).with_token_store(&store);
+    let client = connect(target).unwrap();
+    assert!(whoami(&client).starts_with("client-"));
+    client.close().unwrap();
+    assert_eq!(server.requests_to("/authorize").len(), 1, "one sign-in in all");
+    let grants: Vec<Value> = server
+        .requests_to("/token")
+        .into_iter()
+        .map(|entry| entry["params"]["grant_type"].clone())
+        .collect();
+    assert!(grants.contains(&json!("refresh_token")), "{grants:?}");
+    // A changed URL never reuses what was kept.
+    let moved = format!("{}?moved=1", server.url);
+    let target = HttpTarget::new(&moved, HttpKind::Streamable).with_token_store(&store);
+    assert!(matches!(connect(target).err().unwrap().root(), Error::LoginRequired { .. }));
+}
+
+#[test]
+fn tether_login_signs_in_with_the_browser_and_logout_forgets() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &[]);
+    let dir = config_dir(json!({"web": {"url": server.url,
+        "oauth": {"clientName": "tether tests", "clientSecret": "planted-client-secret-7f3a"}}}));
+    let visits = dir.path().join("browser.log");
+    let tether = |args: &[&str], trace: bool| {
+        let mut command = Command::new(crate::support::tether_bin());
+        command
+            .arg("--config-dir")
+            .arg(dir.path())
+            .args(args)
+            .env(
+                "BROWSER",
+                format!("{} --log {}", fixture("fake-browser").display(), visits.display()),
+            )
+            .env_remove("RUST_LOG");
+        if trace {
+            command.env("RUST_LOG", "trace");
+        }
+        run_command(command, None, WITHIN).0
+    };
+    // Without a sign-in, a script sees "needs login" and is told what to do.
+    let listed = tether(&["list"], false);
+    assert_eq!(listed.status.code(), Some(1));
+    let out = stdout_of(&listed);
+    assert!(out.contains("needs login") && out.contains("tether login web"), "{out}");
+
+    let login = tether(&["login", "web"], true);
+    assert_eq!(login.status.code(), Some(0), "{}", stderr_of(&login));
+    assert!(stderr_of(&login).contains("/authorize?"), "the URL is printed");
+    let store = dir.path().join("mcp-auth.json");
+    assert_eq!(std::fs::metadata(&store).unwrap().permissions().mode() & 0o777, 0o600);
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&store).unwrap()).unwrap();
+    let access = kept["servers"]["web"]["accessToken"].as_str().unwrap().to_owned();
+    let refresh = kept["servers"]["web"]["refreshToken"].as_str().unwrap().to_owned();
+
+    let call = tether(&["-vvv", "call", "web", "whoami"], true);
+    assert_eq!(call.status.code(), Some(0), "{}", stderr_of(&call));
+    assert!(stdout_of(&call).starts_with("client-"));
+    for output in [&login, &call, &listed] {
+        let everything = format!("{}{}", stdout_of(output), stderr_of(output));
+        for secret in [access.as_str(), refresh.as_str(), "planted-client-secret-7f3a"] {
+            assert!(!everything.contains(secret), "a secret reached the output: {everything}");
+        }
+    }
+
+    let logout = tether(&["logout", "web"], false);
+    assert_eq!(logout.status.code(), Some(0));
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&store).unwrap()).unwrap();
+    assert!(kept["servers"].get("web").is_none(), "{kept}");
+    assert_eq!(tether(&["call", "web", "whoami"], false).status.code(), Some(3));
+    drop(server);
+    tag.assert_gone();
+}
