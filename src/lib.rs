@@ -56,6 +56,7 @@ mod url;
 
 pub use auth::{
     forget_credentials, sign_in, AuthorizationHandler, EnterpriseIdentity, OAuthSettings,
+    TokenProvider,
 };
 pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
 pub use config::{

@@ -26,6 +26,20 @@ pub(super) struct Tokens {
     pub(super) access: String,
     pub(super) refresh: Option<String>,
     pub(super) expires_at: Option<Instant>,
+    /// How long the server said the token lasts.
+    pub(super) lifetime: Option<Duration>,
+}
+
+/// A token this close to its expiry is refreshed before it is sent (a
+/// quarter of its life, for short-lived ones).
+const REFRESH_AHEAD: Duration = Duration::from_secs(30);
+
+impl Tokens {
+    /// True when the token should be refreshed before it is sent.
+    pub(super) fn is_expiring(&self) -> bool {
+        let ahead = self.lifetime.map_or(REFRESH_AHEAD, |life| (life / 4).min(REFRESH_AHEAD));
+        self.expires_at.is_some_and(|at| at.saturating_duration_since(Instant::now()) < ahead)
+    }
 }
 
 /// Who the client is to the authorization server.
@@ -413,15 +427,16 @@ fn tokens_from(answer: &Answer) -> Result<Tokens, Error> {
     let access = answer
         .field("access_token")
         .ok_or_else(|| Error::Auth("the token answer has no access_token".into()))?;
-    let expires_at = answer
+    let lifetime = answer
         .body
         .get("expires_in")
         .and_then(Value::as_u64)
-        .map(|seconds| Instant::now() + Duration::from_secs(seconds.min(10 * 365 * 86_400)));
+        .map(|seconds| Duration::from_secs(seconds.min(10 * 365 * 86_400)));
     Ok(Tokens {
         access: access.to_owned(),
         refresh: answer.field("refresh_token").map(str::to_owned),
-        expires_at,
+        expires_at: lifetime.map(|lifetime| Instant::now() + lifetime),
+        lifetime,
     })
 }
 

@@ -35,8 +35,6 @@ use crate::sync::{lock, wait_timeout};
 /// How long a request waits for a sign-in that another one started (a
 /// person may be typing a password).
 const SIGN_IN_WAIT: Duration = Duration::from_secs(600);
-/// A token this close to its expiry is refreshed before it is sent.
-const REFRESH_AHEAD: Duration = Duration::from_secs(30);
 
 /// How a server's OAuth sign-in is set up: the `oauth` object of an entry,
 /// or a host's code. Every field is optional; with none, tether discovers
@@ -209,6 +207,17 @@ pub fn sign_in(server: &str, target: &crate::HttpTarget) -> Result<(), Error> {
     oauth.on_challenge(401, &challenge, None)
 }
 
+/// A token the host gets by its own means (a keychain, a company's SSO
+/// helper), registered on the hub under a name that entries name with
+/// `"auth": {"provider": NAME}`. Asked for a token before every request.
+pub trait TokenProvider: Send + Sync {
+    /// The current access token for `server` (the configured name).
+    ///
+    /// # Errors
+    /// No token can be had now; the request fails with this error.
+    fn token(&self, server: &str) -> Result<String, Error>;
+}
+
 /// One server's sign-in state, shared by its connection's threads.
 pub(crate) struct OAuth {
     server_url: String,
@@ -266,10 +275,7 @@ impl OAuth {
         let expiring = {
             let state = lock(&self.state);
             let tokens = state.tokens.as_ref()?;
-            let soon = tokens
-                .expires_at
-                .is_some_and(|at| at.saturating_duration_since(Instant::now()) < REFRESH_AHEAD);
-            if !soon || tokens.refresh.is_none() || state.busy {
+            if !tokens.is_expiring() || tokens.refresh.is_none() || state.busy {
                 return Some(tokens.access.clone());
             }
             tokens.access.clone()

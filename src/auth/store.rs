@@ -41,6 +41,9 @@ pub(super) struct Record {
     /// Unix seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expires_at: Option<u64>,
+    /// Seconds the token lasts, as the server said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lifetime: Option<u64>,
     #[serde(default)]
     pub(super) scopes: Vec<String>,
 }
@@ -62,6 +65,7 @@ impl Record {
             expires_at: tokens
                 .and_then(|tokens| tokens.expires_at)
                 .map(|at| now_unix + at.saturating_duration_since(Instant::now()).as_secs()),
+            lifetime: tokens.and_then(|tokens| tokens.lifetime).map(|life| life.as_secs()),
             scopes: scopes.to_vec(),
         }
     }
@@ -75,6 +79,7 @@ impl Record {
             expires_at: self
                 .expires_at
                 .map(|at| Instant::now() + Duration::from_secs(at.saturating_sub(now_unix))),
+            lifetime: self.lifetime.map(Duration::from_secs),
         })
     }
 }

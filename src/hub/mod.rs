@@ -27,7 +27,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::auth::AuthorizationHandler;
+use crate::auth::{AuthorizationHandler, TokenProvider};
 use crate::client::{CallOptions, Client};
 use crate::config::{Config, ConfigLoader, Exposure, Scope, ServerConfig};
 use crate::error::{CloseReason, Error};
@@ -36,6 +36,7 @@ use crate::protocol::{
     Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ToolResult,
 };
 use crate::registry::{NameStyle, RegisteredTool};
+use crate::transport::Credentials;
 use state::{Phase, Shared, Slot};
 
 /// How the hub starts and names things: the defaults, changed with the
@@ -54,12 +55,10 @@ pub struct HubOptions {
     /// How `refresh` reads the configuration again; without it, `refresh`
     /// only restarts servers that stopped.
     pub reload: Option<ConfigLoader>,
-    /// Has a person sign in to servers that want OAuth; without one, such a
-    /// server fails with [`Error::LoginRequired`] (`needs_login`).
-    pub authorization: Option<Arc<dyn AuthorizationHandler>>,
-    /// Where OAuth sign-ins are kept between runs (the CLI's is
-    /// `<config-dir>/mcp-auth.json`).
-    pub token_store: Option<PathBuf>,
+    /// For remote servers: who has a person sign in (without one, a server
+    /// that wants OAuth fails with [`Error::LoginRequired`], `needs_login`),
+    /// where sign-ins are kept, and the host's token providers.
+    credentials: Credentials,
 }
 
 impl Default for HubOptions {
@@ -70,8 +69,7 @@ impl Default for HubOptions {
             host: Arc::new(DefaultHost),
             log_sink: None,
             reload: None,
-            authorization: None,
-            token_store: None,
+            credentials: Credentials::default(),
         }
     }
 }
@@ -109,7 +107,19 @@ impl HubOptions {
 
     /// Keep OAuth sign-ins in this file (mode 0600) between runs.
     pub fn with_token_store(mut self, path: &std::path::Path) -> HubOptions {
-        self.token_store = Some(path.to_owned());
+        self.credentials.token_store = Some(path.to_owned());
+        self
+    }
+
+    /// Registers a token provider that entries name with
+    /// `"auth": {"provider": NAME}` (user and host entries only).
+    pub fn with_token_provider(
+        mut self,
+        name: &str,
+        provider: Arc<dyn TokenProvider>,
+    ) -> HubOptions {
+        self.credentials.providers.retain(|(known, _)| known != name);
+        self.credentials.providers.push((name.to_owned(), provider));
         self
     }
 
@@ -118,7 +128,7 @@ impl HubOptions {
         mut self,
         handler: Arc<dyn AuthorizationHandler>,
     ) -> HubOptions {
-        self.authorization = Some(handler);
+        self.credentials.authorization = Some(handler);
         self
     }
 }

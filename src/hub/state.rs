@@ -356,15 +356,10 @@ impl Shared {
                 log_sink: self.options.log_sink.clone(),
             }),
         };
-        let options = &self.options;
-        let client = transport::for_entry(
-            config,
-            options.authorization.clone(),
-            options.token_store.as_deref(),
-        )
-        .and_then(|transport| Client::start(&config.name, &transport, client_options))
-        .map(Arc::new)
-        .map_err(|error| (None, Arc::new(error)))?;
+        let client = transport::for_entry(config, &self.options.credentials)
+            .and_then(|transport| Client::start(&config.name, &transport, client_options))
+            .map(Arc::new)
+            .map_err(|error| (None, Arc::new(error)))?;
         // Registered so that shutdown can end it while it connects.
         {
             let mut state = self.state();

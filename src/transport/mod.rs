@@ -20,7 +20,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::auth::AuthorizationHandler;
+use crate::auth::{AuthorizationHandler, TokenProvider};
 use crate::config::{self, ServerConfig, TransportConfig};
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::{Frame, Message};
@@ -63,17 +63,22 @@ pub(crate) fn open(
     }
 }
 
+/// What the host lends remote connections for authorization: who has a
+/// person sign in, where sign-ins are kept, and its named token providers.
+#[derive(Clone, Default)]
+pub(crate) struct Credentials {
+    pub(crate) authorization: Option<Arc<dyn AuthorizationHandler>>,
+    pub(crate) token_store: Option<std::path::PathBuf>,
+    pub(crate) providers: Vec<(String, Arc<dyn TokenProvider>)>,
+}
+
 /// The transport a resolved entry describes: the one place where
 /// configuration becomes a way to reach a server (the environment a stdio
 /// server gets, the credentials a remote one is sent).
 ///
 /// # Errors
 /// [`Error::Config`] when a remote entry's credentials cannot be had.
-pub(crate) fn for_entry(
-    config: &ServerConfig,
-    authorization: Option<Arc<dyn AuthorizationHandler>>,
-    token_store: Option<&std::path::Path>,
-) -> Result<Transport, Error> {
+pub(crate) fn for_entry(config: &ServerConfig, lent: &Credentials) -> Result<Transport, Error> {
     match &config.transport {
         TransportConfig::Stdio(stdio) => Ok(Transport::Stdio(environment::stdio_command(
             &config.name,
@@ -81,11 +86,17 @@ pub(crate) fn for_entry(
             &config::host_environment(),
         ))),
         TransportConfig::Http(remote) => {
-            if remote.auth_provider.is_some() {
-                return Err(Error::Config(
-                    "\"auth\" token providers are not supported by this build yet".into(),
-                ));
-            }
+            let token_provider = match &remote.auth_provider {
+                None => None,
+                Some(name) => match lent.providers.iter().find(|(known, _)| known == name) {
+                    Some((_, provider)) => Some((config.name.clone(), Arc::clone(provider))),
+                    None => {
+                        return Err(Error::Config(format!(
+                            "\"auth\" names the token provider {name:?}, which the host did not register"
+                        )))
+                    }
+                },
+            };
             let bearer_token = match &remote.bearer_token_env {
                 None => None,
                 Some(variable) => match std::env::var(variable) {
@@ -104,8 +115,9 @@ pub(crate) fn for_entry(
                 bearer_token,
                 endpoint_wait: config.start_timeout,
                 oauth: remote.oauth.as_deref().cloned().unwrap_or_default(),
-                authorization,
-                token_store: token_store.map(std::path::Path::to_owned),
+                authorization: lent.authorization.clone(),
+                token_store: lent.token_store.clone(),
+                token_provider,
             }))
         }
     }

@@ -243,7 +243,7 @@ fn a_kept_sign_in_is_refreshed_without_a_person() {
 #[test]
 fn tether_login_signs_in_with_the_browser_and_logout_forgets() {
     let tag = Tag::new();
-    let server = AuthFixture::start(&tag, &[]);
+    let server = AuthFixture::start(&tag, &["--token-ttl", "2"]);
     let dir = config_dir(json!({"web": {"url": server.url,
         "oauth": {"clientName": "tether tests", "clientSecret": "planted-client-secret-7f3a"}}}));
     let visits = dir.path().join("browser.log");
@@ -278,9 +278,18 @@ fn tether_login_signs_in_with_the_browser_and_logout_forgets() {
     let access = kept["servers"]["web"]["accessToken"].as_str().unwrap().to_owned();
     let refresh = kept["servers"]["web"]["refreshToken"].as_str().unwrap().to_owned();
 
+    // The token has expired by the next call: it is refreshed, no prompt.
+    thread::sleep(Duration::from_millis(2500));
     let call = tether(&["-vvv", "call", "web", "whoami"], true);
     assert_eq!(call.status.code(), Some(0), "{}", stderr_of(&call));
     assert!(stdout_of(&call).starts_with("client-"));
+    let grants: Vec<Value> = server
+        .requests_to("/token")
+        .into_iter()
+        .map(|entry| entry["params"]["grant_type"].clone())
+        .collect();
+    assert_eq!(grants, [json!("authorization_code"), json!("refresh_token")]);
+    assert_eq!(server.requests_to("/authorize").len(), 1);
     for output in [&login, &call, &listed] {
         let everything = format!("{}{}", stdout_of(output), stderr_of(output));
         for secret in [access.as_str(), refresh.as_str(), "planted-client-secret-7f3a"] {

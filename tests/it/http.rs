@@ -520,3 +520,44 @@ fn issue_8_an_expired_session_is_renewed_once_for_many_calls_in_flight() {
     assert_eq!(posts_of(&log, "initialize").len(), 2, "one renewal for every expired call");
     client.close().unwrap();
 }
+
+/// Gives the token the `--auth-required` fixture takes, and counts asks.
+struct Vault(AtomicUsize);
+
+impl tether::TokenProvider for Vault {
+    fn token(&self, server: &str) -> Result<String, Error> {
+        assert_eq!(server, "web");
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok("secret-token".into())
+    }
+}
+
+// Issue 9: a host's token provider, named by an entry's "auth".
+#[test]
+fn a_token_provider_the_host_registered_authorizes_every_request() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--auth-required"]);
+    let config = tether::Config::from_json(
+        &json!({"mcpServers": {
+            "web": {"url": server.url, "auth": {"provider": "vault"}},
+            "other": {"url": server.url, "auth": {"provider": "nobody"}},
+        }})
+        .to_string(),
+    );
+    let vault = Arc::new(Vault(AtomicUsize::new(0)));
+    let hub = tether::Hub::start(
+        config,
+        tether::HubOptions::default().with_token_provider("vault", vault.clone()),
+    );
+    let result = hub.call(
+        "mcp__web__echo",
+        json!({"text": "with a provided token"}),
+        &CallOptions::default(),
+    );
+    assert_eq!(result.unwrap().to_text(), "with a provided token");
+    assert!(vault.0.load(Ordering::SeqCst) >= 3, "asked before every request");
+    let other = hub.status().into_iter().find(|status| status.name == "other").unwrap();
+    let error = other.error.unwrap().to_string();
+    assert!(error.contains("did not register"), "{error}");
+    hub.shutdown();
+}

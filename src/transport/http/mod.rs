@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::auth::{AuthorizationHandler, OAuth, OAuthSettings, TokenStore};
+use crate::auth::{AuthorizationHandler, OAuth, OAuthSettings, TokenProvider, TokenStore};
 use crate::config::HttpKind;
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
@@ -86,6 +86,9 @@ pub struct HttpTarget {
     /// Where sign-ins are kept between runs (`mcp-auth.json`); none keeps
     /// them for this connection only.
     pub token_store: Option<PathBuf>,
+    /// The host's token provider (`"auth": {"provider": NAME}`), asked
+    /// before every request, with the server's name.
+    pub token_provider: Option<(String, Arc<dyn TokenProvider>)>,
 }
 
 impl HttpTarget {
@@ -100,6 +103,7 @@ impl HttpTarget {
             oauth: OAuthSettings::default(),
             authorization: None,
             token_store: None,
+            token_provider: None,
         }
     }
 
@@ -128,6 +132,7 @@ impl HttpTarget {
     /// an `Authorization` header): then OAuth is not offered.
     fn has_static_authorization(&self) -> bool {
         self.bearer_token.is_some()
+            || self.token_provider.is_some()
             || self.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
     }
 }
@@ -143,6 +148,7 @@ impl fmt::Debug for HttpTarget {
             .field("oauth", &self.oauth)
             .field("authorization", &self.authorization.as_ref().map(|_| "handler"))
             .field("token_store", &self.token_store)
+            .field("token_provider", &self.token_provider.as_ref().map(|(name, _)| name))
             .finish()
     }
 }

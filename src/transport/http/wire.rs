@@ -123,6 +123,15 @@ impl HttpTransport {
         if configured {
             return None;
         }
+        if let Some((server, provider)) = &self.target.token_provider {
+            return match provider.token(server) {
+                Ok(token) => Some(token),
+                Err(err) => {
+                    log::warn!("{}: the token provider has no token: {err}", self.server);
+                    None
+                }
+            };
+        }
         self.target.bearer_token.clone().or_else(|| self.oauth.as_ref()?.token())
     }
 
