@@ -30,7 +30,7 @@ fn client() -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "--example", "conformance"])
+            .args(["build", "--quiet", "--workspace", "--example", "conformance"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("cargo runs");

@@ -369,3 +369,170 @@ fn issue_8_server_everything_asks_during_calls_over_streamable_http() {
         client.close().unwrap();
     }
 }
+
+/// A loopback proxy in front of an HTTP server that cuts the first answer
+/// to a POST whose body holds `cut_after`, right after the first event with
+/// an id, as a network would. One request per connection (it asks the
+/// server to close), so what it relays is exactly one exchange.
+struct CuttingProxy {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cuts: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CuttingProxy {
+    fn start(upstream: u16, cut_after: &'static str) -> CuttingProxy {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let cuts = std::sync::Arc::new(AtomicUsize::new(0));
+        let (stopping, cutting) = (stop.clone(), cuts.clone());
+        std::thread::spawn(move || {
+            while !stopping.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let cutting = cutting.clone();
+                        std::thread::spawn(move || relay(client, upstream, cut_after, &cutting));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        CuttingProxy { port, stop, cuts }
+    }
+}
+
+impl Drop for CuttingProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn relay(
+    mut client: std::net::TcpStream,
+    upstream: u16,
+    cut_after: &str,
+    cuts: &std::sync::atomic::AtomicUsize,
+) {
+    use std::io::{Read, Write};
+    let _ = client.set_nonblocking(false);
+    let _ = client.set_read_timeout(Some(Duration::from_secs(10)));
+    // The request: its head, then as many body bytes as it says.
+    let mut request = Vec::new();
+    let mut buffer = [0u8; 8192];
+    let head_end = loop {
+        match client.read(&mut buffer) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => request.extend_from_slice(&buffer[..n]),
+        }
+        if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&request[..head_end]).to_string();
+    let length = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length").then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or(0usize);
+    while request.len() < head_end + length {
+        match client.read(&mut buffer) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => request.extend_from_slice(&buffer[..n]),
+        }
+    }
+    let body = String::from_utf8_lossy(&request[head_end..]).to_string();
+    let cut = head.starts_with("POST") && body.contains(cut_after);
+    // One exchange per connection.
+    let head = head
+        .lines()
+        .filter(|line| !line.to_ascii_lowercase().starts_with("connection:") && !line.is_empty())
+        .map(|line| format!("{line}\r\n"))
+        .collect::<String>()
+        + "Connection: close\r\n\r\n";
+    let Ok(mut server) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else { return };
+    if server
+        .write_all(head.as_bytes())
+        .and_then(|()| server.write_all(&request[head_end..]))
+        .is_err()
+    {
+        return;
+    }
+    let mut seen = String::new();
+    // The answer's head is held until complete and rewritten, so that the
+    // client does not keep the connection for another request.
+    let mut answer_head: Option<Vec<u8>> = Some(Vec::new());
+    loop {
+        let n = match server.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut bytes = buffer[..n].to_vec();
+        if let Some(mut head) = answer_head.take() {
+            head.extend_from_slice(&bytes);
+            let Some(at) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+                answer_head = Some(head);
+                continue;
+            };
+            let lines: String = String::from_utf8_lossy(&head[..at])
+                .lines()
+                .filter(|line| !line.to_ascii_lowercase().starts_with("connection:"))
+                .map(|line| format!("{line}\r\n"))
+                .collect();
+            bytes = format!("{lines}Connection: close\r\n\r\n").into_bytes();
+            bytes.extend_from_slice(&head[at + 4..]);
+        }
+        if client.write_all(&bytes).is_err() {
+            break;
+        }
+        seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
+        // Past the priming event, the first event with data and an id.
+        if cut && seen.contains("notifications/progress") && seen.contains("\nid:") {
+            cuts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            break;
+        }
+    }
+    let _ = client.shutdown(std::net::Shutdown::Both);
+    let _ = server.shutdown(std::net::Shutdown::Both);
+}
+
+// Issue 8: a response stream that breaks is resumed with Last-Event-ID, and
+// server-everything (whose Streamable HTTP keeps events for resumption)
+// replays the rest: the call completes, every time.
+#[test]
+fn issue_8_server_everything_resumes_a_broken_response_stream() {
+    let (argv, env) = interop_setup::everything_server_http("streamableHttp");
+    let server = interop_setup::spawn_http_server(&argv, &env);
+    let proxy = CuttingProxy::start(server.port, "trigger-long-running-operation");
+    let url = format!("http://127.0.0.1:{}/mcp", proxy.port);
+    for round in 0..20 {
+        let started = std::time::Instant::now();
+        let client = http_client("everything", &url, HttpKind::Streamable);
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = seen.clone();
+        let options = CallOptions::default().with_progress(move |_| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        let result = client
+            .call_tool(
+                "trigger-long-running-operation",
+                json!({"duration": 0.3, "steps": 3}),
+                &options,
+            )
+            .unwrap_or_else(|err| panic!("round {round}: {err}"));
+        assert!(!result.is_error(), "round {round}: {:?}", result.raw);
+        assert!(result.to_text().contains("completed"), "round {round}: {}", result.to_text());
+        let called = started.elapsed();
+        client.close().unwrap();
+        eprintln!(
+            "round {round}: call {:.2} s, with close {:.2} s",
+            called.as_secs_f64(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    assert_eq!(proxy.cuts.load(std::sync::atomic::Ordering::SeqCst), 20, "every round was cut");
+}
