@@ -305,3 +305,18 @@ fn tether_login_signs_in_with_the_browser_and_logout_forgets() {
     drop(server);
     tag.assert_gone();
 }
+
+#[test]
+fn tether_login_refuses_a_busy_callback_port_rather_than_switching() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &[]);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let dir = config_dir(json!({"web": {"url": server.url, "oauth": {"callbackPort": port}}}));
+    let mut command = Command::new(crate::support::tether_bin());
+    command.arg("--config-dir").arg(dir.path()).args(["login", "web"]).env_remove("RUST_LOG");
+    let (output, _) = run_command(command, None, WITHIN);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
+    assert!(stderr_of(&output).contains(&format!("127.0.0.1:{port}")), "{}", stderr_of(&output));
+    assert!(server.requests_to("/authorize").is_empty());
+}
