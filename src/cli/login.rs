@@ -12,7 +12,6 @@ use std::io::{self, BufRead, IsTerminal, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -20,6 +19,7 @@ use tether::{
     AuthorizationHandler, Config, Error, HttpKind, HttpTarget, OAuthSettings, TransportConfig,
 };
 
+use super::terminal::open_in_browser;
 use super::{report, EXIT_OK, EXIT_USAGE};
 
 /// How long a sign-in may wait for the person.
@@ -165,34 +165,6 @@ fn answer_redirect(mut stream: TcpStream, redirect_uri: &str) -> Option<String> 
     );
     let origin = redirect_uri.split('/').take(3).collect::<Vec<_>>().join("/");
     is_redirect.then(|| format!("{origin}{target}"))
-}
-
-/// Opens `url` with `$BROWSER`, else the desktop's opener; a program and
-/// one argument, never a shell. Failing is fine: the URL is printed.
-fn open_in_browser(url: &str) {
-    // $BROWSER is a program and its own arguments, split on white space
-    // (never handed to a shell); the URL comes last.
-    let opener = std::env::var("BROWSER").ok().filter(|browser| !browser.trim().is_empty());
-    let opener = opener
-        .unwrap_or_else(|| if cfg!(target_os = "macos") { "open" } else { "xdg-open" }.to_owned());
-    let mut words = opener.split_whitespace();
-    let program = words.next().unwrap_or("xdg-open").to_owned();
-    let spawned = Command::new(&program)
-        .args(words)
-        .arg(url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    match spawned {
-        // Reaped on a thread of its own: a browser may run for long.
-        Ok(mut child) => {
-            let _ = std::thread::Builder::new()
-                .name("tether-browser".into())
-                .spawn(move || child.wait());
-        }
-        Err(err) => log::debug!("cannot run {program}: {err}"),
-    }
 }
 
 /// True when stdin has something to read (or ended) within `wait`.

@@ -79,10 +79,17 @@ fn ask_url(params: &Value) -> Option<Value> {
     }
 }
 
-/// Runs the desktop's opener with the URL as one argument (never a shell).
-fn open_in_browser(url: &str) {
-    let opener = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
+/// Opens `url` with `$BROWSER` (a program and its own arguments, split on
+/// white space), else the desktop's opener; the URL is the last argument,
+/// and no shell is involved.
+pub(super) fn open_in_browser(url: &str) {
+    let chosen = std::env::var("BROWSER").ok().filter(|browser| !browser.trim().is_empty());
+    let chosen = chosen
+        .unwrap_or_else(|| if cfg!(target_os = "macos") { "open" } else { "xdg-open" }.to_owned());
+    let mut words = chosen.split_whitespace();
+    let opener = words.next().unwrap_or("xdg-open");
     let started = Command::new(opener)
+        .args(words)
         .arg(url)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -3,9 +3,8 @@
 //! across runs, `tether login`/`logout` end to end with a fake browser, and
 //! that no token or secret reaches any output.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -16,7 +15,9 @@ use tether::{
     OAuthSettings, Transport,
 };
 
-use crate::support::{config_dir, fixture, run_command, stderr_of, stdout_of, Tag, TempDir};
+use crate::support::{
+    config_dir, fixture, run_command, start_url_fixture, stderr_of, stdout_of, Tag, TempDir,
+};
 
 const WITHIN: Duration = Duration::from_secs(20);
 
@@ -28,24 +29,8 @@ struct AuthFixture {
 
 impl AuthFixture {
     fn start(tag: &Tag, flags: &[&str]) -> AuthFixture {
-        let mut child = Command::new(fixture("oauth-server"))
-            .args(["--tag", &tag.0])
-            .args(flags)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, receiver) = crossbeam_channel::bounded(1);
-        thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = sender.send(line);
-        });
-        let url =
-            receiver.recv_timeout(Duration::from_secs(10)).expect("oauth-server printed its URL");
-        AuthFixture { child, url: url.trim().to_owned() }
+        let (child, url) = start_url_fixture("oauth-server", tag, flags);
+        AuthFixture { child, url }
     }
 
     fn base(&self) -> &str {

@@ -2,8 +2,7 @@
 //! path of Streamable HTTP and the legacy HTTP+SSE transport, each with a
 //! time bound, and the fixture's request log to prove what went over the wire.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -15,7 +14,9 @@ use tether::{
     Transport,
 };
 
-use crate::support::{assert_quick, config_dir, fixture, run_tether, stderr_of, stdout_of, Tag};
+use crate::support::{
+    assert_quick, config_dir, run_tether, start_url_fixture, stderr_of, stdout_of, Tag,
+};
 
 /// A running `http-server`; killed on drop.
 struct HttpFixture {
@@ -25,24 +26,8 @@ struct HttpFixture {
 
 impl HttpFixture {
     fn start(tag: &Tag, flags: &[&str]) -> HttpFixture {
-        let mut child = Command::new(fixture("http-server"))
-            .args(["--tag", &tag.0])
-            .args(flags)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, receiver) = crossbeam_channel::bounded(1);
-        thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = sender.send(line);
-        });
-        let url =
-            receiver.recv_timeout(Duration::from_secs(10)).expect("http-server printed its URL");
-        HttpFixture { child, url: url.trim().to_owned() }
+        let (child, url) = start_url_fixture("http-server", tag, flags);
+        HttpFixture { child, url }
     }
 
     fn target(&self, kind: HttpKind) -> Transport {

@@ -37,6 +37,31 @@ pub fn fixture(name: &str) -> PathBuf {
     path
 }
 
+/// Starts a fixture server that prints its URL as its first stdout line
+/// (`http-server`, `oauth-server`); returns it with that URL. The caller
+/// kills it (its stdin is piped: dropping the child's stdin ends it too).
+pub fn start_url_fixture(name: &str, tag: &Tag, flags: &[&str]) -> (std::process::Child, String) {
+    let mut child = Command::new(fixture(name))
+        .args(["--tag", &tag.0])
+        .args(flags)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (sender, receiver) = crossbeam_channel::bounded(1);
+    thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        let _ = sender.send(line);
+    });
+    let url = receiver
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("{name} did not print its URL"));
+    (child, url.trim().to_owned())
+}
+
 /// The tether binary under test.
 pub fn tether_bin() -> &'static str {
     env!("CARGO_BIN_EXE_tether")
