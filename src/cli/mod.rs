@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tether::{ConfigFiles, ConfigLoader, Error, HubOptions, LogFile};
 
@@ -77,6 +78,10 @@ Exit codes: 0 success; 1 the tool reported an error, or `list` found a server
 not connected; 2 bad usage, bad JSON, unknown server or tool, invalid config;
 3 the server could not be reached or broke the protocol.
 ";
+
+/// How long a server of a one-shot command may take to exit once its input
+/// ends, before SIGTERM (an entry's `shutdownTimeout` says otherwise).
+const ONE_SHOT_GRACE: Duration = Duration::from_millis(150);
 
 /// Success.
 const EXIT_OK: u8 = 0;
@@ -177,7 +182,10 @@ pub fn main() -> ExitCode {
             let mut options = HubOptions::default()
                 .with_host(Arc::new(terminal::TerminalHost::new()))
                 .with_log_sink(Arc::new(LogFile::new(files.config_dir.join("mcp.log"))))
-                .with_token_store(&store);
+                .with_token_store(&store)
+                // A one-shot command has its answer: a server that does not
+                // exit when its input ends (many do not) gets SIGTERM soon.
+                .with_shutdown_grace(ONE_SHOT_GRACE);
             // On a terminal a server that wants a sign-in gets one; a script
             // never opens a browser by itself (the server shows "needs login").
             if io::stdin().is_terminal() && io::stderr().is_terminal() {

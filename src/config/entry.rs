@@ -34,6 +34,7 @@ pub(crate) const KNOWN_FIELDS: &[&str] = &[
     "timeout",
     "maxTotalTimeout",
     "startTimeout",
+    "shutdownTimeout",
     "tools",
     "exposure",
     "toolExposure",
@@ -218,7 +219,15 @@ pub(crate) fn parse(
                 )),
                 None => None,
             };
-            TransportConfig::Stdio(StdioConfig { command, args, env, env_from, inherit_env, cwd })
+            TransportConfig::Stdio(StdioConfig {
+                command,
+                args,
+                env,
+                env_from,
+                inherit_env,
+                cwd,
+                shutdown_timeout: None,
+            })
         }
         (None, Some(url)) => {
             let kind = match kind.as_deref().map(str::parse::<HttpKind>) {
@@ -232,7 +241,7 @@ pub(crate) fn parse(
                     ));
                 }
             };
-            for stdio_only in ["args", "env", "envFrom", "inheritEnv", "cwd"] {
+            for stdio_only in ["args", "env", "envFrom", "inheritEnv", "cwd", "shutdownTimeout"] {
                 if fields.contains_key(stdio_only) {
                     return Err(field(
                         stdio_only,
@@ -318,6 +327,10 @@ pub(crate) fn parse(
     let timeout = seconds("timeout")?.unwrap_or(DEFAULT_TIMEOUT);
     let max_total_timeout = seconds("maxTotalTimeout")?.unwrap_or(timeout * 10).max(timeout);
     let start_timeout = seconds("startTimeout")?.unwrap_or(DEFAULT_START_TIMEOUT);
+    let mut transport = transport;
+    if let TransportConfig::Stdio(stdio) = &mut transport {
+        stdio.shutdown_timeout = seconds("shutdownTimeout")?;
+    }
     let tools = match fields.get("tools") {
         None | Some(Value::Null) => None,
         Some(_) => Some(string_list(fields, "tools").map_err(|why| field("tools", why))?),

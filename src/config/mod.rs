@@ -153,6 +153,9 @@ pub struct StdioConfig {
     pub inherit_env: bool,
     /// The working directory.
     pub cwd: Option<PathBuf>,
+    /// How long the server gets to exit after its stdin closes, before
+    /// SIGTERM (`shutdownTimeout`); `None`: the host's default.
+    pub shutdown_timeout: Option<Duration>,
 }
 
 /// Which HTTP transport a remote server speaks.

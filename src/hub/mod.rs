@@ -36,7 +36,7 @@ use crate::protocol::{
     Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ToolResult,
 };
 use crate::registry::{NameStyle, RegisteredTool};
-use crate::transport::Credentials;
+use crate::transport::Lent;
 use state::{Phase, Shared, Slot};
 
 /// How the hub starts and names things: the defaults, changed with the
@@ -55,10 +55,11 @@ pub struct HubOptions {
     /// How `refresh` reads the configuration again; without it, `refresh`
     /// only restarts servers that stopped.
     pub reload: Option<ConfigLoader>,
-    /// For remote servers: who has a person sign in (without one, a server
-    /// that wants OAuth fails with [`Error::LoginRequired`], `needs_login`),
-    /// where sign-ins are kept, and the host's token providers.
-    credentials: Credentials,
+    /// What every connection is lent: who has a person sign in to remote
+    /// servers (without one, a server that wants OAuth fails with
+    /// [`Error::LoginRequired`], `needs_login`), where sign-ins are kept, the
+    /// host's token providers, and a stdio server's exit grace.
+    lent: Lent,
 }
 
 impl Default for HubOptions {
@@ -69,7 +70,7 @@ impl Default for HubOptions {
             host: Arc::new(DefaultHost),
             log_sink: None,
             reload: None,
-            credentials: Credentials::default(),
+            lent: Lent::default(),
         }
     }
 }
@@ -105,9 +106,17 @@ impl HubOptions {
         self
     }
 
+    /// How long a stdio server may take to exit once its stdin closes,
+    /// before SIGTERM, unless its entry says (`shutdownTimeout`); 2 s by
+    /// default. A one-shot command wants it short.
+    pub fn with_shutdown_grace(mut self, grace: std::time::Duration) -> HubOptions {
+        self.lent.shutdown_grace = Some(grace);
+        self
+    }
+
     /// Keep OAuth sign-ins in this file (mode 0600) between runs.
     pub fn with_token_store(mut self, path: &std::path::Path) -> HubOptions {
-        self.credentials.token_store = Some(path.to_owned());
+        self.lent.token_store = Some(path.to_owned());
         self
     }
 
@@ -118,8 +127,8 @@ impl HubOptions {
         name: &str,
         provider: Arc<dyn TokenProvider>,
     ) -> HubOptions {
-        self.credentials.providers.retain(|(known, _)| known != name);
-        self.credentials.providers.push((name.to_owned(), provider));
+        self.lent.providers.retain(|(known, _)| known != name);
+        self.lent.providers.push((name.to_owned(), provider));
         self
     }
 
@@ -128,7 +137,7 @@ impl HubOptions {
         mut self,
         handler: Arc<dyn AuthorizationHandler>,
     ) -> HubOptions {
-        self.credentials.authorization = Some(handler);
+        self.lent.authorization = Some(handler);
         self
     }
 }

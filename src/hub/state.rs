@@ -356,7 +356,7 @@ impl Shared {
                 log_sink: self.options.log_sink.clone(),
             }),
         };
-        let client = transport::for_entry(config, &self.options.credentials)
+        let client = transport::for_entry(config, &self.options.lent)
             .and_then(|transport| Client::start(&config.name, &transport, client_options))
             .map(Arc::new)
             .map_err(|error| (None, Arc::new(error)))?;
@@ -514,6 +514,10 @@ impl Shared {
                         state.rebuild_registry(&self.options);
                     }
                 }
+            }
+            // Closed by our own shutdown meanwhile: nothing went wrong.
+            Err(Error::Disconnected(CloseReason::Shutdown)) => {
+                log::debug!("{server}: not re-listing tools: shutting down");
             }
             Err(err) => log::warn!("{server}: re-listing tools failed: {err}"),
         }

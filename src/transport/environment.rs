@@ -74,6 +74,7 @@ pub(crate) fn stdio_command(
         args: stdio.args.clone(),
         env: env.into_iter().collect(),
         cwd: stdio.cwd.clone(),
+        shutdown_grace: stdio.shutdown_timeout,
     }
 }
 

@@ -63,10 +63,13 @@ pub(crate) fn open(
     }
 }
 
-/// What the host lends remote connections for authorization: who has a
-/// person sign in, where sign-ins are kept, and its named token providers.
+/// What the host lends every connection: for remote ones, who has a person
+/// sign in, where sign-ins are kept, and its named token providers; for
+/// stdio ones, how long a server may take to exit once its stdin closes
+/// (unless its entry says).
 #[derive(Clone, Default)]
-pub(crate) struct Credentials {
+pub(crate) struct Lent {
+    pub(crate) shutdown_grace: Option<std::time::Duration>,
     pub(crate) authorization: Option<Arc<dyn AuthorizationHandler>>,
     pub(crate) token_store: Option<std::path::PathBuf>,
     pub(crate) providers: Vec<(String, Arc<dyn TokenProvider>)>,
@@ -78,13 +81,14 @@ pub(crate) struct Credentials {
 ///
 /// # Errors
 /// [`Error::Config`] when a remote entry's credentials cannot be had.
-pub(crate) fn for_entry(config: &ServerConfig, lent: &Credentials) -> Result<Transport, Error> {
+pub(crate) fn for_entry(config: &ServerConfig, lent: &Lent) -> Result<Transport, Error> {
     match &config.transport {
-        TransportConfig::Stdio(stdio) => Ok(Transport::Stdio(environment::stdio_command(
-            &config.name,
-            stdio,
-            &config::host_environment(),
-        ))),
+        TransportConfig::Stdio(stdio) => {
+            let mut command =
+                environment::stdio_command(&config.name, stdio, &config::host_environment());
+            command.shutdown_grace = command.shutdown_grace.or(lent.shutdown_grace);
+            Ok(Transport::Stdio(command))
+        }
         TransportConfig::Http(remote) => {
             let token_provider = match &remote.auth_provider {
                 None => None,

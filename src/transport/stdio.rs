@@ -54,6 +54,9 @@ pub struct StdioCommand {
     pub env: Vec<(String, String)>,
     /// The working directory; tether's own when `None`.
     pub cwd: Option<PathBuf>,
+    /// How long the server gets to exit after its stdin closes, before
+    /// SIGTERM (2 s when `None`).
+    pub shutdown_grace: Option<Duration>,
 }
 
 impl std::fmt::Debug for StdioCommand {
@@ -82,6 +85,8 @@ pub(crate) struct StdioEndpoint {
 struct ServerProcess {
     server: String,
     pid: i32,
+    /// How long it gets to exit after its stdin closes.
+    eof_grace: Duration,
     state: Mutex<ProcessState>,
     ended: Condvar,
     outbox: Arc<Outbox>,
@@ -123,12 +128,13 @@ pub(crate) fn spawn(
     let stderr_tail = Arc::new(StderrTail::default());
     if let Err(err) = outbox.attach(stdin, Arc::clone(&inbox)) {
         outbox.close();
-        let _ = end_process_group(server, pid, &mut child);
+        let _ = end_process_group(server, pid, &mut child, Duration::ZERO);
         return Err(Error::Io(err));
     }
     let process = Arc::new(ServerProcess {
         server: server.to_owned(),
         pid,
+        eof_grace: command.shutdown_grace.unwrap_or(GRACE),
         state: Mutex::new(ProcessState::Running(child)),
         ended: Condvar::new(),
         outbox: Arc::clone(&outbox),
@@ -181,7 +187,7 @@ impl ServerProcess {
                 ProcessState::Ending => {
                     // Another thread is ending it; its wait is bounded by the
                     // grace periods, and so is ours.
-                    let deadline = Instant::now() + GRACE * 3;
+                    let deadline = Instant::now() + self.eof_grace + GRACE * 2;
                     while matches!(*state, ProcessState::Ending) {
                         let now = Instant::now();
                         if now >= deadline {
@@ -198,7 +204,7 @@ impl ServerProcess {
             }
         };
         self.outbox.close();
-        let result = end_process_group(&self.server, self.pid, &mut child);
+        let result = end_process_group(&self.server, self.pid, &mut child, self.eof_grace);
         *lock(&self.state) = ProcessState::Ended;
         self.ended.notify_all();
         result.map(|_| ())
@@ -416,9 +422,14 @@ impl Tail {
 /// may outlive it; then reap. Exit is detected without reaping (`WNOWAIT`),
 /// so the leader stays a zombie while its group is signalled and the group id
 /// cannot be reused by an unrelated process meanwhile.
-fn end_process_group(server: &str, pgid: i32, child: &mut Child) -> io::Result<ExitStatus> {
-    if !wait_for_exit(pgid, GRACE) {
-        log::debug!("{server}: still running {GRACE:?} after stdin closed; sending SIGTERM");
+fn end_process_group(
+    server: &str,
+    pgid: i32,
+    child: &mut Child,
+    eof_grace: Duration,
+) -> io::Result<ExitStatus> {
+    if !wait_for_exit(pgid, eof_grace) {
+        log::debug!("{server}: still running {eof_grace:?} after stdin closed; sending SIGTERM");
         signal_group(pgid, libc::SIGTERM);
         if !wait_for_exit(pgid, GRACE) {
             log::warn!("{server}: ignored SIGTERM; sending SIGKILL");

@@ -314,3 +314,30 @@ fn list_says_what_to_do_about_each_failure() {
     assert!(hangs["since"].as_str().unwrap().ends_with('Z'), "{hangs}");
     tag.assert_gone();
 }
+
+// Issue 13 (item 1): a one-shot command has its answer; a server that does
+// not exit when its input ends gets SIGTERM after a short grace, unless its
+// entry's shutdownTimeout says otherwise.
+#[test]
+fn a_one_shot_call_does_not_wait_seconds_for_a_server_that_ignores_eof() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &["--ignore-eof"])}));
+    let (output, took) =
+        run_tether(dir.path(), &["call", "fx", "echo", r#"{"text": "quick"}"#], WITHIN);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(stdout_of(&output), "quick\n");
+    assert!(took < Duration::from_millis(1200), "took {took:?}");
+    tag.assert_gone();
+
+    let mut patient = misbehave_entry(&tag, &["--ignore-eof"]);
+    patient["shutdownTimeout"] = json!(1.5);
+    let dir = config_dir(json!({"fx": patient}));
+    let (output, took) =
+        run_tether(dir.path(), &["call", "fx", "echo", r#"{"text": "x"}"#], WITHIN);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert!(
+        took >= Duration::from_millis(1500),
+        "the entry's shutdownTimeout was not honoured: {took:?}"
+    );
+    tag.assert_gone();
+}
