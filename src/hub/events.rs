@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 use serde_json::Value;
 
 use super::Shared;
@@ -131,7 +131,7 @@ impl LogSink for LogFile {
 /// notifications, then the host's.
 pub(super) struct HubHost {
     pub(super) user: Arc<dyn Host>,
-    pub(super) relist: Sender<String>,
+    pub(super) relist: Arc<RelistQueue>,
     pub(super) log_sink: Option<Arc<dyn LogSink>>,
 }
 
@@ -159,7 +159,7 @@ impl Host for HubHost {
     fn notification(&self, server: &str, notification: &Notification) {
         match notification.method.as_str() {
             "notifications/tools/list_changed" => {
-                let _ = self.relist.send(server.to_owned());
+                self.relist.push(server);
             }
             "notifications/message" => {
                 if let Some(sink) = &self.log_sink {
@@ -177,10 +177,37 @@ impl Host for HubHost {
     }
 }
 
+/// The servers waiting to be re-listed: a set, so that however many list
+/// changes a server sends (a flood, while it does not answer `tools/list`),
+/// it has at most one re-list pending. Memory is bounded by the number of
+/// servers.
+pub(super) struct RelistQueue {
+    pending: Mutex<Vec<String>>,
+    /// Holds at most one wake-up for the `tether-relist` thread.
+    wake: Sender<()>,
+}
+
+impl RelistQueue {
+    /// Queues `server` unless it is queued already, and wakes the thread.
+    fn push(&self, server: &str) {
+        {
+            let mut pending = lock(&self.pending);
+            if !pending.iter().any(|queued| queued == server) {
+                pending.push(server.to_owned());
+            }
+        }
+        let _ = self.wake.try_send(());
+    }
+
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.pending))
+    }
+}
+
 /// The `tether-relist` thread and its queue.
 pub(super) struct Events {
-    relist: Sender<String>,
-    queue: Mutex<Option<Receiver<String>>>,
+    queue: Arc<RelistQueue>,
+    woken: Mutex<Option<Receiver<()>>>,
     stop: Mutex<Option<Sender<()>>>,
     stopped: Receiver<()>,
     thread: Mutex<Option<NamedThread>>,
@@ -188,29 +215,30 @@ pub(super) struct Events {
 
 impl Events {
     pub(super) fn new() -> Events {
-        let (relist, queue) = crossbeam_channel::unbounded();
+        let (wake, woken) = crossbeam_channel::bounded(1);
         let (stop, stopped) = crossbeam_channel::bounded(0);
         Events {
-            relist,
-            queue: Mutex::new(Some(queue)),
+            queue: Arc::new(RelistQueue { pending: Mutex::new(Vec::new()), wake }),
+            woken: Mutex::new(Some(woken)),
             stop: Mutex::new(Some(stop)),
             stopped,
             thread: Mutex::new(None),
         }
     }
 
-    /// A sender for connections' hosts.
-    pub(super) fn relist_sender(&self) -> Sender<String> {
-        self.relist.clone()
+    /// The queue connections' hosts put list changes in.
+    pub(super) fn relist_queue(&self) -> Arc<RelistQueue> {
+        Arc::clone(&self.queue)
     }
 
     /// Starts the re-list thread; it holds the hub only weakly.
     pub(super) fn start(&self, shared: &Arc<Shared>) {
-        let Some(queue) = lock(&self.queue).take() else { return };
+        let Some(woken) = lock(&self.woken).take() else { return };
         let stopped = self.stopped.clone();
         let weak = Arc::downgrade(shared);
+        let queue = Arc::clone(&self.queue);
         match NamedThread::spawn("tether-relist".into(), move || {
-            run_relist(&weak, &queue, &stopped)
+            run_relist(&weak, &queue, &woken, &stopped)
         }) {
             Ok(thread) => *lock(&self.thread) = Some(thread),
             Err(err) => {
@@ -230,25 +258,24 @@ impl Events {
     }
 }
 
-fn run_relist(shared: &Weak<Shared>, queue: &Receiver<String>, stopped: &Receiver<()>) {
+fn run_relist(
+    shared: &Weak<Shared>,
+    queue: &RelistQueue,
+    woken: &Receiver<()>,
+    stopped: &Receiver<()>,
+) {
     loop {
-        let first = select! {
-            recv(queue) -> server => match server {
-                Ok(server) => server,
-                Err(_) => return,
-            },
+        select! {
+            recv(woken) -> wake => if wake.is_err() { return },
             recv(stopped) -> _ => return,
-        };
-        // Gather the rest of the burst.
-        let mut servers = vec![first];
-        let deadline = std::time::Instant::now() + BURST;
-        while let Ok(server) = queue.recv_deadline(deadline) {
-            if !servers.contains(&server) {
-                servers.push(server);
-            }
+        }
+        // Let the rest of a burst arrive (and be folded into the set);
+        // a stop ends the wait at once.
+        if !matches!(stopped.recv_timeout(BURST), Err(RecvTimeoutError::Timeout)) {
+            return;
         }
         let Some(shared) = shared.upgrade() else { return };
-        for server in servers {
+        for server in queue.take() {
             shared.relist(&server);
         }
     }

@@ -352,7 +352,7 @@ impl Shared {
             max_total_timeout: config.max_total_timeout,
             host: Arc::new(events::HubHost {
                 user: Arc::clone(&self.options.host),
-                relist: self.events.relist_sender(),
+                relist: self.events.relist_queue(),
                 log_sink: self.options.log_sink.clone(),
             }),
         };

@@ -312,3 +312,44 @@ fn servers_hear_when_the_roots_change() {
     hub.shutdown();
     tag.assert_gone();
 }
+
+/// A process's resident memory in KiB, from /proc.
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+// Issue 12 (item 1): a server that floods tools/list_changed while it no
+// longer answers tools/list has one re-list pending at most; tether's memory
+// stays flat.
+#[test]
+fn a_list_changed_flood_keeps_memory_flat() {
+    let tag = Tag::new();
+    let dir = crate::support::config_dir(
+        json!({"fx": misbehave_entry(&tag, &["--flood-list-changed", "--slow", "6000"])}),
+    );
+    let mut child = std::process::Command::new(crate::support::tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["call", "fx", "echo", r#"{"text": "after the flood"}"#])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_secs(1));
+        samples.extend(rss_kib(child.id()));
+    }
+    let status = crate::support::wait_within(&mut child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(0));
+    eprintln!("tether's RSS during the flood, KiB, one a second: {samples:?}");
+    let peak = samples.iter().copied().max().unwrap_or(0);
+    assert!(peak < 64 * 1024, "tether grew to {peak} KiB: {samples:?}");
+    let growth = samples.last().unwrap_or(&0).saturating_sub(samples[0]);
+    assert!(growth < 8 * 1024, "tether kept growing: {samples:?} KiB");
+    tag.assert_gone();
+}

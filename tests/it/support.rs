@@ -62,6 +62,22 @@ pub fn start_url_fixture(name: &str, tag: &Tag, flags: &[&str]) -> (std::process
     (child, url.trim().to_owned())
 }
 
+/// Waits for a child at most `within`; kills it and fails past that.
+pub fn wait_within(child: &mut std::process::Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a child did not finish within {within:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// The tether binary under test.
 pub fn tether_bin() -> &'static str {
     env!("CARGO_BIN_EXE_tether")
