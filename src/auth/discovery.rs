@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::web::Web;
+use super::web::{check_url, Web};
 use crate::error::Error;
 use crate::url::{origin_of, redact_url};
 
@@ -55,7 +55,11 @@ pub(super) fn discover(
     let resource_metadata = fetch_first(web, &resource_metadata_urls(server_url, metadata_hint));
     let (resource, scopes_supported, issuer) = match &resource_metadata {
         Some(document) => {
-            let resource = document.get("resource").and_then(Value::as_str).unwrap_or(server_url);
+            let resource = document.get("resource").and_then(Value::as_str).ok_or_else(|| {
+                Error::Auth(
+                    "the server's resource metadata names no resource; not signing in".into(),
+                )
+            })?;
             if !resource_matches(resource, server_url) {
                 return Err(Error::Auth(format!(
                     "the server's metadata names the resource {}, not {}; not signing in",
@@ -81,7 +85,14 @@ pub(super) fn discover(
         None => auth_server_metadata_urls(&issuer),
     };
     let server = match fetch_first(web, &metadata_urls) {
-        Some(document) => from_metadata(&document, &issuer)?,
+        // The issuer is held to the one named by the resource metadata; a
+        // configured metadata URL, or a 2025-03-26 server's own origin,
+        // names no issuer to hold it to.
+        Some(document) => from_metadata(
+            &document,
+            &issuer,
+            as_metadata_url.is_some() || resource_metadata.is_none(),
+        )?,
         None if resource_metadata.is_none() => legacy_defaults(&origin),
         None => {
             return Err(Error::Auth(format!(
@@ -154,18 +165,38 @@ fn fetch_first(web: &Web, urls: &[String]) -> Option<Value> {
     })
 }
 
-fn from_metadata(document: &Value, issuer: &str) -> Result<AuthServer, Error> {
+/// An authorization server from its metadata: its `issuer` must be the one
+/// the metadata was looked up for (RFC 8414 §3.3) unless `any_issuer`, and
+/// every endpoint must be https (or loopback http).
+fn from_metadata(document: &Value, issuer: &str, any_issuer: bool) -> Result<AuthServer, Error> {
     let text = |name: &str| document.get(name).and_then(Value::as_str).map(str::to_owned);
-    let issuer = text("issuer").unwrap_or_else(|| issuer.to_owned());
+    let named = text("issuer");
+    let same = |a: &str, b: &str| a.trim_end_matches('/') == b.trim_end_matches('/');
+    if let (Some(named), false) = (&named, any_issuer) {
+        if !same(named, issuer) {
+            return Err(Error::Auth(format!(
+                "the metadata found for {} names the issuer {}; not signing in",
+                redact_url(issuer),
+                redact_url(named)
+            )));
+        }
+    }
+    let issuer = named.unwrap_or_else(|| issuer.to_owned());
     let endpoint = |name: &str| {
-        text(name).ok_or_else(|| {
+        let url = text(name).ok_or_else(|| {
             Error::Auth(format!("the metadata of {} has no {name}", redact_url(&issuer)))
-        })
+        })?;
+        check_url(&url)?;
+        Ok::<String, Error>(url)
+    };
+    let registration_endpoint = match text("registration_endpoint") {
+        Some(url) => Some(endpoint("registration_endpoint").map(|_| url)?),
+        None => None,
     };
     Ok(AuthServer {
         authorization_endpoint: endpoint("authorization_endpoint")?,
         token_endpoint: endpoint("token_endpoint")?,
-        registration_endpoint: text("registration_endpoint"),
+        registration_endpoint,
         scopes_supported: strings(document, "scopes_supported"),
         code_challenge_methods: Some(strings(document, "code_challenge_methods_supported")),
         token_auth_methods: strings(document, "token_endpoint_auth_methods_supported"),

@@ -22,6 +22,7 @@ use crate::error::Error;
 const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 /// A token and what comes with it.
+#[derive(Clone)]
 pub(super) struct Tokens {
     pub(super) access: String,
     pub(super) refresh: Option<String>,
@@ -78,7 +79,18 @@ impl OAuth {
             ("refresh_token", refresh.clone()),
             ("resource", discovered.resource.clone()),
         ];
-        let answer = self.token_request(&discovered.server, &client, form)?;
+        let answer = match self.token_request(&discovered.server, &client, form) {
+            Ok(answer) => answer,
+            Err(err) => {
+                // A refused refresh token is dead: never sent again.
+                if err.to_string().contains("was refused") {
+                    if let Some(tokens) = working.tokens.as_mut() {
+                        tokens.refresh = None;
+                    }
+                }
+                return Err(err);
+            }
+        };
         let mut tokens = tokens_from(&answer)?;
         // A server may keep the refresh token the same and not say so again.
         tokens.refresh = tokens.refresh.or(Some(refresh));
@@ -142,7 +154,10 @@ impl OAuth {
         let redirect_uri = handler.redirect_uri();
         let mut registered_again = false;
         loop {
-            let client = match working.client.clone() {
+            // A configured client wins over one kept from an earlier run.
+            let configured = self.settings.client_id.as_deref();
+            let kept = working.client.clone().filter(|c| configured.is_none_or(|id| c.id == id));
+            let client = match kept {
                 Some(client) => client,
                 None => {
                     let client = self.identity(&discovered.server, &redirect_uri)?;
@@ -342,12 +357,14 @@ impl OAuth {
         let param = |name: &str| {
             answer.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
         };
+        // The state first: an answer that is not to this request (an error
+        // included) is not believed.
+        if param("state") != Some(state.as_str()) {
+            return Err(Error::Auth("the authorization answer's state does not match".into()));
+        }
         if let Some(error) = param("error") {
             let detail = param("error_description").map(|d| format!(" ({d})")).unwrap_or_default();
             return Err(Error::Auth(format!("the authorization was refused: {error}{detail}")));
-        }
-        if param("state") != Some(state.as_str()) {
-            return Err(Error::Auth("the authorization answer's state does not match".into()));
         }
         match param("iss") {
             Some(iss) if iss != server.issuer => {

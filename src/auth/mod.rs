@@ -203,7 +203,12 @@ pub fn sign_in(server: &str, target: &crate::HttpTarget) -> Result<(), Error> {
         target.token_store.as_deref().map(|path| TokenStore::new(path, server, &target.url));
     let oauth = OAuth::new(&target.url, target.oauth.clone(), target.authorization.clone(), store);
     let challenge = oauth.probe()?;
-    lock(&oauth.state).tokens = None; // A login signs in afresh.
+    {
+        // A login signs in afresh, and looks again where to.
+        let mut state = lock(&oauth.state);
+        state.tokens = None;
+        state.discovered = None;
+    }
     oauth.on_challenge(401, &challenge, None)
 }
 
@@ -238,6 +243,54 @@ struct State {
     scopes: Vec<String>,
     /// A sign-in or refresh is under way on some thread.
     busy: bool,
+    /// Sign-ins and refreshes ended so far, and how the last one failed:
+    /// requests that waited for it take its outcome instead of starting
+    /// another (one prompt, not one per waiting request).
+    ended: u64,
+    last_failure: Option<Failure>,
+}
+
+/// How a sign-in failed, for the requests that waited for it.
+#[derive(Clone)]
+enum Failure {
+    LoginRequired(String),
+    Other(String),
+}
+
+impl Failure {
+    fn of(error: &Error) -> Failure {
+        match error.root() {
+            Error::LoginRequired { url } => Failure::LoginRequired(url.clone()),
+            other => Failure::Other(other.to_string()),
+        }
+    }
+
+    fn error(&self) -> Error {
+        match self {
+            Failure::LoginRequired(url) => Error::LoginRequired { url: url.clone() },
+            Failure::Other(message) => Error::Auth(message.clone()),
+        }
+    }
+}
+
+/// Ends the sign-in under way if its work panicked, so that nobody waits
+/// for it.
+struct Busy<'a> {
+    oauth: &'a OAuth,
+    finished: bool,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            let mut state = lock(&self.oauth.state);
+            state.busy = false;
+            state.ended += 1;
+            state.last_failure = Some(Failure::Other("the sign-in was interrupted".into()));
+            drop(state);
+            self.oauth.changed.notify_all();
+        }
+    }
 }
 
 impl OAuth {
@@ -254,7 +307,7 @@ impl OAuth {
                 client: record.client,
                 discovered: record.discovered,
                 scopes: record.scopes,
-                busy: false,
+                ..State::default()
             },
             None => State::default(),
         };
@@ -282,7 +335,7 @@ impl OAuth {
         };
         // Refreshing ahead is a courtesy: on failure the old token goes out
         // and a 401 starts a sign-in.
-        let _ = self.exclusively(Some(&expiring), |state| self.refresh(state));
+        let _ = self.exclusively(Some(&expiring), true, |state| self.refresh(state));
         lock(&self.state).tokens.as_ref().map(|tokens| tokens.access.clone())
     }
 
@@ -318,7 +371,7 @@ impl OAuth {
         challenge: &Challenge,
         sent: Option<&str>,
     ) -> Result<(), Error> {
-        self.exclusively(sent, |state| {
+        self.exclusively(sent, false, |state| {
             let step_up = status == 403 && challenge.is_insufficient_scope();
             if status == 401 && state.tokens.as_ref().is_some_and(|t| t.refresh.is_some()) {
                 match self.refresh(state) {
@@ -337,10 +390,12 @@ impl OAuth {
     fn exclusively(
         &self,
         sent: Option<&str>,
+        courtesy: bool,
         work: impl FnOnce(&mut Working) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let deadline = Instant::now() + SIGN_IN_WAIT;
         let mut state = lock(&self.state);
+        let ended_before = state.ended;
         while state.busy {
             let now = Instant::now();
             if now >= deadline {
@@ -352,14 +407,22 @@ impl OAuth {
         if current.is_some() && current != sent {
             return Ok(()); // Someone else got a new token meanwhile.
         }
+        if state.ended != ended_before {
+            // The sign-in this request waited for failed: its outcome is ours.
+            if let Some(failure) = &state.last_failure {
+                return Err(failure.error());
+            }
+        }
         state.busy = true;
+        // Copies: other requests go on with the current token meanwhile.
         let mut working = Working {
-            tokens: state.tokens.take(),
-            client: state.client.take(),
-            discovered: state.discovered.take(),
-            scopes: std::mem::take(&mut state.scopes),
+            tokens: state.tokens.clone(),
+            client: state.client.clone(),
+            discovered: state.discovered.clone(),
+            scopes: state.scopes.clone(),
         };
         drop(state);
+        let mut busy = Busy { oauth: self, finished: false };
         let outcome = work(&mut working);
         if let (Ok(()), Some(store)) = (&outcome, &self.store) {
             let record = store::Record::new(
@@ -378,7 +441,12 @@ impl OAuth {
         state.discovered = working.discovered;
         state.scopes = working.scopes;
         state.busy = false;
+        state.ended += 1;
+        // A refresh ahead of expiry that fails is nobody's failure: the
+        // token goes out and a 401 starts a sign-in.
+        state.last_failure = if courtesy { None } else { outcome.as_ref().err().map(Failure::of) };
         drop(state);
+        busy.finished = true;
         self.changed.notify_all();
         outcome
     }

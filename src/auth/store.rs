@@ -78,7 +78,11 @@ impl Record {
             refresh: self.refresh_token.clone(),
             expires_at: self
                 .expires_at
-                .map(|at| Instant::now() + Duration::from_secs(at.saturating_sub(now_unix))),
+                // A hand-edited file's huge expiry is clamped, never a panic.
+                .map(|at| {
+                    let left = at.saturating_sub(now_unix).min(10 * 365 * 86_400);
+                    Instant::now() + Duration::from_secs(left)
+                }),
             lifetime: self.lifetime.map(Duration::from_secs),
         })
     }

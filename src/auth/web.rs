@@ -145,7 +145,9 @@ pub(super) fn is_loopback(url: &str) -> bool {
         host.split(':').next().unwrap_or("").to_owned()
     };
     let host = host.to_ascii_lowercase();
-    host == "localhost" || host == "[::1]" || host.starts_with("127.")
+    // An address, not a name that merely starts like one (127.0.0.1.example.com).
+    let address = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || address.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// One value, escaped for a form or a query.
@@ -207,6 +209,8 @@ mod tests {
         assert!(check_url("http://[::1]:8080/x").is_ok());
         assert!(check_url("http://as.example/token").is_err());
         assert!(check_url("http://localhost.evil.example/x").is_err());
+        assert!(check_url("http://127.0.0.1.evil.example/x").is_err());
+        assert!(check_url("http://127.1.2.3:80/x").is_ok());
         assert!(check_url("ftp://127.0.0.1/x").is_err());
     }
 

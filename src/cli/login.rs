@@ -42,10 +42,15 @@ impl LoopbackHandler {
     pub(super) fn new(server: &str, oauth: &OAuthSettings) -> io::Result<LoopbackHandler> {
         let url_port = oauth.callback_url.as_deref().and_then(port_of);
         let port = url_port.or(oauth.callback_port).unwrap_or(0);
-        let listener = TcpListener::bind(("127.0.0.1", port)).map_err(|err| {
+        // Where the browser will be sent: [::1] when the callback URL says so.
+        let host = match &oauth.callback_url {
+            Some(url) if url.contains("://[::1]") => "::1",
+            _ => "127.0.0.1",
+        };
+        let listener = TcpListener::bind((host, port)).map_err(|err| {
             io::Error::new(
                 err.kind(),
-                format!("cannot listen for the sign-in's redirect on 127.0.0.1:{port}: {err}"),
+                format!("cannot listen for the sign-in's redirect on {host}:{port}: {err}"),
             )
         })?;
         listener.set_nonblocking(true)?;
@@ -77,11 +82,16 @@ impl AuthorizationHandler for LoopbackHandler {
         if *paste {
             eprintln!("(Or paste the URL the browser ends up at here, then press Enter.)");
         }
+        // Only the redirect to this request counts: the redirect URI's path
+        // with this request's state. Anything else (another page poking the
+        // port, an older sign-in) is answered and ignored.
+        let state = query_value(url, "state");
+        let expected = Expected { path: path_of(&self.redirect_uri), state };
         let deadline = Instant::now() + SIGN_IN_WAIT;
         while Instant::now() < deadline {
             match self.listener.accept() {
                 Ok((stream, _)) => {
-                    if let Some(url) = answer_redirect(stream, &self.redirect_uri) {
+                    if let Some(url) = answer_redirect(stream, &self.redirect_uri, &expected) {
                         return Ok(url);
                     }
                 }
@@ -94,10 +104,8 @@ impl AuthorizationHandler for LoopbackHandler {
                 let mut line = String::new();
                 match io::stdin().lock().read_line(&mut line) {
                     Ok(0) | Err(_) => *paste = false,
-                    Ok(_) if line.trim().contains("code=") || line.trim().contains("error=") => {
-                        return Ok(line.trim().to_owned())
-                    }
-                    Ok(_) => eprintln!("That is not the redirected URL (it has no code=)."),
+                    Ok(_) if expected.matches(line.trim()) => return Ok(line.trim().to_owned()),
+                    Ok(_) => eprintln!("That is not this sign-in's redirected URL."),
                 }
             } else {
                 std::thread::sleep(Duration::from_millis(50));
@@ -139,7 +147,11 @@ impl AuthorizationHandler for TerminalSignIn {
 
 /// Reads one request from the browser; answers it and returns the full
 /// redirected URL when it is the redirect.
-fn answer_redirect(mut stream: TcpStream, redirect_uri: &str) -> Option<String> {
+fn answer_redirect(
+    mut stream: TcpStream,
+    redirect_uri: &str,
+    expected: &Expected,
+) -> Option<String> {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
     let mut head = Vec::new();
@@ -152,7 +164,7 @@ fn answer_redirect(mut stream: TcpStream, redirect_uri: &str) -> Option<String> 
     }
     let head = String::from_utf8_lossy(&head);
     let target = head.lines().next()?.split_whitespace().nth(1)?.to_owned();
-    let is_redirect = target.contains("code=") || target.contains("error=");
+    let is_redirect = expected.matches(&target);
     let page = if is_redirect {
         "Signed in: you can close this window and go back to tether."
     } else {
@@ -165,6 +177,47 @@ fn answer_redirect(mut stream: TcpStream, redirect_uri: &str) -> Option<String> 
     );
     let origin = redirect_uri.split('/').take(3).collect::<Vec<_>>().join("/");
     is_redirect.then(|| format!("{origin}{target}"))
+}
+
+/// What the redirect of one authorization request looks like.
+struct Expected {
+    path: String,
+    state: Option<String>,
+}
+
+impl Expected {
+    /// True for a URL (or request target) at the redirect path with this
+    /// request's state and a `code` or an `error`.
+    fn matches(&self, url: &str) -> bool {
+        let answered = query_value(url, "code").is_some() || query_value(url, "error").is_some();
+        answered && path_of(url) == self.path && query_value(url, "state") == self.state
+    }
+}
+
+/// The path of a URL or of a request target (`/callback?…`).
+fn path_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.split(['?', '#']).next().unwrap_or(rest);
+    let path =
+        if url.contains("://") { rest.find('/').map_or("/", |at| &rest[at..]) } else { rest };
+    if path.is_empty() {
+        "/".to_owned()
+    } else {
+        path.to_owned()
+    }
+}
+
+/// One query parameter, percent-decoded.
+fn query_value(url: &str, name: &str) -> Option<String> {
+    let query = url.split_once('?')?.1.split('#').next()?;
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (key == name).then(|| {
+            percent_encoding::percent_decode_str(&value.replace('+', " "))
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+    })
 }
 
 /// True when stdin has something to read (or ended) within `wait`.
@@ -252,5 +305,16 @@ mod tests {
         assert_eq!(port_of("http://localhost/cb"), None);
         assert_eq!(port_of("http://[::1]/cb"), None);
         assert_eq!(fill_port("http://localhost/cb?x=1", 5), "http://localhost:5/cb?x=1");
+    }
+
+    #[test]
+    fn only_this_requests_redirect_counts() {
+        let expected = Expected { path: "/callback".into(), state: Some("s 1".into()) };
+        assert!(expected.matches("/callback?code=abc&state=s%201"));
+        assert!(expected.matches("http://127.0.0.1:5/callback?state=s+1&error=access_denied"));
+        assert!(!expected.matches("/callback?code=abc&state=other"));
+        assert!(!expected.matches("/callback?code=abc"));
+        assert!(!expected.matches("/?error=access_denied&state=s%201"));
+        assert!(!expected.matches("/callback?state=s%201"));
     }
 }

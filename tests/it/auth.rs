@@ -141,6 +141,13 @@ fn an_issuer_mismatch_and_a_server_without_s256_are_refused() {
     let err = connect(server.target(OAuthSettings::default())).err().unwrap();
     assert!(err.to_string().contains("issuer"), "{err}");
     assert!(server.requests_to("/token").is_empty(), "no code was exchanged");
+    let server = AuthFixture::start(&tag, &["--claim-issuer", "https://accounts.example.com"]);
+    let err = connect(server.target(OAuthSettings::default())).err().unwrap();
+    assert!(err.to_string().contains("names the issuer"), "{err}");
+    assert!(
+        server.requests_to("/authorize").is_empty(),
+        "metadata claiming another issuer is refused"
+    );
     let server = AuthFixture::start(&tag, &["--no-s256"]);
     let err = connect(server.target(OAuthSettings::default())).err().unwrap();
     assert!(err.to_string().contains("S256"), "{err}");
