@@ -546,3 +546,29 @@ fn a_token_provider_the_host_registered_authorizes_every_request() {
     assert!(error.contains("did not register"), "{error}");
     hub.shutdown();
 }
+
+// Issue 12 (item 4): credentials never follow a redirect to another origin;
+// a 307/308 on the same origin is followed.
+#[test]
+fn redirects_are_followed_on_the_same_origin_only() {
+    let tag = Tag::new();
+    let same = HttpFixture::start(&tag, &["--moved-to", "/moved"]);
+    let mut target = HttpTarget::new(&same.url, HttpKind::Streamable);
+    target.headers.push(("X-Api-Key".into(), "k-same".into()));
+    let client = Client::connect("web", &Transport::Http(target), options(10_000)).unwrap();
+    assert_eq!(echo(&client, "moved").unwrap(), "moved");
+    assert!(http_log(&client).iter().any(|entry| entry["path"] == "/moved"));
+    client.close().unwrap();
+
+    let elsewhere = HttpFixture::start(&tag, &[]);
+    let moved = elsewhere.url.replace("/mcp", "/moved");
+    let away = HttpFixture::start(&tag, &["--moved-to", &moved]);
+    let mut target = HttpTarget::new(&away.url, HttpKind::Streamable);
+    target.headers.push(("X-Test".into(), "planted-key".into()));
+    let err = Client::connect("web", &Transport::Http(target), options(10_000)).err().unwrap();
+    assert!(err.to_string().contains("another origin"), "{err}");
+    let observer = connect(&elsewhere, HttpKind::Streamable);
+    let seen = http_log(&observer);
+    assert!(seen.iter().all(|entry| entry["headers"].get("x-test").is_none()), "{seen:?}");
+    observer.close().unwrap();
+}

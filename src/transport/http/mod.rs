@@ -227,8 +227,12 @@ impl HttpTransport {
                 target.url
             )));
         }
+        // Redirects are never followed by the agent: configured headers
+        // (keys, tokens) must not go to another origin. Streamable HTTP
+        // follows 307/308 on the same origin itself.
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            .max_redirects(0)
             .timeout_connect(Some(Duration::from_secs(10)))
             .user_agent(format!("tether/{}", env!("CARGO_PKG_VERSION")))
             .build();

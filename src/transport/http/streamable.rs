@@ -21,11 +21,27 @@ use crate::framing::MAX_FRAME;
 use crate::jsonrpc::Frame;
 use crate::sync::{lock, wait_timeout};
 use crate::transport::sse::SseReader;
-use crate::url::redact_url;
+use crate::url::{origin_of, redact_url};
 
 /// Sign-ins (and step-ups) for one request before it fails: a server that
 /// keeps asking for more is refused after the third.
 const MAX_SIGN_INS: usize = 3;
+/// Same-origin 307/308 redirects followed for one request.
+const MAX_REDIRECTS: usize = 3;
+
+/// `location` (absolute, or a path) as an absolute URL next to `base`.
+fn resolve(base: &str, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_owned();
+    }
+    let origin = origin_of(base).unwrap_or_default();
+    if location.starts_with('/') {
+        format!("{origin}{location}")
+    } else {
+        let path = base.split(['?', '#']).next().unwrap_or(base);
+        format!("{}{location}", &path[..path.rfind('/').map_or(path.len(), |at| at + 1)])
+    }
+}
 
 impl HttpTransport {
     /// POSTs a frame to the Streamable HTTP endpoint, with retries, session
@@ -38,11 +54,14 @@ impl HttpTransport {
         let method = frame.method.as_deref();
         let mut renewed_session = false;
         let mut sign_ins = 0;
+        let mut redirected: Option<String> = None;
+        let mut redirects = 0;
         self.with_retries(method != Some("tools/call"), deadline, || {
             let sent_session = lock(&self.state).session_id.clone();
             let bearer = self.bearer();
+            let url = redirected.clone().unwrap_or_else(|| self.target.url.clone());
             let sent = self.send_post(
-                &self.target.url,
+                &url,
                 &frame.bytes,
                 self.ceiling(frame.is_request(), deadline),
                 true,
@@ -53,6 +72,28 @@ impl HttpTransport {
                 Err(err) => return Attempt::Unreachable(err.to_string()),
             };
             match response.status().as_u16() {
+                // The request itself moved, on the same origin: sent again
+                // there, as 307 and 308 require, a few times at most.
+                307 | 308 if redirects < MAX_REDIRECTS => {
+                    let location = response
+                        .headers()
+                        .get("location")
+                        .and_then(|value| value.to_str().ok())
+                        .map(|location| resolve(&url, location));
+                    match location.filter(|to| origin_of(to) == origin_of(&self.target.url)) {
+                        Some(to) => {
+                            redirects += 1;
+                            redirected = Some(to);
+                            Attempt::Again
+                        }
+                        None => Attempt::Done(Err(Error::Http {
+                            status: Some(response.status().as_u16()),
+                            message: "the server redirects to another origin; tether does not \
+                                      follow it with the server's credentials"
+                                .into(),
+                        })),
+                    }
+                }
                 200..=299 => {
                     if frame.is("initialize") {
                         lock(&self.state).mode = Mode::Streamable;
