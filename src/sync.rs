@@ -6,8 +6,9 @@
 //! trip on. A poisoned lock is therefore taken as it is, rather than turning
 //! one panic into a panic in every thread that touches the same data.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Locks `mutex`, also when a former holder panicked.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -21,4 +22,29 @@ pub(crate) fn wait_timeout<'a, T>(
     timeout: Duration,
 ) -> MutexGuard<'a, T> {
     condvar.wait_timeout(guard, timeout).unwrap_or_else(PoisonError::into_inner).0
+}
+
+/// A warning a flood would repeat: said at most once a second, with how
+/// many times it happened since it was last said.
+#[derive(Default)]
+pub(crate) struct Occasional {
+    last: Mutex<Option<Instant>>,
+    unsaid: AtomicU64,
+}
+
+impl Occasional {
+    /// Warns `what` now, or counts it for the next time.
+    pub(crate) fn warn(&self, what: impl FnOnce() -> String) {
+        let mut last = lock(&self.last);
+        if last.is_some_and(|at| at.elapsed() < Duration::from_secs(1)) {
+            self.unsaid.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        *last = Some(Instant::now());
+        drop(last);
+        match self.unsaid.swap(0, Ordering::Relaxed) {
+            0 => log::warn!("{}", what()),
+            more => log::warn!("{} (and {more} more times since the last such warning)", what()),
+        }
+    }
 }

@@ -106,6 +106,7 @@ impl Client {
             state: Mutex::new(PendingState::default()),
             outlet: OnceLock::new(),
             skipped: AtomicU64::new(0),
+            dropped: Default::default(),
             events: events_sender,
         });
         let inbox = Arc::clone(&router) as Arc<dyn Inbox>;

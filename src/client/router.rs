@@ -20,7 +20,7 @@ use super::PROGRESS_QUEUE;
 use crate::error::{CloseReason, Error};
 use crate::host::{self, Host};
 use crate::jsonrpc::{Frame, Message, Notification, Request, RequestId, RpcError};
-use crate::sync::lock;
+use crate::sync::{lock, Occasional};
 use crate::transport::outbox::Closed;
 use crate::transport::{Inbox, Outlet};
 
@@ -73,6 +73,8 @@ pub(super) struct Router {
     pub(super) outlet: OnceLock<Arc<dyn Outlet>>,
     /// Frames skipped because they were not JSON-RPC.
     pub(super) skipped: AtomicU64,
+    /// Said once a second at most, however many notifications a flood drops.
+    pub(super) dropped: Occasional,
     pub(super) events: Sender<Event>,
 }
 
@@ -174,7 +176,9 @@ impl Inbox for Router {
             }
             Message::Notification(notification) => {
                 if self.events.try_send(Event::Notification(notification)).is_err() {
-                    log::warn!("{}: too many notifications queued; dropping one", self.server);
+                    self.dropped.warn(|| {
+                        format!("{}: too many notifications queued; dropping some", self.server)
+                    });
                 }
             }
         }

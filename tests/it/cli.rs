@@ -341,3 +341,17 @@ fn a_one_shot_call_does_not_wait_seconds_for_a_server_that_ignores_eof() {
     );
     tag.assert_gone();
 }
+
+// Issue 12 (item 3): a notification flood is reported once a second with a
+// count, not once per dropped notification.
+#[test]
+fn a_notification_flood_is_reported_a_few_times_not_thousands() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &["--notify", "30000"])}));
+    let (output, _) = run_tether(dir.path(), &["call", "fx", "echo", r#"{"text": "x"}"#], WITHIN);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let stderr = stderr_of(&output);
+    let warnings = stderr.matches("too many notifications").count();
+    assert!(warnings <= 5, "{warnings} warning lines:\n{}", &stderr[..stderr.len().min(2000)]);
+    tag.assert_gone();
+}
