@@ -44,9 +44,10 @@ pub(crate) fn edit<T>(
     let shown = path.display().to_string();
     let folder =
         path.parent().filter(|folder| !folder.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    fs::create_dir_all(folder)
+    create_private_dir(folder)
         .map_err(|err| format!("cannot create {}: {err}", folder.display()))?;
     let _lock = lock(&lock_path(path))?;
+    remove_stale_temporaries(path);
     let mut document = match fs::read_to_string(path) {
         Ok(text) if text.trim().is_empty() => Map::new(),
         Ok(text) => match serde_json::from_str::<Value>(&text) {
@@ -82,6 +83,39 @@ pub(crate) fn servers_mut<'a>(
     match document.entry("mcpServers").or_insert_with(|| Value::Object(Map::new())) {
         Value::Object(servers) => Ok(servers),
         _ => Err(format!("{shown}: \"mcpServers\" is not an object; fix it by hand first")),
+    }
+}
+
+/// Creates `folder` (and its parents) as tether's own: mode 0700, since it
+/// may hold secrets (tokens, the log). An existing folder keeps its mode.
+pub(crate) fn create_private_dir(folder: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(folder)
+}
+
+/// Removes the temporaries of `path` that a writer killed mid-write left
+/// (`.NAME.tmp-PID-N` of a process that no longer runs). Called under the
+/// file's lock, so no live writer's temporary is touched.
+fn remove_stale_temporaries(path: &Path) {
+    let Some(folder) = path.parent().filter(|folder| !folder.as_os_str().is_empty()) else {
+        return;
+    };
+    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let prefix = format!(".{}.tmp-", name.trim_start_matches('.'));
+    let Ok(entries) = fs::read_dir(folder) else { return };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file_name.strip_prefix(&prefix) else { continue };
+        let pid = rest.split('-').next().and_then(|pid| pid.parse::<i32>().ok());
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        let alive = pid.is_some_and(|pid| {
+            pid == std::process::id() as i32
+                || unsafe { libc::kill(pid, 0) } == 0
+                || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+        });
+        if pid.is_some() && !alive {
+            let _ = fs::remove_file(entry.path());
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
@@ -114,11 +115,13 @@ impl LogSink for LogFile {
             let _ = fs::rename(&self.path, rotated);
         }
         if let Some(folder) = self.path.parent() {
-            let _ = fs::create_dir_all(folder);
+            let _ = crate::config::file::create_private_dir(folder);
         }
+        // Servers' log lines may say private things: readable by the user only.
         let written = OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(&self.path)
             .and_then(|mut file| file.write_all(line.as_bytes()));
         if let Err(err) = written {

@@ -642,3 +642,39 @@ fn expose_sets_exposure_where_the_server_is_defined_or_overrides_it_in_the_proje
     assert_eq!(code, 2);
     assert!(err.contains("not an exposure"), "{err}");
 }
+
+// Issue 12 (item 12): what tether creates is the user's alone, and a
+// temporary left by a writer killed mid-write is cleaned on the next write.
+#[test]
+fn tether_creates_private_folders_and_logs_and_cleans_stale_temporaries() {
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    let tag = Tag::new();
+    let root = TempDir::new();
+    let config = root.path().join("fresh/tether");
+    let stale = config.join(".mcp.json.tmp-999999999-0");
+    let misbehave = fixture("misbehave").display().to_string();
+    let mut command = std::process::Command::new(crate::support::tether_bin());
+    command
+        .arg("--config-dir")
+        .arg(&config)
+        .args(["add", "fx", "--", &misbehave, "--tag", &tag.0, "--notify", "3"]);
+    let (output, _) = run_command(command, None, Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(mode(&config), 0o700);
+    assert_eq!(mode(&root.path().join("fresh")), 0o700);
+    std::fs::write(&stale, "half a file").unwrap();
+    let mut command = std::process::Command::new(crate::support::tether_bin());
+    command.arg("--config-dir").arg(&config).args(["disable", "fx"]);
+    run_command(command, None, Duration::from_secs(20));
+    assert!(!stale.exists(), "the stale temporary was left");
+    let mut command = std::process::Command::new(crate::support::tether_bin());
+    command.arg("--config-dir").arg(&config).args(["enable", "fx"]);
+    run_command(command, None, Duration::from_secs(20));
+    let mut command = std::process::Command::new(crate::support::tether_bin());
+    command.arg("--config-dir").arg(&config).args(["call", "fx", "echo", r#"{"text": "x"}"#]);
+    let (output, _) = run_command(command, None, Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(mode(&config.join("mcp.log")), 0o600);
+    tag.assert_gone();
+}
