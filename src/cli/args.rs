@@ -228,11 +228,33 @@ fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
             _ => return Err(arg.unexpected()),
         }
     }
+    // `call mcp__SERVER__TOOL [ARGS]`: the qualified name `tools` prints.
+    if let Some((server, tool)) = positional.first().and_then(|first| split_qualified(first)) {
+        let arguments = positional.get(1).filter(|next| is_arguments(next)).cloned();
+        if positional.len() == 1 || (positional.len() == 2 && arguments.is_some()) {
+            return Ok(Command::Call { server, tool, arguments, timeout, json });
+        }
+    }
     let mut positional = positional.into_iter();
     let (Some(server), Some(tool)) = (positional.next(), positional.next()) else {
-        return Err("usage: tether call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]".into());
+        return Err("usage: tether call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]\n       \
+                    tether call mcp__SERVER__TOOL [ARGS_JSON|-]"
+            .into());
     };
     Ok(Command::Call { server, tool, arguments: positional.next(), timeout, json })
+}
+
+/// `mcp__SERVER__TOOL` as (SERVER, the qualified name): the hub maps the
+/// qualified name back to the server's own name for its tool.
+fn split_qualified(word: &str) -> Option<(String, String)> {
+    let rest = word.strip_prefix("mcp__")?;
+    let (server, tool) = rest.split_once("__")?;
+    (!server.is_empty() && !tool.is_empty()).then(|| (server.to_owned(), word.to_owned()))
+}
+
+/// True for what can only be arguments: JSON, or `-` for stdin.
+fn is_arguments(word: &str) -> bool {
+    word == "-" || word.trim_start().starts_with('{')
 }
 
 fn parse_expose(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
@@ -418,6 +440,14 @@ mod tests {
             Command::Call { arguments: None, timeout: None, .. }
         ));
         assert!(refused("call fx").contains("usage: tether call"));
+        let Command::Call { server, tool, arguments, .. } = command("call mcp__fx__echo {}") else {
+            panic!()
+        };
+        assert_eq!(
+            (server.as_str(), tool.as_str(), arguments.as_deref()),
+            ("fx", "mcp__fx__echo", Some("{}"))
+        );
+        assert!(matches!(command("call mcp__fx__echo"), Command::Call { arguments: None, .. }));
         assert!(refused("call fx echo --timeout 0").contains("positive"));
         assert!(refused("call fx echo --timeout soon").contains("soon"));
     }

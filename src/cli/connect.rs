@@ -135,7 +135,7 @@ fn list(
             || config.failed.iter().any(|entry| Config::same_name(&entry.name, name))
             || config.untrusted.iter().any(|entry| Config::same_name(&entry.name, name));
         if !known {
-            return report(&Error::UnknownServer(name.clone()));
+            return unknown_server(&config, name);
         }
     }
     config.servers.retain(|server| wanted(&server.name, server.scope));
@@ -220,7 +220,7 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
         None => config,
         Some(server) => match config.server(server) {
             Some(entry) => Config::new().with_server(entry.clone()),
-            None => return report(&Error::UnknownServer(server.to_owned())),
+            None => return unknown_server(&config, server),
         },
     };
     let hub = signals.start_hub(config);
@@ -314,7 +314,7 @@ pub(super) fn only_server(config: &Config, server: &str) -> Result<Config, u8> {
             eprintln!("  hint: if you trust it, run: tether trust {project}");
             return Err(EXIT_USAGE);
         }
-        return Err(report(&Error::UnknownServer(server.to_owned())));
+        return Err(unknown_server(config, server));
     };
     if !server_config.enabled {
         eprintln!("error: server {:?} is disabled (\"enabled\": false); turn it on with: tether enable {}", server_config.name, server_config.name);
@@ -416,6 +416,10 @@ fn read_arguments(arguments: Option<&str>) -> Result<Value, String> {
             io::stdin()
                 .read_to_string(&mut text)
                 .map_err(|err| format!("cannot read the arguments from stdin: {err}"))?;
+            // Nothing on stdin means no arguments.
+            if text.trim().is_empty() {
+                return Ok(json!({}));
+            }
             text
         }
         Some(text) => text.to_owned(),
@@ -436,4 +440,13 @@ pub(super) fn start_failure_code(status: &ServerStatus) -> u8 {
     } else {
         EXIT_SERVER
     }
+}
+
+/// Says that no server has this name, and which one is close.
+pub(super) fn unknown_server(config: &Config, name: &str) -> u8 {
+    let code = report(&Error::UnknownServer(name.to_owned()));
+    if let Some(close) = config.closest_name(name) {
+        eprintln!("  hint: did you mean {close:?}?");
+    }
+    code
 }

@@ -244,7 +244,7 @@ fn fill_port(url: &str, port: u16) -> String {
 /// `tether login NAME`: signs in now and keeps the tokens.
 pub(super) fn login(config: &Config, store: &Path, name: &str, overrides: &OAuthSettings) -> u8 {
     let Some(entry) = config.server(name) else {
-        return report(&Error::UnknownServer(name.to_owned()));
+        return super::connect::unknown_server(config, name);
     };
     let TransportConfig::Http(http) = &entry.transport else {
         eprintln!("error: server {name:?} runs as a program (stdio); only HTTP servers sign in");

@@ -35,7 +35,7 @@ Servers:
   list [NAME...] [--scope user|project] [--json]
                                   connect the enabled servers and show each one's state
   tools [--server NAME] [--json]  the tools as the model sees them
-  call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]
+  call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json], call mcp__SERVER__TOOL [ARGS_JSON|-]
                                   call one tool (ARGS_JSON defaults to {}; - reads stdin)
   resources [--server NAME] [--json]
                                   the resources and resource templates servers offer

@@ -39,13 +39,14 @@ pub(crate) const KNOWN_FIELDS: &[&str] = &[
     "exposure",
     "toolExposure",
     "description",
+    // Claude Code's inverse of `enabled`.
+    "disabled",
 ];
 
 /// Fields other clients write that mean nothing here: accepted with a warning.
 pub(crate) const FOREIGN_FIELDS: &[&str] = &[
     "autoApprove",
     "alwaysAllow",
-    "disabled",
     "transportType",
     "transport",
     "timeoutMs",
@@ -468,16 +469,28 @@ pub(crate) fn closest<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
         .map(|(_, candidate)| candidate)
 }
 
+/// Edits between two words, a swap of neighbours counting as one (the
+/// commonest typo: "comand", "dmeo").
 fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    // rows[i][j]: edits between a[..i] and b[..j].
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
     }
-    previous[b.len()]
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best =
+                (rows[i - 1][j] + 1).min(rows[i][j - 1] + 1).min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = best;
+        }
+    }
+    rows[a.len()][b.len()]
 }

@@ -463,6 +463,19 @@ impl Config {
         Config { off: true, ..Config::default() }
     }
 
+    /// The configured server name closest to `name` (a typo's likely
+    /// meaning), if one is close.
+    pub fn closest_name(&self, name: &str) -> Option<&str> {
+        let names: Vec<&str> = self
+            .servers
+            .iter()
+            .map(|server| server.name.as_str())
+            .chain(self.failed.iter().map(|entry| entry.name.as_str()))
+            .chain(self.untrusted.iter().map(|entry| entry.name.as_str()))
+            .collect();
+        entry::closest(name, &names)
+    }
+
     /// True when two names are the same server's (`-` and `_` are the same).
     pub fn same_name(a: &str, b: &str) -> bool {
         name_key(a) == name_key(b)

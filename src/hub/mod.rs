@@ -455,6 +455,9 @@ impl Hub {
             match answer {
                 Ok(found) => items
                     .extend(found.into_iter().map(|item| Offered { server: name.clone(), item })),
+                // A server that does not implement an optional list method
+                // (templates, say) simply has none.
+                Err(Error::Rpc(rpc)) if rpc.code == crate::jsonrpc::METHOD_NOT_FOUND => {}
                 Err(err) => errors.push(err.for_server(&name)),
             }
         }

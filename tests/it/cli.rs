@@ -355,3 +355,31 @@ fn a_notification_flood_is_reported_a_few_times_not_thousands() {
     assert!(warnings <= 5, "{warnings} warning lines:\n{}", &stderr[..stderr.len().min(2000)]);
     tag.assert_gone();
 }
+
+// Issue 13 (items 6, 8, 9, 12): the qualified name alone, a typo's
+// suggestion, empty stdin as no arguments, and "disabled" as Claude Code
+// writes it.
+#[test]
+fn call_takes_the_qualified_name_suggests_names_and_reads_empty_stdin_as_no_arguments() {
+    let dir =
+        config_dir(json!({"demo": demo_entry(), "old": {"command": "true", "disabled": true}}));
+    let (output, _) = run_tether(
+        dir.path(),
+        &["call", "mcp__demo__count_words", r#"{"text": "one two"}"#],
+        WITHIN,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(stdout_of(&output), "2 words, 7 characters\n");
+    assert!(!stderr_of(&output).contains("disabled"), "disabled: true is not warned about");
+
+    let (output, _) = run_tether(dir.path(), &["call", "dmeo", "count_words"], WITHIN);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr_of(&output).contains("did you mean \"demo\""), "{}", stderr_of(&output));
+
+    let (output, _) =
+        run_tether_with_stdin(dir.path(), &["call", "demo", "count_words", "-"], Some(""), WITHIN);
+    assert_ne!(output.status.code(), Some(2), "empty stdin is {{}}: {}", stderr_of(&output));
+
+    let (output, _) = run_tether(dir.path(), &["list"], WITHIN);
+    assert!(stdout_of(&output).contains("old") && stdout_of(&output).contains("disabled"));
+}
