@@ -365,7 +365,10 @@ fn call(
         return start_failure_code(&status);
     }
     let mut options = CallOptions::default();
-    options.timeout = timeout;
+    if let Some(ceiling) = timeout {
+        // --timeout is the whole call's ceiling: progress does not extend it.
+        options = options.with_timeout(ceiling).with_max_total_timeout(ceiling);
+    }
     if io::stderr().is_terminal() {
         options.progress = Some(Arc::new(|progress: &tether::Progress| {
             let total = progress.total.map(|total| format!("/{total}")).unwrap_or_default();

@@ -383,3 +383,20 @@ fn call_takes_the_qualified_name_suggests_names_and_reads_empty_stdin_as_no_argu
     let (output, _) = run_tether(dir.path(), &["list"], WITHIN);
     assert!(stdout_of(&output).contains("old") && stdout_of(&output).contains("disabled"));
 }
+
+// Issue 12 (item 11): --timeout is the whole call's ceiling, even while the
+// server keeps sending progress.
+#[test]
+fn timeout_bounds_a_call_that_keeps_sending_progress() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let (output, took) = run_tether(
+        dir.path(),
+        &["call", "fx", "progress", r#"{"steps": 20, "interval_ms": 300}"#, "--timeout", "1"],
+        WITHIN,
+    );
+    assert_eq!(output.status.code(), Some(3), "{}", stderr_of(&output));
+    assert!(stderr_of(&output).contains("timed out"), "{}", stderr_of(&output));
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+    tag.assert_gone();
+}
