@@ -2,7 +2,7 @@
 //! path of Streamable HTTP and the legacy HTTP+SSE transport, each with a
 //! time bound, and the fixture's request log to prove what went over the wire.
 
-use std::process::Child;
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -571,4 +571,42 @@ fn redirects_are_followed_on_the_same_origin_only() {
     let seen = http_log(&observer);
     assert!(seen.iter().all(|entry| entry["headers"].get("x-test").is_none()), "{seen:?}");
     observer.close().unwrap();
+}
+
+// Issue 12 (item 2): a server that sends requests on its GET stream faster
+// than it takes the answers makes tether drop answers, not grow.
+#[test]
+fn a_request_flood_with_slow_answers_keeps_memory_bounded() {
+    let tag = Tag::new();
+    let server =
+        HttpFixture::start(&tag, &["--get-stream", "--flood-requests", "--slow-replies", "200"]);
+    let dir = config_dir(json!({"web": {"url": server.url, "type": "http"}}));
+    let mut child = Command::new(crate::support::tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["call", "web", "sleep", r#"{"ms": 5000}"#])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        thread::sleep(Duration::from_secs(1));
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        samples.extend(
+            status
+                .lines()
+                .find(|line| line.starts_with("VmRSS:"))
+                .and_then(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok()),
+        );
+    }
+    let _ = crate::support::wait_within(&mut child, Duration::from_secs(20));
+    eprintln!("tether's RSS during the flood, KiB, one a second: {samples:?}");
+    let peak = samples.iter().copied().max().unwrap_or(0);
+    assert!(peak < 64 * 1024, "tether grew to {peak} KiB: {samples:?}");
+    let growth = samples.last().unwrap_or(&0).saturating_sub(samples[0]);
+    assert!(growth < 8 * 1024, "tether kept growing: {samples:?} KiB");
 }

@@ -33,19 +33,22 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TrySendError};
 
 use crate::auth::{AuthorizationHandler, OAuth, OAuthSettings, TokenProvider, TokenStore};
 use crate::config::HttpKind;
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
-use crate::sync::lock;
+use crate::sync::{lock, Occasional};
 use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
 use crate::transport::{Endpoint, Inbox, Outlet};
 
 use wire::LiteralFirstResolver;
 
+/// Frames waiting for a worker; past this, callers wait and answers to the
+/// server's requests are dropped.
+const MAX_QUEUED: usize = 256;
 /// At most this many POSTs in flight to one server.
 const MAX_WORKERS: usize = 32;
 /// How long shutdown waits for each thread.
@@ -182,6 +185,8 @@ pub(crate) struct HttpTransport {
     idle_workers: AtomicUsize,
     /// Frames sent but not yet taken by a worker.
     queued: AtomicUsize,
+    /// Said once a second at most, however many answers a flood drops.
+    dropped: Occasional,
     threads: Mutex<Vec<NamedThread>>,
     closing: AtomicBool,
     /// Dropped on close: wakes every pause at once.
@@ -241,7 +246,7 @@ impl HttpTransport {
             ureq::unversioned::transport::DefaultConnector::new(),
             LiteralFirstResolver::default(),
         );
-        let (jobs, queue) = crossbeam_channel::unbounded();
+        let (jobs, queue) = crossbeam_channel::bounded(MAX_QUEUED);
         let (stop, stopped) = crossbeam_channel::bounded(0);
         let mode = match target.kind {
             HttpKind::Auto => Mode::Undecided,
@@ -268,6 +273,7 @@ impl HttpTransport {
             queue,
             idle_workers: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
+            dropped: Occasional::default(),
             threads: Mutex::new(Vec::new()),
             closing: AtomicBool::new(false),
             stop: Mutex::new(Some(stop)),
@@ -377,10 +383,37 @@ impl Outlet for HttpTransport {
             return Err(Closed);
         }
         log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
-        {
-            let jobs = lock(&self.jobs);
-            self.queued.fetch_add(1, Ordering::AcqRel);
-            jobs.as_ref().ok_or(Closed)?.send(frame).map_err(|_| Closed)?;
+        let jobs = lock(&self.jobs).clone().ok_or(Closed)?;
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        let sent = if frame.method.is_none() {
+            // An answer to the server's own request, from the reader's side:
+            // it must not wait. A server that asks faster than its answers
+            // can be sent loses answers, not memory.
+            jobs.try_send(frame).map_err(|err| match err {
+                TrySendError::Full(_) => {
+                    self.dropped.warn(|| {
+                        format!(
+                            "{}: the server asks faster than it takes answers; dropping some",
+                            self.server
+                        )
+                    });
+                    None
+                }
+                TrySendError::Disconnected(_) => Some(Closed),
+            })
+        } else {
+            // A caller waits for room (the workers drain the queue), or for close.
+            select! {
+                send(jobs, frame) -> sent => sent.map_err(|_| Some(Closed)),
+                recv(self.stopped) -> _ => Err(Some(Closed)),
+            }
+        };
+        if let Err(failure) = sent {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            return match failure {
+                Some(closed) => Err(closed),
+                None => Ok(()),
+            };
         }
         // A worker for every POST in flight, up to the limit, so that a long
         // call never holds up another: more frames waiting than idle workers
