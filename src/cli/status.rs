@@ -74,7 +74,10 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
             Some(format!("raise \"startTimeout\" in {file}"))
         }
         Error::Timeout(_) => Some(format!("raise \"timeout\" in {file}")),
-        Error::Disconnected(_) => Some("the server exited; its stderr is below".to_owned()),
+        // Only when there is something below to read.
+        Error::Disconnected(_) if status.stderr_tail.is_some() => {
+            Some("the server exited; the end of its stderr is below".to_owned())
+        }
         Error::LoginRequired { .. } => Some(format!("sign in with: tether login {}", status.name)),
         _ => None,
     }

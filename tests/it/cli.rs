@@ -400,3 +400,17 @@ fn timeout_bounds_a_call_that_keeps_sending_progress() {
     assert!(took < Duration::from_millis(2500), "took {took:?}");
     tag.assert_gone();
 }
+
+// Issue 13 (item 10): no hint points at a stderr that is not shown.
+#[test]
+fn an_unreachable_remote_server_is_not_said_to_have_stderr() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let dir = config_dir(json!({"web": {"url": format!("http://127.0.0.1:{port}/mcp")}}));
+    let (output, _) = run_tether(dir.path(), &["list"], WITHIN);
+    assert_eq!(output.status.code(), Some(1));
+    let out = stdout_of(&output);
+    assert!(out.contains("cannot reach"), "{out}");
+    assert!(!out.contains("stderr is below"), "{out}");
+}
