@@ -313,13 +313,6 @@ fn servers_hear_when_the_roots_change() {
     tag.assert_gone();
 }
 
-/// A process's resident memory in KiB, from /proc.
-fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 // Issue 12 (item 1): a server that floods tools/list_changed while it no
 // longer answers tools/list has one re-list pending at most; tether's memory
 // stays flat.
@@ -342,7 +335,7 @@ fn a_list_changed_flood_keeps_memory_flat() {
     let mut samples = Vec::new();
     for _ in 0..5 {
         std::thread::sleep(Duration::from_secs(1));
-        samples.extend(rss_kib(child.id()));
+        samples.extend(crate::support::rss_kib(child.id()));
     }
     let status = crate::support::wait_within(&mut child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(0));

@@ -594,14 +594,7 @@ fn a_request_flood_with_slow_answers_keeps_memory_bounded() {
     let mut samples = Vec::new();
     for _ in 0..5 {
         thread::sleep(Duration::from_secs(1));
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-        samples.extend(
-            status
-                .lines()
-                .find(|line| line.starts_with("VmRSS:"))
-                .and_then(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok()),
-        );
+        samples.extend(crate::support::rss_kib(child.id()));
     }
     let _ = crate::support::wait_within(&mut child, Duration::from_secs(20));
     eprintln!("tether's RSS during the flood, KiB, one a second: {samples:?}");

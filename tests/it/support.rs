@@ -62,6 +62,13 @@ pub fn start_url_fixture(name: &str, tag: &Tag, flags: &[&str]) -> (std::process
     (child, url.trim().to_owned())
 }
 
+/// A process's resident memory in KiB, from /proc.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Waits for a child at most `within`; kills it and fails past that.
 pub fn wait_within(child: &mut std::process::Child, within: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + within;
