@@ -104,7 +104,6 @@ impl OAuth {
         &self,
         working: &mut Working,
         challenge: &Challenge,
-        step_up: bool,
     ) -> Result<(), Error> {
         // A person's sign-in needs a handler: without one, say so before
         // asking any server anything.
@@ -127,7 +126,7 @@ impl OAuth {
                 found
             }
         };
-        self.choose_scopes(working, &discovered, challenge, step_up);
+        self.choose_scopes(working, &discovered, challenge);
         let scope = working.scopes.join(" ");
         let Some(handler) = handler else {
             let client = self.configured_client(&discovered.server)?.ok_or_else(|| {
@@ -219,13 +218,7 @@ impl OAuth {
     /// The challenge's scope, else the resource's `scopes_supported`, else
     /// the configured scope; a step-up adds to what was asked before.
     /// `offline_access` only where the authorization server lists it.
-    fn choose_scopes(
-        &self,
-        working: &mut Working,
-        discovered: &Discovered,
-        challenge: &Challenge,
-        step_up: bool,
-    ) {
+    fn choose_scopes(&self, working: &mut Working, discovered: &Discovered, challenge: &Challenge) {
         let words = |text: &str| text.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
         let mut scopes = if let Some(scope) = &challenge.scope {
             words(scope)
@@ -234,11 +227,10 @@ impl OAuth {
         } else {
             self.settings.scope.as_deref().map(words).unwrap_or_default()
         };
-        if step_up || !working.scopes.is_empty() {
-            for scope in std::mem::take(&mut working.scopes) {
-                if !scopes.contains(&scope) {
-                    scopes.push(scope);
-                }
+        // Scopes granted before are kept: a step-up adds to them.
+        for scope in std::mem::take(&mut working.scopes) {
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
             }
         }
         let offline = "offline_access".to_owned();

@@ -372,14 +372,13 @@ impl OAuth {
         sent: Option<&str>,
     ) -> Result<(), Error> {
         self.exclusively(sent, false, |state| {
-            let step_up = status == 403 && challenge.is_insufficient_scope();
             if status == 401 && state.tokens.as_ref().is_some_and(|t| t.refresh.is_some()) {
                 match self.refresh(state) {
                     Ok(()) => return Ok(()),
                     Err(err) => log::info!("refreshing the token failed ({err}); signing in again"),
                 }
             }
-            self.sign_in(state, challenge, step_up)
+            self.sign_in(state, challenge)
         })
     }
 

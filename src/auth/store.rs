@@ -26,7 +26,7 @@ pub(crate) struct TokenStore {
 }
 
 /// One server's record.
-#[derive(Serialize, Deserialize, Default)]
+#[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct Record {
     url: String,
@@ -98,7 +98,7 @@ impl TokenStore {
     pub(super) fn load(&self) -> Option<Record> {
         let text = std::fs::read_to_string(&self.path).ok()?;
         let document: Value = serde_json::from_str(&text).ok()?;
-        let record = document.pointer(&format!("/servers/{}", escape(&self.server)))?;
+        let record = document.get("servers")?.get(&self.server)?;
         let record: Record = serde_json::from_value(record.clone()).ok()?;
         (record.url == self.url).then_some(record)
     }
@@ -142,9 +142,4 @@ pub fn forget_credentials(store: &Path, server: &str) -> Result<bool, Error> {
 
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
-}
-
-/// A JSON pointer token.
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }

@@ -16,7 +16,7 @@ use signal_hook::iterator::Signals;
 use tether::{CallOptions, Config, Error, Hub, HubOptions, Scope, ServerState, ServerStatus};
 
 use super::{
-    browse, emit, report, status, Command, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE,
+    browse, emit, lock, report, status, Command, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE,
     INTERRUPTED,
 };
 
@@ -112,11 +112,6 @@ impl SignalWatch {
         self.handle.close();
         let _ = self.thread.join();
     }
-}
-
-/// Locks, also when a former holder panicked: the slot holds plain data.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn list(

@@ -20,7 +20,7 @@ use tether::{
 };
 
 use super::terminal::open_in_browser;
-use super::{report, EXIT_OK, EXIT_USAGE};
+use super::{lock, report, EXIT_OK, EXIT_USAGE};
 
 /// How long a sign-in may wait for the person.
 const SIGN_IN_WAIT: Duration = Duration::from_secs(300);
@@ -78,7 +78,7 @@ impl AuthorizationHandler for LoopbackHandler {
     fn authorize(&self, url: &str) -> Result<String, Error> {
         eprintln!("To sign in to {:?}, open this URL in a browser:\n\n  {url}\n", self.server);
         open_in_browser(url);
-        let mut paste = self.paste.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut paste = lock(&self.paste);
         if *paste {
             eprintln!("(Or paste the URL the browser ends up at here, then press Enter.)");
         }

@@ -251,3 +251,9 @@ pub(crate) fn report(err: &Error) -> u8 {
         _ => EXIT_USAGE,
     }
 }
+
+/// Locks, also when a former holder panicked: what the CLI guards is plain
+/// data that a panic cannot leave half-written.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

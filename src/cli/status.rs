@@ -4,8 +4,6 @@
 //! The library's `ServerStatus` is typed data (a state, an `Error` with its
 //! causes, a `SystemTime`); everything meant for a person is made here.
 
-use std::time::SystemTime;
-
 use serde_json::{json, Value};
 use tether::{Error, ServerState, ServerStatus, Step, Timeout};
 
@@ -83,11 +81,6 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
     }
 }
 
-/// A time as `list --json` shows it.
-pub(super) fn rfc3339(time: SystemTime) -> String {
-    clock::rfc3339(time)
-}
-
 /// One status as `list --json` prints it.
 pub(super) fn to_json(status: &ServerStatus) -> Value {
     json!({
@@ -106,6 +99,6 @@ pub(super) fn to_json(status: &ServerStatus) -> Value {
         "hint": hint(status),
         "warnings": status.warnings,
         "stderr_tail": status.stderr_tail,
-        "since": rfc3339(status.since),
+        "since": clock::rfc3339(status.since),
     })
 }

@@ -14,6 +14,8 @@ use serde_json::{json, Map, Value};
 
 use tether::{Host, RpcError};
 
+use super::lock;
+
 /// Answers on the terminal, one question at a time.
 pub(super) struct TerminalHost {
     interactive: bool,
@@ -39,7 +41,7 @@ impl Host for TerminalHost {
         if !self.interactive {
             return Ok(json!({"action": "decline"}));
         }
-        let _turn = self.asking.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _turn = lock(&self.asking);
         let message = params.get("message").and_then(Value::as_str).unwrap_or("");
         eprintln!("\nServer {server:?} asks: {message}");
         let answer = if params.get("mode").and_then(Value::as_str) == Some("url") {

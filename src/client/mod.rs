@@ -254,7 +254,7 @@ impl Client {
         let frame = Frame::request(id, method, params.as_ref());
         drop(params);
         if self.router.send(frame).is_err() {
-            return Err(Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof)));
+            return Err(self.disconnected());
         }
         self.wait(id, method, &replies, &queued_progress, options)
     }
@@ -369,9 +369,7 @@ impl Client {
             return Err(Error::Disconnected(reason));
         }
         let frame = Frame::notification(method, params.as_ref());
-        self.router
-            .send(frame)
-            .map_err(|_| Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof)))
+        self.router.send(frame).map_err(|_| self.disconnected())
     }
 
     /// Lists every tool, following `nextCursor` to the end.

@@ -669,7 +669,6 @@ fn shell_quote(word: &str) -> String {
     }
 }
 
-/// The names in `TETHER_MCP_ENV`, when it is set.
 /// What the environment allows before any file is read: `None` when
 /// `TETHER_MCP=0` turns MCP off, else the host variables files may name
 /// (`TETHER_MCP_ENV`; `Some(None)` when it is not set: any).

@@ -317,7 +317,7 @@ impl Hub {
                 }
             }
         };
-        let client = self.core.shared.connected_client(&server)?;
+        let client = Arc::clone(&self.core.shared.connected(&server)?.client);
         client.call_tool(&tool_name, arguments, options).map_err(|err| err.for_server(&server))
     }
 
@@ -336,28 +336,22 @@ impl Hub {
         options: &CallOptions,
     ) -> Result<ToolResult, Error> {
         let shared = &self.core.shared;
-        let name = match shared.state().slot(server) {
-            Some(slot) => slot.config.name.clone(),
-            None => return Err(Error::UnknownServer(server.to_owned())),
-        };
-        let name = &name;
-        let client = shared.connected_client(name)?;
-        let listed = match shared.state().slot(name).map(|slot| &slot.phase) {
-            Some(Phase::Ready(connected)) => {
-                connected.tools.iter().any(|listed| listed.name == tool)
-            }
-            _ => false,
-        };
+        let connected = shared.connected(server)?;
+        let name = connected.client.server_name();
+        let listed = connected.tools.iter().any(|listed| listed.name == tool);
         let tool_name = if listed {
             tool.to_owned()
         } else {
             let registry = shared.registry();
-            match registry.get(tool).filter(|entry| &entry.server == name) {
+            match registry.get(tool).filter(|entry| entry.server == name) {
                 Some(entry) => entry.tool.name.clone(),
                 None => return Err(Error::UnknownTool(tool.to_owned()).for_server(name)),
             }
         };
-        client.call_tool(&tool_name, arguments, options).map_err(|err| err.for_server(name))
+        connected
+            .client
+            .call_tool(&tool_name, arguments, options)
+            .map_err(|err| err.for_server(name))
     }
 
     /// The connection to one server, for requests the hub does not wrap:
@@ -368,7 +362,7 @@ impl Hub {
     /// [`Error::UnknownServer`] or [`Error::NotConnected`] (with the failure
     /// as its cause).
     pub fn client(&self, server: &str) -> Result<Arc<Client>, Error> {
-        self.core.shared.connected_client(server)
+        self.core.shared.connected(server).map(|connected| Arc::clone(&connected.client))
     }
 
     /// Every resource of every connected server that offers resources, and
@@ -396,7 +390,7 @@ impl Hub {
     /// # Errors
     /// The server is unknown or not connected, or the read failed.
     pub fn read_resource(&self, server: &str, uri: &str) -> Result<Vec<ResourceContents>, Error> {
-        let client = self.core.shared.connected_client(server)?;
+        let client = Arc::clone(&self.core.shared.connected(server)?.client);
         client.read_resource(uri, &CallOptions::default()).map_err(|err| err.for_server(server))
     }
 
@@ -410,7 +404,7 @@ impl Hub {
         name: &str,
         arguments: Value,
     ) -> Result<PromptResult, Error> {
-        let client = self.core.shared.connected_client(server)?;
+        let client = Arc::clone(&self.core.shared.connected(server)?.client);
         client
             .get_prompt(name, arguments, &CallOptions::default())
             .map_err(|err| err.for_server(server))

@@ -51,7 +51,6 @@ impl Hub {
             if state.shutting_down {
                 return report;
             }
-            let mut fresh = Vec::new();
             if let Some(config) = config {
                 let mut old_slots: Vec<Option<Slot>> =
                     std::mem::take(&mut state.slots).into_iter().map(Some).collect();
@@ -63,20 +62,17 @@ impl Hub {
                     match old.and_then(Option::take) {
                         Some(old) if old.config.same_entry(&server) => {
                             new_slots.push(old);
-                            fresh.push(false);
                         }
                         Some(old) => {
                             retired.extend(old.phase.client().cloned());
                             report.restarted.push(server.name.clone());
                             new_slots.push(Slot::new(server));
-                            fresh.push(true);
                         }
                         None => {
                             if server.enabled {
                                 report.started.push(server.name.clone());
                             }
                             new_slots.push(Slot::new(server));
-                            fresh.push(true);
                         }
                     }
                 }
@@ -87,12 +83,11 @@ impl Hub {
                 state.slots = new_slots;
                 state.failed_entries = config.failed;
                 state.untrusted = config.untrusted;
-            } else {
-                fresh = vec![false; state.slots.len()];
             }
-            // A server that ran and then stopped restarts.
-            for (index, fresh) in fresh.into_iter().enumerate() {
-                if !fresh && state.slots[index].has_dropped() {
+            // A server that ran and then stopped restarts (a new slot has
+            // never run, so it is not among them).
+            for index in 0..state.slots.len() {
+                if state.slots[index].has_dropped() {
                     retired.extend(state.slots[index].phase.client().cloned());
                     let name = state.slots[index].config.name.clone();
                     if let Some(job) = state.begin_start(index) {

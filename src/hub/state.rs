@@ -415,19 +415,21 @@ impl Shared {
         state
     }
 
-    /// The client of a server for a request: one that is starting is
+    /// A server's connection for a request: one that is starting is
     /// waited for; one that dropped since it was ready is reconnected once,
     /// here, before failing. Callers of other servers never wait on this.
-    pub(super) fn connected_client(self: &Arc<Self>, server: &str) -> Result<Arc<Client>, Error> {
+    pub(super) fn connected(self: &Arc<Self>, server: &str) -> Result<Arc<Connected>, Error> {
         let (mut reconnected, mut waited) = (false, false);
         let mut state = self.state();
         loop {
             let slot = state.slot(server).ok_or_else(|| Error::UnknownServer(server.to_owned()))?;
+            if let Phase::Ready(connected) = &slot.phase {
+                if !is_lost(&connected.client) {
+                    return Ok(Arc::clone(connected));
+                }
+            }
             let name = slot.config.name.clone();
             match &slot.phase {
-                Phase::Ready(connected) if !is_lost(&connected.client) => {
-                    return Ok(Arc::clone(&connected.client));
-                }
                 // Waited for once, at most its start timeout.
                 Phase::Starting { .. } if !waited && !reconnected => {
                     waited = true;

@@ -5,12 +5,12 @@
 
 use std::io;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 
-use crate::error::{CloseReason, Error};
+use crate::error::CloseReason;
 use crate::jsonrpc::{Frame, Message};
 use crate::sync::lock;
 use crate::transport::outbox::Closed;
@@ -78,10 +78,6 @@ impl MemoryServer {
 impl Outlet for MemoryOutlet {
     fn send(&self, frame: Frame) -> Result<(), Closed> {
         self.frames.send(frame).map_err(|_| Closed)
-    }
-
-    fn begin_session(&self, initialized: Frame, _: &str, _: Instant) -> Result<(), Error> {
-        self.send(initialized).map_err(|Closed| Error::Disconnected(CloseReason::Eof))
     }
 }
 

@@ -160,14 +160,18 @@ pub(crate) trait Outlet: Send + Sync {
     /// for server-initiated messages, waited for until it answers, at most
     /// until `deadline`).
     ///
+    /// The default suits one ordered stream (a pipe): written is enough.
+    ///
     /// # Errors
     /// `initialized` could not be sent.
     fn begin_session(
         &self,
         initialized: Frame,
-        protocol_version: &str,
-        deadline: Instant,
-    ) -> Result<(), Error>;
+        _protocol_version: &str,
+        _deadline: Instant,
+    ) -> Result<(), Error> {
+        self.send(initialized).map_err(|outbox::Closed| Error::Disconnected(CloseReason::Eof))
+    }
 }
 
 /// A running transport, as the client sees it once connected.

@@ -20,9 +20,8 @@ use std::os::fd::AsRawFd;
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
 
-use crate::error::{CloseReason, Error};
+use crate::error::CloseReason;
 use crate::jsonrpc::Frame;
 use crate::sync::lock;
 use crate::transport::{Inbox, Outlet};
@@ -229,11 +228,5 @@ fn wait_writable(pipe: &ChildStdin) -> io::Result<()> {
 impl Outlet for Outbox {
     fn send(&self, frame: Frame) -> Result<(), Closed> {
         Outbox::send(self, frame.bytes)
-    }
-
-    /// One pipe carries every frame in order: written is enough.
-    fn begin_session(&self, initialized: Frame, _: &str, _: Instant) -> Result<(), Error> {
-        Outbox::send(self, initialized.bytes)
-            .map_err(|Closed| Error::Disconnected(CloseReason::Eof))
     }
 }

@@ -59,9 +59,9 @@ impl HttpTransport {
         self.with_retries(method != Some("tools/call"), deadline, || {
             let sent_session = lock(&self.state).session_id.clone();
             let bearer = self.bearer();
-            let url = redirected.clone().unwrap_or_else(|| self.target.url.clone());
+            let url = redirected.as_deref().unwrap_or(&self.target.url);
             let sent = self.send_post(
-                &url,
+                url,
                 &frame.bytes,
                 self.ceiling(frame.is_request(), deadline),
                 true,
@@ -79,7 +79,7 @@ impl HttpTransport {
                         .headers()
                         .get("location")
                         .and_then(|value| value.to_str().ok())
-                        .map(|location| resolve(&url, location));
+                        .map(|location| resolve(url, location));
                     match location.filter(|to| origin_of(to) == origin_of(&self.target.url)) {
                         Some(to) => {
                             redirects += 1;
@@ -359,7 +359,7 @@ impl HttpTransport {
             }
             return Ok(());
         }
-        self.deliver_json(&body);
+        self.deliver_json(&body, None);
         Ok(())
     }
 

@@ -171,36 +171,39 @@ impl HttpTransport {
             if event.data.trim().is_empty() {
                 continue; // Priming events carry only an id.
             }
-            for message in self.deliver_json(event.data.as_bytes()) {
-                if let (Message::Response(response), Some(id)) = (&message, id) {
-                    *answered |= response.id == RequestId::Number(id);
-                }
-            }
+            *answered |= self.deliver_json(event.data.as_bytes(), id);
         }
         Ok(())
     }
 
-    /// Delivers a JSON body: one message, or a batch.
-    /// Delivers one message or a batch; returns what was delivered.
-    pub(super) fn deliver_json(&self, body: &[u8]) -> Vec<Message> {
+    /// Delivers a JSON body, one message or a batch; true when it held the
+    /// response to `awaited`.
+    pub(super) fn deliver_json(&self, body: &[u8], awaited: Option<i64>) -> bool {
+        let answers = |delivered: Option<RequestId>| {
+            awaited.is_some_and(|id| delivered == Some(RequestId::Number(id)))
+        };
         // Only a batch is parsed twice; a single message goes straight through.
         if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'[') {
-            return self.deliver_bytes(body).into_iter().collect();
+            return answers(self.deliver_bytes(body));
         }
         match serde_json::from_slice::<Vec<Value>>(body) {
-            Ok(batch) => batch
-                .into_iter()
-                .filter_map(|item| self.deliver_bytes(item.to_string().as_bytes()))
-                .collect(),
+            Ok(batch) => {
+                // Every item is delivered, whichever of them answers.
+                let mut answered = false;
+                for item in batch {
+                    answered |= answers(self.deliver_bytes(item.to_string().as_bytes()));
+                }
+                answered
+            }
             Err(err) => {
                 log::warn!("{}: the answer is not a JSON batch: {err}", self.server);
-                Vec::new()
+                false
             }
         }
     }
 
-    /// Parses and delivers one message.
-    pub(super) fn deliver_bytes(&self, bytes: &[u8]) -> Option<Message> {
+    /// Parses and delivers one message; returns its id when it is a response.
+    pub(super) fn deliver_bytes(&self, bytes: &[u8]) -> Option<RequestId> {
         let message = match Message::parse(bytes) {
             Ok(message) => message,
             Err(why) => {
@@ -211,8 +214,12 @@ impl HttpTransport {
         };
         log::trace!("{} <- {}", self.server, String::from_utf8_lossy(bytes));
         let inbox = self.inbox()?;
-        inbox.deliver(message.clone());
-        Some(message)
+        let id = match &message {
+            Message::Response(response) => Some(response.id.clone()),
+            _ => None,
+        };
+        inbox.deliver(message);
+        id
     }
 
     /// A GET for an event stream; `ceiling` bounds the whole exchange (a
