@@ -115,6 +115,15 @@ impl Timeout {
 pub enum CloseReason {
     /// The server closed its output (it exited or crashed).
     Eof,
+    /// The server's process ended: with an exit code, or by a signal.
+    Exited {
+        /// Its exit code, when it exited.
+        code: Option<i32>,
+        /// The signal that ended it, when one did.
+        signal: Option<i32>,
+    },
+    /// A remote server could not be reached (refused, no such host, TLS).
+    Unreachable(String),
     /// The server sent a frame larger than the limit; it was not read.
     FrameTooLarge {
         /// The announced or reached size in bytes.
@@ -190,6 +199,10 @@ impl fmt::Display for Error {
                 }
             }
             Error::Cancelled => f.write_str("cancelled"),
+            // These say what happened in the server's terms already.
+            Error::Disconnected(
+                reason @ (CloseReason::Exited { .. } | CloseReason::Unreachable(_)),
+            ) => write!(f, "{reason}"),
             Error::Disconnected(reason) => write!(f, "connection closed: {reason}"),
             Error::UnknownTool(name) => write!(f, "no tool named {name:?}"),
             Error::UnknownServer(name) => write!(f, "no server named {name:?} is configured"),
@@ -215,9 +228,31 @@ impl fmt::Display for CloseReason {
             CloseReason::FrameTooLarge { size, limit } => {
                 write!(f, "frame too large ({size} bytes or more; the limit is {limit})")
             }
+            CloseReason::Exited { code: Some(code), .. } => {
+                write!(f, "the server exited with status {code}")
+            }
+            CloseReason::Exited { signal: Some(signal), .. } => {
+                write!(f, "the server was killed by signal {signal}{}", signal_name(*signal))
+            }
+            CloseReason::Exited { .. } => f.write_str("the server exited"),
+            CloseReason::Unreachable(what) => f.write_str(what),
             CloseReason::Io(what) => write!(f, "i/o error: {what}"),
             CloseReason::Shutdown => f.write_str("shut down by the host"),
         }
+    }
+}
+
+/// ` (SIGKILL)` for the signals people know by name.
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        1 => " (SIGHUP)",
+        2 => " (SIGINT)",
+        6 => " (SIGABRT)",
+        9 => " (SIGKILL)",
+        11 => " (SIGSEGV)",
+        13 => " (SIGPIPE)",
+        15 => " (SIGTERM)",
+        _ => "",
     }
 }
 

@@ -27,6 +27,22 @@ impl Root {
         Root { uri: uri.to_owned(), name: None }
     }
 
+    /// A root for a local folder: its absolute path as a `file://` URI
+    /// (percent-encoded), named after the folder.
+    pub fn for_folder(folder: &std::path::Path) -> Root {
+        use std::os::unix::ffi::OsStrExt;
+        let mut uri = String::from("file://");
+        for &byte in folder.as_os_str().as_bytes() {
+            if byte.is_ascii_alphanumeric() || b"/-._~".contains(&byte) {
+                uri.push(char::from(byte));
+            } else {
+                uri.push_str(&format!("%{byte:02X}"));
+            }
+        }
+        let name = folder.file_name().map(|name| name.to_string_lossy().into_owned());
+        Root { uri, name }
+    }
+
     /// The same root with a display name.
     pub fn with_name(mut self, name: &str) -> Root {
         self.name = Some(name.to_owned());
@@ -123,5 +139,17 @@ pub(crate) fn answer(
             message: format!("method not found: {other}"),
             data: None,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_root_is_a_percent_encoded_file_uri() {
+        let root = Root::for_folder(std::path::Path::new("/home/ada/my project/ü"));
+        assert_eq!(root.uri, "file:///home/ada/my%20project/%C3%BC");
+        assert_eq!(root.name.as_deref(), Some("ü"));
     }
 }

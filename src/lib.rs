@@ -49,6 +49,7 @@ mod protocol;
 mod registry;
 mod search;
 mod shaping;
+mod spelling;
 mod sync;
 mod threads;
 mod transport;

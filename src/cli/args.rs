@@ -14,9 +14,15 @@ use super::manage;
 pub(super) struct Args {
     pub(super) config_dir: Option<PathBuf>,
     pub(super) project: Option<PathBuf>,
+    /// `--root DIR`, in order; empty means the project folder.
+    pub(super) roots: Vec<PathBuf>,
+    /// `--no-roots`: offer the servers no folder.
+    pub(super) no_roots: bool,
     pub(super) verbosity: i32,
     pub(super) command: Option<Command>,
+    /// `--help` (or `help`): the global help, or with `help_topic` a command's.
     pub(super) help: bool,
+    pub(super) help_topic: Option<String>,
     pub(super) version: bool,
 }
 
@@ -25,6 +31,10 @@ pub(super) enum Command {
     List {
         names: Vec<String>,
         scope: Option<tether::Scope>,
+        json: bool,
+    },
+    Get {
+        name: String,
         json: bool,
     },
     Tools {
@@ -38,6 +48,7 @@ pub(super) enum Command {
     Read {
         server: String,
         uri: String,
+        output: Option<PathBuf>,
         raw: bool,
         json: bool,
     },
@@ -66,10 +77,13 @@ pub(super) enum Command {
     Enable {
         name: String,
         enabled: bool,
+        scope: Option<tether::Scope>,
     },
     Trust {
         dir: Option<PathBuf>,
         trusted: bool,
+        /// `--yes`: approve without asking.
+        yes: bool,
     },
     Import {
         file: PathBuf,
@@ -83,7 +97,7 @@ pub(super) enum Command {
         name: String,
         mode: tether::Exposure,
         tool: Option<String>,
-        project: bool,
+        scope: Option<tether::Scope>,
     },
     Login {
         name: String,
@@ -93,6 +107,22 @@ pub(super) enum Command {
     Logout {
         name: String,
     },
+}
+
+impl Command {
+    /// The one server this command works with, when it names one.
+    pub(super) fn server(&self) -> Option<&str> {
+        match self {
+            Command::Call { server, .. }
+            | Command::Read { server, .. }
+            | Command::Prompt { server, .. } => Some(server),
+            Command::Tools { server, .. }
+            | Command::Resources { server, .. }
+            | Command::Prompts { server, .. } => server.as_deref(),
+            Command::Login { name, .. } => Some(name),
+            _ => None,
+        }
+    }
 }
 
 /// Parses the arguments after the program's name.
@@ -108,41 +138,80 @@ pub(super) fn parse(
         match arg {
             Long("config-dir") => args.config_dir = Some(parser.value()?.into()),
             Long("project") => args.project = Some(parser.value()?.into()),
+            Long("root") => args.roots.push(parser.value()?.into()),
+            Long("no-roots") => args.no_roots = true,
             Short('v') | Long("verbose") => args.verbosity += 1,
             Short('q') | Long("quiet") => args.verbosity = -1,
             Short('h') | Long("help") => args.help = true,
             Short('V') | Long("version") => args.version = true,
             Value(word) => {
                 let word = word.string()?;
+                if word == "help" {
+                    args.help = true;
+                    args.help_topic = optional_value(&mut parser)?;
+                    return Ok(args);
+                }
+                if super::help::of(&word).is_none() {
+                    let known: Vec<&str> = super::help::commands().collect();
+                    let hint = super::spelling::closest(&word, &known)
+                        .map(|close| format!(" (did you mean {close:?}?)"))
+                        .unwrap_or_default();
+                    return Err(format!("unknown command {word:?}{hint}").into());
+                }
+                // `COMMAND --help` anywhere before a `--` asks for that command's help.
+                let rest: Vec<OsString> = parser.raw_args()?.collect();
+                let asks_help = rest
+                    .iter()
+                    .take_while(|arg| *arg != "--")
+                    .any(|arg| arg == "-h" || arg == "--help");
+                if asks_help {
+                    args.help = true;
+                    args.help_topic = Some(word);
+                    return Ok(args);
+                }
+                // For `add`, what follows `--` is the server's command, verbatim.
+                let mut rest = rest;
+                let mut after_dashes = None;
+                if word == "add" {
+                    if let Some(at) = rest.iter().position(|arg| arg == "--") {
+                        let tail = rest.split_off(at);
+                        after_dashes = Some(
+                            tail.into_iter()
+                                .skip(1)
+                                .map(|arg| {
+                                    arg.into_string().map_err(lexopt::Error::NonUnicodeValue)
+                                })
+                                .collect::<Result<Vec<String>, _>>()?,
+                        );
+                    }
+                }
+                let mut parser = lexopt::Parser::from_args(rest);
+                let parser = &mut parser;
                 args.command = Some(match word.as_str() {
-                    "list" => parse_list(&mut parser)?,
-                    "tools" | "resources" | "prompts" => parse_listing(&mut parser, &word)?,
-                    "read" | "prompt" => parse_fetch(&mut parser, &word)?,
-                    "logs" => parse_logs(&mut parser)?,
-                    "expose" => parse_expose(&mut parser)?,
-                    "call" => parse_call(&mut parser)?,
-                    "login" => parse_login(&mut parser)?,
-                    "logout" => Command::Logout { name: single_name(&mut parser, "logout")? },
-                    "add" => Command::Add(manage::parse_add(&mut parser)?),
-                    "remove" => parse_remove(&mut parser)?,
+                    "list" => parse_list(parser)?,
+                    "get" => parse_get(parser)?,
+                    "tools" | "resources" | "prompts" => parse_listing(parser, &word)?,
+                    "read" | "prompt" => parse_fetch(parser, &word)?,
+                    "logs" => parse_logs(parser)?,
+                    "expose" => parse_expose(parser)?,
+                    "call" => parse_call(parser)?,
+                    "login" => parse_login(parser)?,
+                    "logout" => Command::Logout { name: single_name(parser, "logout")? },
+                    "add" => Command::Add(manage::parse_add(parser, after_dashes)?),
+                    "remove" => {
+                        let (name, scope) = name_and_scope(parser, "remove")?;
+                        Command::Remove { name, scope }
+                    }
                     "enable" | "disable" => {
-                        let name = single_name(&mut parser, &word)?;
-                        Command::Enable { name, enabled: word == "enable" }
+                        let (name, scope) = name_and_scope(parser, &word)?;
+                        Command::Enable { name, enabled: word == "enable", scope }
                     }
-                    "trust" | "untrust" => {
-                        let dir = optional_value(&mut parser)?.map(PathBuf::from);
-                        Command::Trust { dir, trusted: word == "trust" }
-                    }
+                    "trust" | "untrust" => parse_trust(parser, word == "trust")?,
                     "import" => {
-                        let file =
-                            optional_value(&mut parser)?.ok_or("usage: tether import FILE")?;
+                        let file = optional_value(parser)?.ok_or("usage: tether import FILE")?;
                         Command::Import { file: file.into() }
                     }
-                    "help" => {
-                        args.help = true;
-                        return Ok(args);
-                    }
-                    other => return Err(format!("unknown command {other:?}").into()),
+                    other => unreachable!("{other} has help but no parser"),
                 });
                 return Ok(args);
             }
@@ -152,7 +221,37 @@ pub(super) fn parse(
     Ok(args)
 }
 
-fn parse_scope(value: &str) -> Result<tether::Scope, lexopt::Error> {
+/// A scope option: `-s/--scope user|project`, or one of the older
+/// spellings `-l`/`--local`/`--project` (project) and `--user`.
+pub(super) enum ScopeFlag {
+    /// `-s`/`--scope`: the scope is the option's value.
+    Valued,
+    Fixed(tether::Scope),
+}
+
+pub(super) fn scope_flag(arg: &lexopt::Arg) -> Option<ScopeFlag> {
+    match arg {
+        Short('s') | Long("scope") => Some(ScopeFlag::Valued),
+        Short('l') | Long("local") | Long("project") => {
+            Some(ScopeFlag::Fixed(tether::Scope::Project))
+        }
+        Long("user") => Some(ScopeFlag::Fixed(tether::Scope::User)),
+        _ => None,
+    }
+}
+
+/// The scope a [`ScopeFlag`] names, reading its value when it takes one.
+pub(super) fn scope_of(
+    flag: ScopeFlag,
+    parser: &mut lexopt::Parser,
+) -> Result<tether::Scope, lexopt::Error> {
+    match flag {
+        ScopeFlag::Valued => parse_scope(&parser.value()?.string()?),
+        ScopeFlag::Fixed(scope) => Ok(scope),
+    }
+}
+
+pub(super) fn parse_scope(value: &str) -> Result<tether::Scope, lexopt::Error> {
     // `local` is what Claude Code calls the project scope.
     let value = if value == "local" { "project" } else { value };
     value.parse().map_err(|err| format!("--scope: {err}").into())
@@ -172,12 +271,13 @@ fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
 }
 
 /// `tools`, `resources` and `prompts` take the same options:
-/// `[--server NAME] [--json]`.
+/// `[SERVER | --server NAME] [--json]`.
 fn parse_listing(parser: &mut lexopt::Parser, command: &str) -> Result<Command, lexopt::Error> {
     let (mut server, mut json) = (None, false);
     while let Some(arg) = parser.next()? {
         match arg {
-            Long("server") => server = Some(parser.value()?.string()?),
+            Long("server") if server.is_none() => server = Some(parser.value()?.string()?),
+            Value(name) if server.is_none() => server = Some(name.string()?),
             Long("json") => json = true,
             _ => return Err(arg.unexpected()),
         }
@@ -189,12 +289,16 @@ fn parse_listing(parser: &mut lexopt::Parser, command: &str) -> Result<Command, 
     })
 }
 
-/// `read SERVER URI [--raw] [--json]` and `prompt SERVER NAME [ARGS_JSON] [--json]`.
+/// `read SERVER URI [-o PATH] [--raw] [--json]` and
+/// `prompt SERVER NAME [ARGS_JSON] [--json]`.
 fn parse_fetch(parser: &mut lexopt::Parser, command: &str) -> Result<Command, lexopt::Error> {
-    let (mut positional, mut raw, mut json) = (Vec::new(), false, false);
+    let (mut positional, mut raw, mut json, mut output) = (Vec::new(), false, false, None);
     while let Some(arg) = parser.next()? {
         match arg {
             Long("raw") if command == "read" => raw = true,
+            Short('o') | Long("output") if command == "read" => {
+                output = Some(PathBuf::from(parser.value()?))
+            }
             Long("json") => json = true,
             Value(word) if positional.len() < 3 => positional.push(word.string()?),
             _ => return Err(arg.unexpected()),
@@ -202,11 +306,13 @@ fn parse_fetch(parser: &mut lexopt::Parser, command: &str) -> Result<Command, le
     }
     let mut positional = positional.into_iter();
     match (command, positional.next(), positional.next(), positional.next()) {
-        ("read", Some(server), Some(uri), None) => Ok(Command::Read { server, uri, raw, json }),
+        ("read", Some(server), Some(uri), None) if !(raw && output.is_some()) => {
+            Ok(Command::Read { server, uri, output, raw, json })
+        }
         ("prompt", Some(server), Some(name), arguments) => {
             Ok(Command::Prompt { server, name, arguments, json })
         }
-        ("read", ..) => Err("usage: tether read SERVER URI [--raw] [--json]".into()),
+        ("read", ..) => Err("usage: tether read SERVER URI [-o PATH | --raw] [--json]".into()),
         _ => Err("usage: tether prompt SERVER NAME [ARGS_JSON|-] [--json]".into()),
     }
 }
@@ -258,11 +364,14 @@ fn is_arguments(word: &str) -> bool {
 }
 
 fn parse_expose(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
-    let (mut positional, mut tool, mut project) = (Vec::new(), None, false);
+    let (mut positional, mut tool, mut scope) = (Vec::new(), None, None);
     while let Some(arg) = parser.next()? {
+        if let Some(flag) = scope_flag(&arg) {
+            scope = Some(scope_of(flag, parser)?);
+            continue;
+        }
         match arg {
             Long("tool") => tool = Some(parser.value()?.string()?),
-            Short('l') | Long("local") | Long("project") => project = true,
             Value(word) if positional.len() < 2 => positional.push(word.string()?),
             _ => return Err(arg.unexpected()),
         }
@@ -273,10 +382,10 @@ fn parse_expose(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
             let mode = mode.parse().map_err(|err: tether::UnknownWord| {
                 format!("{:?} is not an exposure; use one of {}", err.given, err.expected)
             })?;
-            Ok(Command::Expose { name, mode, tool, project })
+            Ok(Command::Expose { name, mode, tool, scope })
         }
         _ => {
-            Err("usage: tether expose SERVER direct|deferred|hidden|codemode [--tool PATTERN] [-l]"
+            Err("usage: tether expose SERVER direct|deferred|hidden|codemode [--tool PATTERN] [-s user|project]"
                 .into())
         }
     }
@@ -318,19 +427,49 @@ fn parse_logs(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     Ok(Command::Logs { server, lines, follow })
 }
 
-fn parse_remove(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+/// `NAME [-s user|project]`: `remove`, `enable`, `disable`.
+fn name_and_scope(
+    parser: &mut lexopt::Parser,
+    command: &str,
+) -> Result<(String, Option<tether::Scope>), lexopt::Error> {
     let (mut name, mut scope) = (None, None);
     while let Some(arg) = parser.next()? {
+        if let Some(flag) = scope_flag(&arg) {
+            scope = Some(scope_of(flag, parser)?);
+            continue;
+        }
         match arg {
-            Short('l') | Long("local") | Long("project") => scope = Some(tether::Scope::Project),
-            Long("user") => scope = Some(tether::Scope::User),
-            Long("scope") => scope = Some(parse_scope(&parser.value()?.string()?)?),
             Value(word) if name.is_none() => name = Some(word.string()?),
             _ => return Err(arg.unexpected()),
         }
     }
-    let name = name.ok_or("usage: tether remove NAME [-l | --user]")?;
-    Ok(Command::Remove { name, scope })
+    let name = name.ok_or_else(|| format!("usage: tether {command} NAME [-s user|project]"))?;
+    Ok((name, scope))
+}
+
+fn parse_get(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut name, mut json) = (None, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("json") => json = true,
+            Value(word) if name.is_none() => name = Some(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let name = name.ok_or("usage: tether get NAME [--json]")?;
+    Ok(Command::Get { name, json })
+}
+
+fn parse_trust(parser: &mut lexopt::Parser, trusted: bool) -> Result<Command, lexopt::Error> {
+    let (mut dir, mut yes) = (None, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('y') | Long("yes") if trusted => yes = true,
+            Value(word) if dir.is_none() => dir = Some(PathBuf::from(word)),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(Command::Trust { dir, trusted, yes })
 }
 
 fn single_name(parser: &mut lexopt::Parser, command: &str) -> Result<String, lexopt::Error> {
@@ -375,7 +514,29 @@ mod tests {
         assert!(parse(["-V"]).unwrap().version);
         assert!(parse(Vec::<String>::new()).unwrap().command.is_none());
         assert!(refused("frobnicate").contains("unknown command"));
+        assert!(refused("lsit").contains("did you mean \"list\""));
         assert!(refused("--nope list").contains("--nope"));
+    }
+
+    #[test]
+    fn every_command_takes_help() {
+        for line in ["call --help", "call fx echo -h", "help call", "add fx --help"] {
+            let args = parse(line.split_whitespace()).unwrap();
+            assert!(args.help && args.command.is_none(), "{line}");
+            let topic = args.help_topic.as_deref().unwrap();
+            assert!(super::super::help::of(topic).is_some(), "{line}");
+        }
+        // After `--` it is the server's own flag.
+        assert!(matches!(command("add fx -- srv --help"), Command::Add(_)));
+        assert!(parse(["help"]).unwrap().help_topic.is_none());
+    }
+
+    #[test]
+    fn get() {
+        assert!(
+            matches!(command("get fx --json"), Command::Get { ref name, json: true } if name == "fx")
+        );
+        assert!(refused("get").contains("usage: tether get"));
     }
 
     #[test]
@@ -402,16 +563,28 @@ mod tests {
             Command::Tools { server: Some(ref s), json: true } if s == "fx"
         ));
         assert!(matches!(command("resources"), Command::Resources { server: None, json: false }));
+        assert!(matches!(
+            command("tools fx"),
+            Command::Tools { server: Some(ref s), json: false } if s == "fx"
+        ));
+        assert!(refused("tools a b").contains("b"));
         assert!(matches!(command("prompts --json"), Command::Prompts { server: None, json: true }));
         assert!(refused("tools --raw").contains("--raw"));
     }
 
     #[test]
     fn read_and_prompt() {
-        let Command::Read { server, uri, raw, json } = command("read fx file:///a --raw") else {
+        let Command::Read { server, uri, raw, json, output } = command("read fx file:///a --raw")
+        else {
             panic!()
         };
         assert_eq!((server.as_str(), uri.as_str(), raw, json), ("fx", "file:///a", true, false));
+        assert!(output.is_none());
+        assert!(matches!(
+            command("read fx x://a -o out/"),
+            Command::Read { output: Some(ref path), .. } if path == &PathBuf::from("out/")
+        ));
+        assert!(refused("read fx x://a -o f --raw").contains("usage: tether read"));
         let Command::Prompt { server, name, arguments, json } =
             command("prompt fx greet {\"who\":1} --json")
         else {
@@ -489,11 +662,26 @@ mod tests {
         assert_eq!(add.bearer_token_env.as_deref(), Some("TOKEN"));
         assert_eq!(add.description.as_deref(), Some("docs search"));
         assert!(refused("add fx --env NOVALUE").contains("KEY=VALUE"));
+        // `add NAME URL`, options before or after; `-s` for the scope.
+        let Command::Add(add) = command("add -s project docs https://x/mcp -H X-Key:${K}") else {
+            panic!()
+        };
+        assert_eq!((add.url.as_deref(), add.scope), (Some("https://x/mcp"), Some(Scope::Project)));
+        assert_eq!(add.headers, [("X-Key".into(), "${K}".into())]);
+        assert!(add.command.is_empty());
     }
 
     #[test]
     fn remove_enable_disable() {
         assert!(matches!(command("remove fx"), Command::Remove { scope: None, .. }));
+        assert!(matches!(
+            command("remove fx -s project"),
+            Command::Remove { scope: Some(Scope::Project), .. }
+        ));
+        assert!(matches!(
+            command("disable fx --scope user"),
+            Command::Enable { scope: Some(Scope::User), enabled: false, .. }
+        ));
         assert!(matches!(
             command("remove fx -l"),
             Command::Remove { scope: Some(Scope::Project), .. }
@@ -504,7 +692,7 @@ mod tests {
         ));
         assert!(refused("remove").contains("usage: tether remove"));
         assert!(
-            matches!(command("enable fx"), Command::Enable { enabled: true, ref name } if name == "fx")
+            matches!(command("enable fx"), Command::Enable { enabled: true, ref name, scope: None } if name == "fx")
         );
         assert!(matches!(command("disable fx"), Command::Enable { enabled: false, .. }));
         assert!(refused("disable").contains("usage: tether disable NAME"));
@@ -513,24 +701,33 @@ mod tests {
 
     #[test]
     fn trust_import_expose_logs() {
-        assert!(matches!(command("trust"), Command::Trust { dir: None, trusted: true }));
+        assert!(matches!(
+            command("trust"),
+            Command::Trust { dir: None, trusted: true, yes: false }
+        ));
+        assert!(matches!(command("trust --yes"), Command::Trust { yes: true, .. }));
         assert!(matches!(
             command("untrust /p"),
-            Command::Trust { dir: Some(ref dir), trusted: false } if dir == &PathBuf::from("/p")
+            Command::Trust { dir: Some(ref dir), trusted: false, .. } if dir == &PathBuf::from("/p")
         ));
+        assert!(refused("untrust --yes").contains("--yes"));
         assert!(
             matches!(command("import c.json"), Command::Import { ref file } if file == &PathBuf::from("c.json"))
         );
         assert!(refused("import").contains("usage: tether import"));
-        let Command::Expose { name, mode, tool, project } =
+        let Command::Expose { name, mode, tool, scope } =
             command("expose fx deferred --tool del_* -l")
         else {
             panic!()
         };
         assert_eq!(
-            (name.as_str(), mode, tool.as_deref(), project),
-            ("fx", Exposure::Deferred, Some("del_*"), true)
+            (name.as_str(), mode, tool.as_deref(), scope),
+            ("fx", Exposure::Deferred, Some("del_*"), Some(Scope::Project))
         );
+        assert!(matches!(
+            command("expose fx hidden -s user"),
+            Command::Expose { scope: Some(Scope::User), .. }
+        ));
         assert!(refused("expose fx loud").contains("not an exposure"));
         assert!(matches!(
             command("logs --server fx -n 5 -f"),

@@ -2,20 +2,22 @@
 //! `read`, `prompts`, `prompt`.
 //!
 //! Text goes to stdout; a binary resource goes to a file whose path is
-//! printed (or to stdout with `--raw`), so a terminal never receives bytes
-//! it cannot show.
+//! printed (named after the URI in the current folder, or where `-o` says;
+//! to stdout with `--raw`), so a terminal never receives bytes it cannot show.
 
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use tether::{Config, Error, Hub, Offered, ServerState};
 
 use super::connect::{only_server, start_failure_code, SignalWatch};
-use super::{emit, report, status, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE};
+use super::{
+    emit, emit_body, report, shown, status, table, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR,
+    EXIT_USAGE,
+};
 
 /// Starts the hub for `server` (or every server) and fails when a named
 /// server did not connect.
@@ -31,7 +33,9 @@ fn connected_hub(config: Config, server: Option<&str>, signals: &SignalWatch) ->
         {
             eprintln!(
                 "error: server {name:?} is not connected: {}",
-                status::error_text(&status).unwrap_or_else(|| "unknown error".into())
+                shown::escaped(
+                    &status::error_text(&status).unwrap_or_else(|| "unknown error".into())
+                )
             );
             return Err(start_failure_code(&status));
         }
@@ -41,7 +45,7 @@ fn connected_hub(config: Config, server: Option<&str>, signals: &SignalWatch) ->
 
 fn print_errors(errors: &[Error]) -> u8 {
     for error in errors {
-        eprintln!("warning: {error}");
+        eprintln!("warning: {}", shown::escaped(&error.to_string()));
     }
     if errors.is_empty() {
         EXIT_OK
@@ -67,18 +71,17 @@ pub(super) fn resources(
         let value = serde_json::json!({"resources": resources, "resourceTemplates": templates});
         emit(&format!("{}\n", serde_json::to_string_pretty(&value).unwrap_or_default()));
     } else {
-        let mut out = String::new();
-        for Offered { server, item } in &resources {
-            let mime = item.mime_type.as_deref().unwrap_or("-");
-            out.push_str(format!("{server}  {}  {}  {mime}", item.uri, item.name).trim_end());
-            out.push('\n');
-        }
-        for Offered { server, item } in &templates {
-            out.push_str(
-                format!("{server}  {}  {}  (template)", item.uri_template, item.name).trim_end(),
-            );
-            out.push('\n');
-        }
+        let mut rows: Vec<[String; 4]> = resources
+            .iter()
+            .map(|Offered { server, item }| {
+                let mime = item.mime_type.as_deref().unwrap_or("-");
+                [server.clone(), item.uri.clone(), item.name.clone(), mime.to_owned()]
+            })
+            .collect();
+        rows.extend(templates.iter().map(|Offered { server, item }| {
+            [server.clone(), item.uri_template.clone(), item.name.clone(), "(template)".into()]
+        }));
+        let out = table::render(&rows);
         if out.is_empty() {
             eprintln!("No resources.");
         }
@@ -91,6 +94,7 @@ pub(super) fn read(
     config: Config,
     server: &str,
     uri: &str,
+    output: Option<&Path>,
     raw: bool,
     json: bool,
     signals: &SignalWatch,
@@ -107,10 +111,16 @@ pub(super) fn read(
         emit(&format!("{}\n", serde_json::to_string_pretty(&contents).unwrap_or_default()));
         return EXIT_OK;
     }
+    let blobs = contents.iter().filter(|item| item.text.is_none() && item.blob.is_some()).count();
+    let output_is_folder = output.is_some_and(|path| path.is_dir());
+    if blobs > 1 && output.is_some() && !output_is_folder {
+        eprintln!("error: {uri} has {blobs} binary parts; give -o a folder to put them in");
+        return EXIT_USAGE;
+    }
     for item in &contents {
         match (&item.text, &item.blob) {
             (Some(text), _) => {
-                emit(text);
+                emit_body(text);
                 if !text.ends_with('\n') {
                     emit("\n");
                 }
@@ -133,63 +143,77 @@ pub(super) fn read(
                     }
                     continue;
                 }
-                match save_blob(&item.uri, &bytes) {
+                let saved = match output {
+                    Some(folder) if output_is_folder => save_in(folder, &item.uri, &bytes),
+                    Some(file) => fs::write(file, &bytes).map(|()| file.to_owned()),
+                    None => save_in(Path::new("."), &item.uri, &bytes),
+                };
+                match saved {
                     Ok(path) => {
                         let mime = item.mime_type.as_deref().unwrap_or("binary");
                         emit(&format!(
                             "{} ({mime}, {} bytes) saved to {}\n",
-                            item.uri,
+                            shown::escaped(&item.uri),
                             bytes.len(),
                             path.display()
                         ));
                     }
                     Err(err) => {
-                        eprintln!("error: cannot save {}: {err}", item.uri);
+                        eprintln!("error: cannot save {}: {err}", shown::escaped(&item.uri));
                         return EXIT_USAGE;
                     }
                 }
             }
-            (None, None) => emit(&format!("{} (empty)\n", item.uri)),
+            (None, None) => emit(&format!("{} (empty)\n", shown::escaped(&item.uri))),
         }
     }
     EXIT_OK
 }
 
-/// Saves a binary resource under the temporary folder, named after its URI.
-fn save_blob(uri: &str, bytes: &[u8]) -> io::Result<PathBuf> {
-    let folder = private_folder()?;
-    let name: String = uri
-        .rsplit('/')
-        .find(|part| !part.is_empty())
-        .unwrap_or("resource")
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' })
-        .collect();
-    let path = folder.join(if name.is_empty() { "resource".to_owned() } else { name });
-    // A new file in a folder only we can write: nothing planted is followed.
-    let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
-    file.write_all(bytes)?;
-    Ok(path)
-}
-
-/// A new folder under the temporary folder, mode 0700; never one that exists.
-fn private_folder() -> io::Result<PathBuf> {
-    let base = std::env::temp_dir();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    for attempt in 0..100u32 {
-        let folder = base.join(format!("tether-read-{}-{nanos:x}-{attempt}", std::process::id()));
-        match fs::DirBuilder::new().mode(0o700).create(&folder) {
-            Ok(()) => return Ok(folder),
+/// Saves a binary resource in `folder` under a name made from its URI's
+/// last part (letters, digits, `.`, `-`, `_`; never hidden, never `..`),
+/// without replacing a file: `logo.png` is taken, so `logo-1.png`, ….
+fn save_in(folder: &Path, uri: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+    let name = file_name_of(uri);
+    let (stem, extension) = match name.rsplit_once('.') {
+        Some((stem, extension)) if !stem.is_empty() => (stem, format!(".{extension}")),
+        _ => (name.as_str(), String::new()),
+    };
+    for attempt in 0..1000u32 {
+        let candidate = if attempt == 0 {
+            folder.join(&name)
+        } else {
+            folder.join(format!("{stem}-{attempt}{extension}"))
+        };
+        // A new file only: nothing there is replaced, and no link is followed.
+        match fs::OpenOptions::new().write(true).create_new(true).open(&candidate) {
+            Ok(mut file) => {
+                file.write_all(bytes)?;
+                return Ok(candidate);
+            }
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(err) => return Err(err),
         }
     }
-    Err(io::Error::new(
-        io::ErrorKind::AlreadyExists,
-        "no free folder name under the temporary folder",
-    ))
+    Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{name} and 999 like it exist")))
+}
+
+/// A safe file name from a URI's last non-empty part.
+fn file_name_of(uri: &str) -> String {
+    let last = uri.split(['?', '#']).next().unwrap_or(uri);
+    let name: String = last
+        .rsplit('/')
+        .find(|part| !part.is_empty())
+        .unwrap_or("")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' })
+        .collect();
+    let name = name.trim_start_matches('.');
+    if name.is_empty() || name.chars().all(|c| c == '_') {
+        "resource".to_owned()
+    } else {
+        name.to_owned()
+    }
 }
 
 /// Base64 as servers send it: standard or URL-safe, padding optional,
@@ -219,7 +243,7 @@ pub(super) fn prompts(
     if json {
         emit(&format!("{}\n", serde_json::to_string_pretty(&prompts).unwrap_or_default()));
     } else {
-        let mut out = String::new();
+        let mut rows: Vec<[String; 3]> = Vec::new();
         for Offered { server, item } in &prompts {
             let arguments: Vec<String> = item
                 .arguments
@@ -234,12 +258,10 @@ pub(super) fn prompts(
                 .collect();
             let description =
                 item.description.as_deref().and_then(|text| text.lines().next()).unwrap_or("");
-            out.push_str(
-                format!("{server}  {} {}  {description}", item.name, arguments.join(" "))
-                    .trim_end(),
-            );
-            out.push('\n');
+            let usage = format!("{} {}", item.name, arguments.join(" "));
+            rows.push([server.clone(), usage.trim_end().to_owned(), description.to_owned()]);
         }
+        let out = table::render(&rows);
         if out.is_empty() {
             eprintln!("No prompts.");
         }
@@ -274,7 +296,7 @@ pub(super) fn prompt(
                     tether::ToolResult { raw: serde_json::json!({"content": [content]}) }.to_text();
                 out.push_str(&format!("{role}: {text}\n"));
             }
-            emit(&out);
+            emit_body(&out);
             EXIT_OK
         }
         Err(err) => report(&err),
@@ -291,5 +313,16 @@ mod tests {
         assert_eq!(decode_base64("aGVsbG8").unwrap(), b"hello");
         assert_eq!(decode_base64("AAEC/w==").unwrap(), [0, 1, 2, 255]);
         assert!(decode_base64("not base64!").is_none());
+    }
+
+    #[test]
+    fn file_names_from_uris_are_safe() {
+        assert_eq!(file_name_of("demo://images/logo.png"), "logo.png");
+        assert_eq!(file_name_of("file:///a/b/"), "b");
+        assert_eq!(file_name_of("file:///a/.."), "resource");
+        assert_eq!(file_name_of("x://a/.bashrc"), "bashrc");
+        assert_eq!(file_name_of("x://a/%2e%2e%2fetc"), "_2e_2e_2fetc");
+        assert_eq!(file_name_of("x://pic.png?size=2#top"), "pic.png");
+        assert_eq!(file_name_of("blob:"), "blob_");
     }
 }

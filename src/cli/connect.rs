@@ -7,7 +7,7 @@
 use std::io::{self, IsTerminal, Read};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -16,12 +16,19 @@ use signal_hook::iterator::Signals;
 use tether::{CallOptions, Config, Error, Hub, HubOptions, Scope, ServerState, ServerStatus};
 
 use super::{
-    browse, emit, lock, report, status, Command, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE,
-    INTERRUPTED,
+    browse, emit, emit_body, lock, progress, report, shown, status, table, Command, EXIT_OK,
+    EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE, INTERRUPTED,
 };
 
+/// How often a start in progress is looked at.
+const POLL: Duration = Duration::from_millis(50);
+/// A start shorter than this shows no status line (no flicker).
+const LINE_AFTER: Duration = Duration::from_millis(400);
+/// How long past the longest start timeout the wait for a start may last.
+const START_SLACK: Duration = Duration::from_secs(2);
+
 /// Runs a server command.
-pub(super) fn run(command: Command, config: Config, options: HubOptions) -> u8 {
+pub(super) fn run(command: Command, config: Config, options: HubOptions, roots: &[String]) -> u8 {
     let signals = match SignalWatch::start(options) {
         Ok(signals) => signals,
         Err(err) => {
@@ -30,12 +37,12 @@ pub(super) fn run(command: Command, config: Config, options: HubOptions) -> u8 {
         }
     };
     let code = match command {
-        Command::List { names, scope, json } => list(config, &names, scope, json, &signals),
+        Command::List { names, scope, json } => list(config, &names, scope, json, roots, &signals),
         Command::Resources { server, json } => {
             browse::resources(config, server.as_deref(), json, &signals)
         }
-        Command::Read { server, uri, raw, json } => {
-            browse::read(config, &server, &uri, raw, json, &signals)
+        Command::Read { server, uri, output, raw, json } => {
+            browse::read(config, &server, &uri, output.as_deref(), raw, json, &signals)
         }
         Command::Prompts { server, json } => {
             browse::prompts(config, server.as_deref(), json, &signals)
@@ -78,6 +85,7 @@ impl SignalWatch {
             std::thread::Builder::new().name("tether-signals".into()).spawn(move || {
                 if let Some(signal) = signals.forever().next() {
                     INTERRUPTED.store(true, Ordering::SeqCst);
+                    progress::clear();
                     log::info!("signal {signal}: shutting down");
                     let hub = lock(&watched).clone();
                     if let Some(hub) = hub {
@@ -89,8 +97,22 @@ impl SignalWatch {
         Ok(SignalWatch { options, hub, handle, thread })
     }
 
-    /// Starts a hub that a signal will shut down.
+    /// Starts a hub that a signal will shut down, and waits for its servers.
     pub(super) fn start_hub(&self, config: Config) -> Hub {
+        self.start_hub_reporting(config, |_| {})
+    }
+
+    /// Starts a hub that a signal will shut down, and waits until no server
+    /// is starting (each at most its start timeout). `settled` sees each
+    /// server as it finishes starting; a terminal sees which are still
+    /// starting.
+    pub(super) fn start_hub_reporting(
+        &self,
+        config: Config,
+        mut settled: impl FnMut(&ServerStatus),
+    ) -> Hub {
+        let longest = config.servers.iter().map(|server| server.start_timeout).max();
+        let deadline = Instant::now() + longest.unwrap_or_default() + START_SLACK;
         // Held while the hub is made, so that a signal arriving meanwhile
         // finds it. Starting in the background only spawns threads; the
         // servers start on those, with the lock released.
@@ -98,8 +120,34 @@ impl SignalWatch {
         let hub = Hub::start(config, self.options.clone().with_background(true));
         *slot = Some(hub.clone());
         drop(slot);
-        hub.wait_started();
-        hub
+        let began = Instant::now();
+        let mut reported: Vec<String> = Vec::new();
+        let show_line = progress::available() && log::log_enabled!(log::Level::Error);
+        loop {
+            let done = hub.wait_started_for(POLL) || Instant::now() >= deadline;
+            let statuses = hub.status();
+            let mut starting = Vec::new();
+            for status in &statuses {
+                if status.state == ServerState::Connecting && !done {
+                    starting.push(shown::escaped(&status.name));
+                } else if !reported.contains(&status.name) {
+                    progress::clear();
+                    settled(status);
+                    reported.push(status.name.clone());
+                }
+            }
+            if done {
+                progress::clear();
+                return hub;
+            }
+            if show_line && began.elapsed() >= LINE_AFTER {
+                progress::show(&format!(
+                    "starting {} ({:.0} s)",
+                    starting.join(", "),
+                    began.elapsed().as_secs_f64().floor()
+                ));
+            }
+        }
     }
 
     fn stop(self) {
@@ -119,6 +167,7 @@ fn list(
     names: &[String],
     scope: Option<Scope>,
     json: bool,
+    roots: &[String],
     signals: &SignalWatch,
 ) -> u8 {
     let wanted = |name: &str, server_scope: Scope| {
@@ -136,15 +185,27 @@ fn list(
     config.servers.retain(|server| wanted(&server.name, server.scope));
     config.failed.retain(|entry| wanted(&entry.name, entry.scope));
     config.untrusted.retain(|entry| wanted(&entry.name, Scope::Project));
-    let hub = signals.start_hub(config);
+    // On a terminal each row is printed as its server finishes starting;
+    // otherwise (and for --json) all at once, in configuration order.
+    let streaming = !json && io::stdout().is_terminal();
+    let all_names = config.servers.iter().map(|server| server.name.as_str());
+    let all_names = all_names.chain(config.failed.iter().map(|entry| entry.name.as_str()));
+    let all_names = all_names.chain(config.untrusted.iter().map(|entry| entry.name.as_str()));
+    let widths = status::widths_for_names(all_names);
+    let hub = signals.start_hub_reporting(config, |status| {
+        if streaming {
+            emit(&status::render_row(status, &widths));
+        }
+    });
     let statuses = hub.status();
     if json {
-        let rows: Vec<Value> = statuses.iter().map(status::to_json).collect();
+        let rows: Vec<Value> =
+            statuses.iter().map(|status| status::to_json(status, roots)).collect();
         emit(&format!("{}\n", serde_json::to_string_pretty(&rows).unwrap_or_default()));
     } else if statuses.is_empty() {
-        eprintln!("No servers configured. Add one to mcp.json in the configuration folder.");
-    } else {
-        emit(&render_list(&statuses));
+        eprintln!("No servers configured. Add one with: tether add NAME -- COMMAND (see tether add --help)");
+    } else if !streaming {
+        emit(&status::render_list(&statuses));
     }
     // An untrusted project's servers count only when asked for by name.
     let all_connected = statuses.iter().all(|status| match status.state {
@@ -157,57 +218,6 @@ fn list(
     } else {
         EXIT_TOOL_ERROR
     }
-}
-
-fn render_list(statuses: &[ServerStatus]) -> String {
-    let name_width = statuses.iter().map(|status| status.name.len()).max().unwrap_or(4).max(4);
-    let mut out = String::new();
-    for status in statuses {
-        let tools = if status.state == ServerState::Ready {
-            let count = status.tools.len();
-            let noun = if count == 1 { "tool" } else { "tools" };
-            if count == 0 {
-                format!("0 {noun}")
-            } else {
-                format!("{count} {noun}: {}", status.tools.join(", "))
-            }
-        } else {
-            String::new()
-        };
-        let scope = status.scope.as_str();
-        out.push_str(
-            format!(
-                "{:name_width$}  {:<10}  {:<5}  {:<7}  {tools}",
-                status.name,
-                status::label(status.state),
-                status.transport,
-                scope
-            )
-            .trim_end(),
-        );
-        out.push('\n');
-        if let Some(error) = status::error_text(status) {
-            out.push_str(&format!("    error: {error}\n"));
-        }
-        if let Some(hint) = status::hint(status) {
-            out.push_str(&format!("    hint: {hint}\n"));
-        }
-        for warning in &status.warnings {
-            out.push_str(&format!("    warning: {warning}\n"));
-        }
-        if let Some(tail) = &status.stderr_tail {
-            out.push_str("    stderr:\n");
-            for line in last_lines(tail, 10) {
-                out.push_str(&format!("    | {line}\n"));
-            }
-        }
-    }
-    out
-}
-
-fn last_lines(text: &str, count: usize) -> Vec<&str> {
-    let lines: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(count)..].to_vec()
 }
 
 fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch) -> u8 {
@@ -242,26 +252,19 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
             .collect();
         emit(&format!("{}\n", serde_json::to_string_pretty(&rows).unwrap_or_default()));
     } else {
-        let width = tools.iter().map(|entry| entry.qualified_name.len()).max().unwrap_or(0);
-        let mut out = String::new();
-        for entry in &tools {
-            let description = entry
-                .tool
-                .description
-                .as_deref()
-                .and_then(|text| text.lines().next())
-                .unwrap_or("");
-            out.push_str(
-                format!(
-                    "{:width$}  {:<8}  {description}",
-                    entry.qualified_name,
-                    entry.exposure.as_str()
-                )
-                .trim_end(),
-            );
-            out.push('\n');
-        }
-        emit(&out);
+        let rows: Vec<[String; 3]> = tools
+            .iter()
+            .map(|entry| {
+                let description =
+                    entry.tool.description.as_deref().and_then(|text| text.lines().next());
+                [
+                    entry.qualified_name.clone(),
+                    entry.exposure.as_str().to_owned(),
+                    description.unwrap_or("").to_owned(),
+                ]
+            })
+            .collect();
+        emit(&table::render(&rows));
     }
     let failed: Vec<ServerStatus> = hub
         .status()
@@ -275,7 +278,7 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
         eprintln!(
             "warning: server {:?} is not connected: {}",
             status.name,
-            status::error_text(status).unwrap_or_else(|| "?".into())
+            shown::escaped(&status::error_text(status).unwrap_or_else(|| "?".into()))
         );
     }
     if failed.is_empty() {
@@ -292,7 +295,10 @@ pub(super) fn only_server(config: &Config, server: &str) -> Result<Config, u8> {
         if let Some(failed) =
             config.failed.iter().find(|entry| Config::same_name(&entry.name, server))
         {
-            eprintln!("error: server {server:?} has an invalid entry: {}", failed.error);
+            eprintln!(
+                "error: server {server:?} has an invalid entry: {}",
+                shown::escaped(&failed.error)
+            );
             return Err(EXIT_USAGE);
         }
         if let Some(untrusted) =
@@ -304,7 +310,7 @@ pub(super) fn only_server(config: &Config, server: &str) -> Result<Config, u8> {
                 .map_or_else(|| ".".into(), |dir| dir.display().to_string());
             eprintln!(
                 "error: server {server:?} is in a project that is not trusted; it would run: {}",
-                untrusted.command_line
+                shown::escaped(&untrusted.command_line)
             );
             eprintln!("  hint: if you trust it, run: tether trust {project}");
             return Err(EXIT_USAGE);
@@ -338,7 +344,14 @@ fn call(
         Ok(config) => config,
         Err(code) => return code,
     };
+    let mut config = config;
     let name = config.servers[0].name.clone();
+    // --timeout is the whole call's ceiling: the start spends from it too.
+    let began = Instant::now();
+    if let Some(ceiling) = timeout {
+        let server = &mut config.servers[0];
+        server.start_timeout = server.start_timeout.min(ceiling);
+    }
     let hub = signals.start_hub(config);
     if let Some(status) = hub.status().into_iter().find(|status| status.state != ServerState::Ready)
     {
@@ -347,35 +360,35 @@ fn call(
         }
         eprintln!(
             "error: server {name:?} failed to start: {}",
-            status::error_text(&status).unwrap_or_else(|| "unknown error".into())
+            shown::escaped(&status::error_text(&status).unwrap_or_else(|| "unknown error".into()))
         );
         if let Some(hint) = status::hint(&status) {
-            eprintln!("  hint: {hint}");
+            eprintln!("  hint: {}", shown::escaped(&hint));
         }
         if let Some(tail) = &status.stderr_tail {
-            for line in last_lines(tail, 10) {
-                eprintln!("  stderr: {line}");
+            for line in status::last_lines(tail, 10) {
+                eprintln!("  stderr: {}", shown::escaped(line));
             }
         }
         return start_failure_code(&status);
     }
     let mut options = CallOptions::default();
     if let Some(ceiling) = timeout {
-        // --timeout is the whole call's ceiling: progress does not extend it.
-        options = options.with_timeout(ceiling).with_max_total_timeout(ceiling);
+        // What the start left of the ceiling; progress does not extend it.
+        let left = ceiling.saturating_sub(began.elapsed()).max(Duration::from_millis(1));
+        options = options.with_timeout(left).with_max_total_timeout(left);
     }
-    if io::stderr().is_terminal() {
-        options.progress = Some(Arc::new(|progress: &tether::Progress| {
-            let total = progress.total.map(|total| format!("/{total}")).unwrap_or_default();
-            let message = progress.message.as_deref().unwrap_or("");
-            eprint!("\rprogress {}{total} {message}\x1b[K", progress.progress);
+    if progress::available() {
+        options.progress = Some(Arc::new(|update: &tether::Progress| {
+            let total = update.total.map(|total| format!("/{total}")).unwrap_or_default();
+            let message = shown::escaped(update.message.as_deref().unwrap_or(""));
+            progress::show(&format!("progress {}{total} {message}", update.progress));
         }));
     }
-    match hub.call_server_tool(&name, tool, arguments, &options) {
+    let answer = hub.call_server_tool(&name, tool, arguments, &options);
+    progress::clear();
+    match answer {
         Ok(result) => {
-            if options.progress.is_some() {
-                eprint!("\r\x1b[K");
-            }
             if json {
                 emit(&format!(
                     "{}\n",
@@ -383,7 +396,7 @@ fn call(
                 ));
             } else {
                 let text = result.to_text();
-                emit(&text);
+                emit_body(&text);
                 if !text.ends_with('\n') {
                     emit("\n");
                 }
@@ -396,6 +409,32 @@ fn call(
         }
         Err(err) => {
             let code = report(&err);
+            if let Error::Disconnected(_) = err.root() {
+                // The server went away mid-call: its last words say why.
+                let tail = hub
+                    .status()
+                    .into_iter()
+                    .find(|status| Config::same_name(&status.name, &name))
+                    .and_then(|status| status.stderr_tail);
+                for line in
+                    tail.as_deref().map(|tail| status::last_lines(tail, 10)).unwrap_or_default()
+                {
+                    eprintln!("  stderr: {}", shown::escaped(line));
+                }
+            }
+            if let Error::UnknownTool(_) = err.root() {
+                let listed: Vec<String> = hub
+                    .status()
+                    .into_iter()
+                    .filter(|status| Config::same_name(&status.name, &name))
+                    .flat_map(|status| status.tools)
+                    .collect();
+                let known: Vec<&str> = listed.iter().map(String::as_str).collect();
+                match super::spelling::closest(tool, &known) {
+                    Some(close) => eprintln!("  hint: did you mean {:?}?", shown::escaped(close)),
+                    None => eprintln!("  hint: see its tools with: tether tools {name}"),
+                }
+            }
             if let Error::Timeout(_) = err.root() {
                 if !INTERRUPTED.load(Ordering::SeqCst) {
                     eprintln!("  hint: pass a longer --timeout, or raise \"timeout\" for {name:?} in the configuration");

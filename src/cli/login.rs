@@ -76,7 +76,11 @@ impl AuthorizationHandler for LoopbackHandler {
     }
 
     fn authorize(&self, url: &str) -> Result<String, Error> {
-        eprintln!("To sign in to {:?}, open this URL in a browser:\n\n  {url}\n", self.server);
+        eprintln!(
+            "To sign in to {:?}, open this URL in a browser:\n\n  {}\n",
+            self.server,
+            super::shown::escaped(url)
+        );
         open_in_browser(url);
         let mut paste = lock(&self.paste);
         if *paste {
@@ -261,7 +265,7 @@ pub(super) fn login(config: &Config, store: &Path, name: &str, overrides: &OAuth
     let handler = match LoopbackHandler::new(&entry.name, &oauth) {
         Ok(handler) => handler,
         Err(err) => {
-            eprintln!("error: {err}");
+            eprintln!("error: {}", super::shown::escaped(&err.to_string()));
             return EXIT_USAGE;
         }
     };

@@ -29,12 +29,31 @@ pub(super) struct AddArgs {
     pub(super) command: Vec<String>,
 }
 
-pub(super) fn parse_add(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Error> {
+/// `add`'s options and positionals; `after_dashes` is what followed `--`
+/// (the command, verbatim), if there was one.
+pub(super) fn parse_add(
+    parser: &mut lexopt::Parser,
+    after_dashes: Option<Vec<String>>,
+) -> Result<AddArgs, lexopt::Error> {
+    let mut add = parse_add_options(parser)?;
+    if let Some(command) = after_dashes {
+        if !add.command.is_empty() {
+            // `add fx npx server -- --flag`: that `--` is the server's.
+            add.command.push("--".into());
+        }
+        add.command.extend(command);
+    }
+    Ok(add)
+}
+
+fn parse_add_options(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Error> {
     let mut add = AddArgs::default();
     while let Some(arg) = parser.next()? {
+        if let Some(flag) = super::args::scope_flag(&arg) {
+            add.scope = Some(super::args::scope_of(flag, parser)?);
+            continue;
+        }
         match arg {
-            Short('l') | Long("local") | Long("project") => add.scope = Some(Scope::Project),
-            Long("user") => add.scope = Some(Scope::User),
             Short('e') | Long("env") => {
                 add.env.push(key_value(&parser.value()?.string()?, "--env")?)
             }
@@ -43,9 +62,19 @@ pub(super) fn parse_add(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::
             }
             Long("bearer-token-env-var") => add.bearer_token_env = Some(parser.value()?.string()?),
             Long("description") => add.description = Some(parser.value()?.string()?),
-            Long("url") => add.url = Some(parser.value()?.string()?),
+            Long("url") if add.url.is_none() => add.url = Some(parser.value()?.string()?),
             Short('t') | Long("transport") => add.transport = Some(parser.value()?.string()?),
             Value(word) if add.name.is_none() => add.name = Some(word.string()?),
+            // `add NAME URL`, as Claude Code and Gemini CLI take it; options may follow.
+            Value(word)
+                if add.url.is_none()
+                    && add.command.is_empty()
+                    && (word.to_str().is_some_and(|word| {
+                        word.starts_with("http://") || word.starts_with("https://")
+                    })) =>
+            {
+                add.url = Some(word.string()?);
+            }
             Value(word) => {
                 // The command: this word and everything after it, verbatim
                 // (the server's own flags are not ours).
@@ -104,8 +133,11 @@ pub(super) fn add(files: &ConfigFiles, mut add: AddArgs) -> u8 {
     let scope = add.scope.unwrap_or(Scope::User);
     let kind = if add.url.is_some() { "remote" } else { "stdio" };
     match files.add_server(scope, &name, entry) {
-        Ok(path) => {
+        Ok((path, warnings)) => {
             println!("Added {kind} server {name:?} to {}.", path.display());
+            for warning in warnings {
+                eprintln!("warning: {}", super::shown::escaped(&warning));
+            }
             if scope == Scope::Project && !files.is_trusted(&files.project_dir) {
                 println!(
                     "This project is not trusted yet; its servers start once you run: tether trust"
@@ -123,7 +155,17 @@ fn entry_of(add: &AddArgs) -> Result<Value, String> {
     let mut entry = Map::new();
     let transport = add.transport.as_deref();
     match (&add.url, add.command.is_empty()) {
-        (Some(_), false) => return Err("give either --url or a command, not both".into()),
+        (Some(_), false) => return Err("give either a URL or a command, not both".into()),
+        (None, false)
+            if add.command[0].starts_with("http://") || add.command[0].starts_with("https://") =>
+        {
+            return Err(format!(
+                "{:?} is a URL, not a command; a remote server is added with: tether add {} {}",
+                add.command[0],
+                add.name.as_deref().unwrap_or("NAME"),
+                add.command[0]
+            ))
+        }
         (None, true) => return Err("give the server's command after `--`, or --url URL".into()),
         (Some(url), true) => {
             if !add.env.is_empty() {
@@ -320,8 +362,8 @@ fn ask_choice(question: &str) -> Option<char> {
     Some(answer.trim().chars().next().unwrap_or('n').to_ascii_lowercase())
 }
 
-pub(super) fn enable(files: &ConfigFiles, name: &str, enabled: bool) -> u8 {
-    match files.set_field(name, "enabled", Some(Value::Bool(enabled))) {
+pub(super) fn enable(files: &ConfigFiles, name: &str, enabled: bool, scope: Option<Scope>) -> u8 {
+    match files.set_field(scope, name, "enabled", Some(Value::Bool(enabled))) {
         Ok((_, path)) => {
             let done = if enabled { "Enabled" } else { "Disabled" };
             println!("{done} server {name:?} in {}.", path.display());
@@ -332,7 +374,8 @@ pub(super) fn enable(files: &ConfigFiles, name: &str, enabled: bool) -> u8 {
     }
 }
 
-pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool) -> u8 {
+pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool, yes: bool) -> u8 {
+    use super::shown::escaped;
     let dir = dir.unwrap_or_else(|| files.project_dir.clone());
     if trusted {
         match ConfigFiles::project_commands(&dir) {
@@ -340,10 +383,30 @@ pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool) ->
                 println!("{} has no servers in .mcp.json (yet).", dir.display());
             }
             Ok(commands) => {
-                println!("Trusting {} lets its .mcp.json start these servers:", dir.display());
-                let width = commands.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
-                for (name, command_line) in &commands {
+                // Everything the file says is shown escaped: an entry cannot
+                // hide what it runs behind terminal control sequences.
+                println!(
+                    "Trusting {} lets its .mcp.json start these servers:",
+                    escaped(&dir.display().to_string())
+                );
+                let rows: Vec<(String, String)> =
+                    commands.iter().map(|(name, line)| (escaped(name), escaped(line))).collect();
+                let width = rows.iter().map(|(name, _)| name.chars().count()).max().unwrap_or(0);
+                for (name, command_line) in &rows {
                     println!("  {name:width$}  {command_line}");
+                }
+                if !yes {
+                    match ask_choice("Trust them? [y/N] ") {
+                        Some('y') => {}
+                        Some(_) => {
+                            eprintln!("Nothing trusted.");
+                            return EXIT_OK;
+                        }
+                        None => {
+                            eprintln!("error: trusting a project needs a yes: run it on a terminal, or pass --yes after reading the list above");
+                            return EXIT_USAGE;
+                        }
+                    }
                 }
             }
             Err(err) => return report(&err),
@@ -400,14 +463,11 @@ pub(super) fn expose(
     name: &str,
     mode: tether::Exposure,
     tool: Option<&str>,
-    project: bool,
+    scope: Option<Scope>,
 ) -> u8 {
-    // Where the server is defined, unless -l asks for the project file.
-    let scope = if project {
-        Scope::Project
-    } else {
-        files.defined_in(name).first().copied().unwrap_or(Scope::User)
-    };
+    // Where the server is defined, unless -s says which file.
+    let scope =
+        scope.unwrap_or_else(|| files.defined_in(name).first().copied().unwrap_or(Scope::User));
     match files.set_exposure(scope, name, mode, tool) {
         Ok(path) => {
             match tool {
@@ -422,7 +482,7 @@ pub(super) fn expose(
                     path.display()
                 ),
             }
-            println!("Check it with: tether tools --server {name}");
+            println!("Check it with: tether tools {name}");
             EXIT_OK
         }
         Err(err) => report(&err),

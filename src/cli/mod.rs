@@ -9,11 +9,19 @@
 mod args;
 mod browse;
 mod connect;
+mod get;
+mod help;
 mod login;
 mod logs;
 mod manage;
+mod progress;
+mod shown;
 mod status;
+mod table;
 mod terminal;
+
+#[path = "../spelling.rs"]
+mod spelling;
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
@@ -22,62 +30,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tether::{ConfigFiles, ConfigLoader, Error, HubOptions, LogFile};
+use tether::{ConfigFiles, ConfigLoader, Error, HubOptions, LogFile, Root};
 
 use args::Command;
-
-const HELP: &str = "\
-tether: a Model Context Protocol client
-
-Usage: tether [GLOBAL OPTIONS] COMMAND [ARGS]
-
-Servers:
-  list [NAME...] [--scope user|project] [--json]
-                                  connect the enabled servers and show each one's state
-  tools [--server NAME] [--json]  the tools as the model sees them
-  call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json], call mcp__SERVER__TOOL [ARGS_JSON|-]
-                                  call one tool (ARGS_JSON defaults to {}; - reads stdin)
-  resources [--server NAME] [--json]
-                                  the resources and resource templates servers offer
-  read SERVER URI [--raw] [--json]
-                                  read a resource: text to stdout, binary to a file
-  prompts [--server NAME] [--json]
-                                  the prompts servers offer
-  prompt SERVER NAME [ARGS_JSON|-] [--json]
-                                  get a prompt with its arguments filled in
-
-Configuration:
-  add NAME [-l] [--env K=V]... [--description TEXT] -- COMMAND [ARGS...]
-  add NAME [-l] --url URL [--transport http|sse] [--header K=V]...
-           [--bearer-token-env-var VAR] [--description TEXT]
-  add                             (on a terminal) asks for each setting
-  remove NAME [-l | --user]       remove a server (-l: from the project file)
-    enable NAME, disable NAME       turn a server on or off where it is defined
-  expose NAME MODE [--tool PATTERN] [-l]
-                                  how its tools reach the model: direct, deferred, hidden
-  trust [DIR], untrust [DIR]      let a project's .mcp.json start servers (or not)
-  login NAME [--callback-port P] [--client-id ID [--client-secret S]]
-                                  sign in to an HTTP server (OAuth); tokens go to mcp-auth.json
-  logout NAME                     forget a server's tokens and registered client
-    import FILE                     copy servers from Claude, Cursor or VS Code config
-
-Logs:
-  logs [--server NAME] [-n N] [-f]
-                                  the servers' log messages (mcp.log); -f follows
-
-Global options (before the command):
-  --config-dir DIR   user configuration folder (default: $TETHER_CONFIG_DIR,
-                     else $XDG_CONFIG_HOME/tether, else ~/.config/tether)
-  --project DIR      the project folder, with .mcp.json (default: the current directory)
-  -v, --verbose      more log output on stderr (repeat for more); RUST_LOG overrides
-  -q, --quiet        only errors on stderr
-  -h, --help         this text
-  -V, --version      the version
-
-Exit codes: 0 success; 1 the tool reported an error, or `list` found a server
-not connected; 2 bad usage, bad JSON, unknown server or tool, invalid config;
-3 the server could not be reached or broke the protocol.
-";
 
 /// How long a server of a one-shot command may take to exit once its input
 /// ends, before SIGTERM (an entry's `shutdownTimeout` says otherwise).
@@ -109,15 +64,29 @@ pub fn main() -> ExitCode {
     };
     init_logging(args.verbosity);
     if args.help {
-        print!("{HELP}");
-        return ExitCode::from(EXIT_OK);
+        return match args.help_topic.as_deref() {
+            None => {
+                print!("{}", help::GLOBAL);
+                ExitCode::from(EXIT_OK)
+            }
+            Some(topic) => match help::of(topic) {
+                Some(text) => {
+                    print!("{text}");
+                    ExitCode::from(EXIT_OK)
+                }
+                None => {
+                    eprintln!("error: no command {topic:?}\nRun `tether --help` for the commands.");
+                    ExitCode::from(EXIT_USAGE)
+                }
+            },
+        };
     }
     if args.version {
         println!("tether {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::from(EXIT_OK);
     }
     let Some(command) = args.command else {
-        eprint!("{HELP}");
+        eprint!("{}", help::GLOBAL);
         return ExitCode::from(EXIT_USAGE);
     };
     let Some(config_dir) = args.config_dir.or_else(tether::default_config_dir) else {
@@ -133,15 +102,22 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    let roots = match roots_of(&args.roots, args.no_roots, &project) {
+        Ok(roots) => roots,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let files = ConfigFiles::new(config_dir, project);
     let code = match command {
         Command::Add(add) => manage::add(&files, add),
         Command::Remove { name, scope } => manage::remove(&files, &name, scope),
-        Command::Enable { name, enabled } => manage::enable(&files, &name, enabled),
-        Command::Trust { dir, trusted } => manage::trust(&files, dir, trusted),
+        Command::Enable { name, enabled, scope } => manage::enable(&files, &name, enabled, scope),
+        Command::Trust { dir, trusted, yes } => manage::trust(&files, dir, trusted, yes),
         Command::Import { file } => manage::import(&files, &file),
-        Command::Expose { name, mode, tool, project } => {
-            manage::expose(&files, &name, mode, tool.as_deref(), project)
+        Command::Expose { name, mode, tool, scope } => {
+            manage::expose(&files, &name, mode, tool.as_deref(), scope)
         }
         Command::Logs { server, lines, follow } => {
             logs::logs(&files.config_dir, server.as_deref(), lines, follow)
@@ -167,10 +143,20 @@ pub fn main() -> ExitCode {
                 return ExitCode::from(EXIT_OK);
             }
             for warning in &config.warnings {
-                log::warn!("{warning}");
+                log::warn!("{}", shown::escaped(warning));
+            }
+            // An entry's own warnings (a literal credential) when the command
+            // uses that server; `list` and `get` show every server's.
+            if let Some(server) = command.server().and_then(|name| config.server(name)) {
+                for warning in &server.warnings {
+                    log::warn!("{}", shown::escaped(warning));
+                }
             }
             let store = files.config_dir.join("mcp-auth.json");
             match command {
+                Command::Get { name, json } => {
+                    return ExitCode::from(get::get(&config, &name, json))
+                }
                 Command::Login { name, overrides } => {
                     return ExitCode::from(login::login(&config, &store, &name, &overrides))
                 }
@@ -180,7 +166,7 @@ pub fn main() -> ExitCode {
                 _ => {}
             }
             let mut options = HubOptions::default()
-                .with_host(Arc::new(terminal::TerminalHost::new()))
+                .with_host(Arc::new(terminal::TerminalHost::new(roots.clone())))
                 .with_log_sink(Arc::new(LogFile::new(files.config_dir.join("mcp.log"))))
                 .with_token_store(&store)
                 // A one-shot command has its answer: a server that does not
@@ -192,10 +178,40 @@ pub fn main() -> ExitCode {
                 options =
                     options.with_authorization_handler(Arc::new(login::TerminalSignIn::default()));
             }
-            connect::run(command, config, options)
+            let root_uris: Vec<String> = roots.into_iter().map(|root| root.uri).collect();
+            connect::run(command, config, options, &root_uris)
         }
     };
     ExitCode::from(code)
+}
+
+/// The folders servers may work in: `--root` folders, else the project
+/// folder; none with `--no-roots`.
+fn roots_of(
+    given: &[std::path::PathBuf],
+    none: bool,
+    project: &std::path::Path,
+) -> Result<Vec<Root>, String> {
+    if none {
+        if !given.is_empty() {
+            return Err("--no-roots and --root do not go together".into());
+        }
+        return Ok(Vec::new());
+    }
+    if given.is_empty() {
+        // The project folder as given or found; made absolute without
+        // resolving links, which is what the user sees.
+        let absolute = std::path::absolute(project).unwrap_or_else(|_| project.to_owned());
+        return Ok(vec![Root::for_folder(&absolute)]);
+    }
+    given
+        .iter()
+        .map(|folder| match std::fs::canonicalize(folder) {
+            Ok(path) if path.is_dir() => Ok(Root::for_folder(&path)),
+            Ok(_) => Err(format!("--root {}: not a folder", folder.display())),
+            Err(err) => Err(format!("--root {}: {err}", folder.display())),
+        })
+        .collect()
 }
 
 fn init_logging(verbosity: i32) {
@@ -217,6 +233,18 @@ fn init_logging(verbosity: i32) {
         .init();
 }
 
+/// Writes a server's text (a tool result, a resource, a prompt) to stdout:
+/// on a terminal with its control characters escaped (line breaks and tabs
+/// kept), so it cannot move the cursor or hide lines; to a pipe or a file as
+/// it came.
+pub(crate) fn emit_body(text: &str) {
+    if io::stdout().is_terminal() {
+        emit(&shown::escaped_body(text));
+    } else {
+        emit(text);
+    }
+}
+
 /// Writes to stdout; a closed pipe (`tether list | head`) is not an error.
 pub(crate) fn emit(text: &str) {
     if OUTPUT_CLOSED.load(Ordering::Relaxed) {
@@ -236,10 +264,11 @@ pub(crate) fn report(err: &Error) -> u8 {
     if INTERRUPTED.load(Ordering::SeqCst) {
         return EXIT_SERVER;
     }
-    eprintln!("error: {err}");
+    // Error messages carry what servers said: escaped, never interpreted.
+    eprintln!("error: {}", shown::escaped(&err.to_string()));
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
-        eprintln!("  caused by: {cause}");
+        eprintln!("  caused by: {}", shown::escaped(&cause.to_string()));
         source = cause.source();
     }
     match err.root() {

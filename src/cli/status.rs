@@ -7,10 +7,13 @@
 use serde_json::{json, Value};
 use tether::{Error, ServerState, ServerStatus, Step, Timeout};
 
+use super::shown::escaped;
+
 #[path = "../clock.rs"]
 mod clock;
 
-/// The word `tether list` prints for a state.
+/// The word `tether list` prints for a state; `--json` says the same in
+/// camelCase ([`json_label`]).
 pub(super) fn label(state: ServerState) -> &'static str {
     match state {
         ServerState::Connecting => "connecting",
@@ -20,6 +23,14 @@ pub(super) fn label(state: ServerState) -> &'static str {
         ServerState::Untrusted => "untrusted",
         ServerState::NeedsLogin => "needs login",
         _ => "unknown",
+    }
+}
+
+/// A state as `--json` says it: the word of [`label`], in camelCase.
+pub(super) fn json_label(state: ServerState) -> &'static str {
+    match state {
+        ServerState::NeedsLogin => "needsLogin",
+        other => label(other),
     }
 }
 
@@ -56,7 +67,7 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
             .as_ref()
             .and_then(|source| source.parent())
             .map_or_else(|| ".".into(), |dir| dir.display().to_string());
-        let would_run = status.would_run.as_deref().unwrap_or("?");
+        let would_run = escaped(status.target.as_deref().unwrap_or("?"));
         return Some(format!(
             "the project is not trusted; it would run: {would_run}; trust it with: tether trust {project}"
         ));
@@ -69,7 +80,15 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
             ))
         }
         Error::Timeout(Timeout { step: Step::Start { .. }, .. }) => {
-            Some(format!("raise \"startTimeout\" in {file}"))
+            // What it was doing first: a server waiting for a download or a
+            // password says so on stderr.
+            let doing = match status.stderr_tail.as_deref().map(|tail| last_lines(tail, 1)) {
+                Some(last) if !last.is_empty() => format!("its stderr last said {:?}", last[0]),
+                _ => "it printed nothing on stderr".to_owned(),
+            };
+            Some(format!(
+                "the server was still starting ({doing}); if it needs longer, raise \"startTimeout\" in {file}"
+            ))
         }
         Error::Timeout(_) => Some(format!("raise \"timeout\" in {file}")),
         // Only when there is something below to read.
@@ -81,24 +100,109 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
     }
 }
 
-/// One status as `list --json` prints it.
-pub(super) fn to_json(status: &ServerStatus) -> Value {
+/// One status as `list --json` prints it (the README documents the keys).
+pub(super) fn to_json(status: &ServerStatus, roots: &[String]) -> Value {
     json!({
         "name": status.name,
         "scope": status.scope,
         "transport": status.transport,
-        "state": status.state,
-        "protocol_version": status.protocol_version,
-        "server_name": status.server_name,
-        "server_version": status.server_version,
+        "state": json_label(status.state),
+        "target": status.target,
+        "protocolVersion": status.protocol_version,
+        "serverName": status.server_name,
+        "serverVersion": status.server_version,
         "instructions": status.instructions,
         "tools": status.tools,
         "resources": status.resources,
         "prompts": status.prompts,
+        "roots": roots,
         "error": error_text(status),
         "hint": hint(status),
         "warnings": status.warnings,
-        "stderr_tail": status.stderr_tail,
+        "stderrTail": status.stderr_tail,
         "since": clock::rfc3339(status.since),
+        "file": status.source,
     })
+}
+
+/// The widths of `tether list`'s columns: name, state, transport, scope.
+pub(super) type Widths = [usize; 4];
+
+/// The cells of a status's first line.
+fn cells(status: &ServerStatus) -> [String; 4] {
+    [
+        escaped(&status.name),
+        label(status.state).to_owned(),
+        status.transport.to_owned(),
+        status.scope.as_str().to_owned(),
+    ]
+}
+
+/// Columns as wide as these statuses need.
+pub(super) fn widths_of(statuses: &[ServerStatus]) -> Widths {
+    let mut widths = [0usize; 4];
+    for status in statuses {
+        for (width, cell) in widths.iter_mut().zip(cells(status)) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    widths
+}
+
+/// Columns wide enough for any state of servers with these names, for rows
+/// printed before the others are known.
+pub(super) fn widths_for_names<'a>(names: impl Iterator<Item = &'a str>) -> Widths {
+    let name = names.map(|name| escaped(name).chars().count()).max().unwrap_or(4);
+    [name, label(ServerState::NeedsLogin).len(), "stdio".len(), "project".len()]
+}
+
+/// `tether list` for these statuses, in their order.
+pub(super) fn render_list(statuses: &[ServerStatus]) -> String {
+    let widths = widths_of(statuses);
+    statuses.iter().map(|status| render_row(status, &widths)).collect()
+}
+
+/// One server in `tether list`: aligned columns (name, state, transport,
+/// scope, command or URL), then its tools, error, hint, warnings and the end
+/// of its stderr, indented. Everything a server or a file said is escaped.
+pub(super) fn render_row(status: &ServerStatus, widths: &Widths) -> String {
+    let mut line = String::new();
+    for (cell, width) in cells(status).iter().zip(widths) {
+        let padding = width.saturating_sub(cell.chars().count());
+        line.push_str(cell);
+        line.push_str(&" ".repeat(padding + 2));
+    }
+    line.push_str(&escaped(status.target.as_deref().unwrap_or("")));
+    let mut out = line.trim_end().to_owned();
+    out.push('\n');
+    if status.state == ServerState::Ready {
+        let count = status.tools.len();
+        let noun = if count == 1 { "tool" } else { "tools" };
+        let names: Vec<String> = status.tools.iter().map(|name| escaped(name)).collect();
+        let names =
+            if names.is_empty() { String::new() } else { format!(": {}", names.join(", ")) };
+        out.push_str(&format!("    {count} {noun}{names}\n"));
+    }
+    if let Some(error) = error_text(status) {
+        out.push_str(&format!("    error: {}\n", escaped(&error)));
+    }
+    if let Some(hint) = hint(status) {
+        out.push_str(&format!("    hint: {}\n", escaped(&hint)));
+    }
+    for warning in &status.warnings {
+        out.push_str(&format!("    warning: {}\n", escaped(warning)));
+    }
+    if let Some(tail) = &status.stderr_tail {
+        out.push_str("    stderr:\n");
+        for line in last_lines(tail, 10) {
+            out.push_str(&format!("    | {}\n", escaped(line)));
+        }
+    }
+    out
+}
+
+/// The last `count` non-blank lines of a server's stderr.
+pub(super) fn last_lines(text: &str, count: usize) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(count)..].to_vec()
 }

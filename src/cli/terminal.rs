@@ -1,4 +1,5 @@
-//! The command line's host: it answers a server's elicitation on the terminal.
+//! The command line's host: it offers the project folder (or `--root`
+//! folders) as roots, and answers a server's elicitation on the terminal.
 //!
 //! A form asks for each field of the server's schema (with its default),
 //! then whether to send it; a URL request shows the whole URL and asks before
@@ -12,27 +13,35 @@ use std::sync::Mutex;
 
 use serde_json::{json, Map, Value};
 
-use tether::{Host, RpcError};
+use tether::{Host, Root, RpcError};
 
 use super::lock;
+use super::shown::{escaped, escaped_body};
 
 /// Answers on the terminal, one question at a time.
 pub(super) struct TerminalHost {
     interactive: bool,
+    /// The folders offered to servers (`roots/list`).
+    roots: Vec<Root>,
     /// Two servers asking at once take turns.
     asking: Mutex<()>,
 }
 
 impl TerminalHost {
-    pub(super) fn new() -> TerminalHost {
+    pub(super) fn new(roots: Vec<Root>) -> TerminalHost {
         TerminalHost {
             interactive: io::stdin().is_terminal() && io::stderr().is_terminal(),
+            roots,
             asking: Mutex::new(()),
         }
     }
 }
 
 impl Host for TerminalHost {
+    fn roots(&self) -> Vec<Root> {
+        self.roots.clone()
+    }
+
     fn handles_elicitation(&self) -> bool {
         self.interactive
     }
@@ -43,7 +52,7 @@ impl Host for TerminalHost {
         }
         let _turn = lock(&self.asking);
         let message = params.get("message").and_then(Value::as_str).unwrap_or("");
-        eprintln!("\nServer {server:?} asks: {message}");
+        eprintln!("\nServer {server:?} asks: {}", escaped_body(message));
         let answer = if params.get("mode").and_then(Value::as_str) == Some("url") {
             ask_url(params)
         } else {
@@ -65,7 +74,15 @@ fn read_answer(question: &str) -> Option<String> {
 
 fn ask_url(params: &Value) -> Option<Value> {
     let url = params.get("url").and_then(Value::as_str).unwrap_or("");
-    eprintln!("It wants you to open this URL:\n  {url}");
+    // Shown escaped: `https://evil.example/\e[2K\rhttps://accounts…` must
+    // not pass for the second address. A URL has no control characters, so
+    // one that does is refused outright.
+    let shown = escaped(url);
+    eprintln!("It wants you to open this URL:\n  {shown}");
+    if shown != url {
+        eprintln!("That URL has control characters in it; tether will not open it.");
+        return Some(json!({"action": "decline"}));
+    }
     if !(url.starts_with("https://") || url.starts_with("http://")) {
         eprintln!("That is not an http(s) URL; tether will not open it.");
         return Some(json!({"action": "decline"}));
@@ -118,7 +135,8 @@ fn ask_form(schema: &Value) -> Option<Value> {
     let mut content = Map::new();
     for (name, property) in properties {
         let kind = property.get("type").and_then(Value::as_str).unwrap_or("string");
-        let title = property.get("title").and_then(Value::as_str).unwrap_or(name);
+        let title = escaped(property.get("title").and_then(Value::as_str).unwrap_or(name));
+        let kind = escaped(kind);
         let choices: Vec<String> =
             property.get("enum").and_then(Value::as_array).map_or(Vec::new(), |values| {
                 values.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
@@ -126,22 +144,23 @@ fn ask_form(schema: &Value) -> Option<Value> {
         let default = property.get("default");
         let is_required = required.contains(&name.as_str());
         if let Some(description) = property.get("description").and_then(Value::as_str) {
-            eprintln!("  {description}");
+            eprintln!("  {}", escaped_body(description));
         }
         loop {
             let mut question = format!("{title} ({kind}");
             if !choices.is_empty() {
-                question.push_str(&format!(": {}", choices.join(", ")));
+                question.push_str(&format!(": {}", escaped(&choices.join(", "))));
             }
             question.push(')');
             if let Some(default) = default {
-                question.push_str(&format!(" [{}]", default_text(default)));
+                question.push_str(&format!(" [{}]", escaped(&default_text(default))));
             }
             if is_required {
                 question.push_str(" *");
             }
             question.push_str(": ");
             let answer = read_answer(&question)?;
+            let kind = kind.as_str();
             if answer.is_empty() {
                 match default {
                     Some(default) => {

@@ -15,6 +15,7 @@ use super::{
     Exposure, HttpConfig, HttpKind, Scope, ServerConfig, StdioConfig, TransportConfig,
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT,
 };
+use crate::spelling::closest;
 
 /// Fields tether understands.
 pub(crate) const KNOWN_FIELDS: &[&str] = &[
@@ -83,6 +84,9 @@ pub(crate) struct Context<'a> {
     pub(crate) environment: &'a [(String, String)],
     /// `TETHER_MCP_ENV`, when set.
     pub(crate) allowed: Option<&'a BTreeSet<String>>,
+    /// True when checking an entry before it is written (`tether add`): no
+    /// `!command` runs, and a variable that is not set yet is no error.
+    pub(crate) checking: bool,
 }
 
 /// Parses one entry.
@@ -150,7 +154,8 @@ pub(crate) fn parse(
 
     let mut expander =
         Expander::new(context.environment, context.allowed, context.scope == Scope::Project);
-    expander.run_commands = enabled != Some(false);
+    expander.run_commands = enabled != Some(false) && !context.checking;
+    expander.unset_allowed = context.checking;
     let transport = match (command, url) {
         (Some(_), Some(_)) => {
             return Err(format!(
@@ -251,7 +256,9 @@ pub(crate) fn parse(
                 }
             }
             let url = expander.expand(&url).map_err(|why| field("url", why))?;
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
+            let from_unset_variable = context.checking && expander.saw_unset;
+            let web = url.starts_with("http://") || url.starts_with("https://");
+            if !web && !from_unset_variable {
                 return Err(field("url", "must start with http:// or https://".into()));
             }
             let mut headers = Vec::new();
@@ -351,6 +358,7 @@ pub(crate) fn parse(
             .map_err(|why| field("description", why))?,
         source: context.path.map(Path::to_owned),
         secret_vars: expander.named.into_iter().collect(),
+        warnings: Vec::new(),
         raw: Some(entry.clone()),
     })))
 }
@@ -374,14 +382,14 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
 }
 
 /// `Authorization`, `Cookie`, `Proxy-Authorization` and `*-Key` headers carry credentials.
-fn is_credential_header(name: &str) -> bool {
+pub(crate) fn is_credential_header(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     matches!(lower.as_str(), "authorization" | "cookie" | "proxy-authorization")
         || lower.ends_with("-key")
 }
 
 /// Variable names that usually hold credentials.
-fn looks_secret(name: &str) -> bool {
+pub(crate) fn looks_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"]
         .iter()
@@ -456,41 +464,4 @@ fn resolve_cwd(cwd: &str, config_file: Option<&Path>) -> PathBuf {
         Some(folder) if cwd.is_relative() => folder.join(cwd),
         _ => cwd,
     }
-}
-
-/// The known word nearest to `word`, if it is near enough to be a typo.
-pub(crate) fn closest<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
-    let lower = word.to_ascii_lowercase();
-    known
-        .iter()
-        .map(|candidate| (edit_distance(&lower, &candidate.to_ascii_lowercase()), *candidate))
-        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(1))
-        .min_by_key(|(distance, _)| *distance)
-        .map(|(_, candidate)| candidate)
-}
-
-/// Edits between two words, a swap of neighbours counting as one (the
-/// commonest typo: "comand", "dmeo").
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    // rows[i][j]: edits between a[..i] and b[..j].
-    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in rows.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in rows[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best =
-                (rows[i - 1][j] + 1).min(rows[i][j - 1] + 1).min(rows[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(rows[i - 2][j - 2] + 1);
-            }
-            rows[i][j] = best;
-        }
-    }
-    rows[a.len()][b.len()]
 }

@@ -28,6 +28,10 @@ pub(crate) struct Expander<'a> {
     pub(crate) named: BTreeSet<String>,
     /// False for a disabled entry: its `!command` values are not run.
     pub(crate) run_commands: bool,
+    /// True when an entry is checked before it is written: an unset
+    /// variable expands to nothing (and sets `saw_unset`) instead of failing.
+    pub(crate) unset_allowed: bool,
+    pub(crate) saw_unset: bool,
 }
 
 impl<'a> Expander<'a> {
@@ -36,7 +40,15 @@ impl<'a> Expander<'a> {
         allowed: Option<&'a BTreeSet<String>>,
         project: bool,
     ) -> Expander<'a> {
-        Expander { environment, allowed, project, named: BTreeSet::new(), run_commands: true }
+        Expander {
+            environment,
+            allowed,
+            project,
+            named: BTreeSet::new(),
+            run_commands: true,
+            unset_allowed: false,
+            saw_unset: false,
+        }
     }
 
     /// Checks that this entry may hand host variable `name` to a server.
@@ -96,6 +108,7 @@ impl<'a> Expander<'a> {
                     (Some(""), Some(default)) => out.push_str(default),
                     (Some(found), _) => out.push_str(found),
                     (None, Some(default)) => out.push_str(default),
+                    (None, None) if self.unset_allowed => self.saw_unset = true,
                     (None, None) => {
                         return Err(format!(
                             "uses ${{{name}}}, which is not set (give a default: ${{{name}:-…}})"

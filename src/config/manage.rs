@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::import::{self, ImportReport};
-use super::{check_name, command_line_of, file, name_key, servers_of, trust, Exposure, Scope};
+use super::{
+    check_entry, check_name, command_line_of, file, name_key, servers_of, trust, Exposure, Scope,
+};
 use crate::error::Error;
 
 /// The two configuration files and the trust list.
@@ -84,13 +86,24 @@ impl ConfigFiles {
     }
 
     /// Adds a server entry (as JSON) to a scope's file; refuses a name that
-    /// file already has. Returns the file.
+    /// file already has, and an entry the loader would refuse (nothing is
+    /// written then). Returns the file and the loader's warnings about the
+    /// entry (a literal credential in it, say).
     ///
     /// # Errors
-    /// A bad name, a taken name, or a file that cannot be rewritten.
-    pub fn add_server(&self, scope: Scope, name: &str, entry: Value) -> Result<PathBuf, Error> {
+    /// A bad name or entry, a taken name, or a file that cannot be rewritten.
+    pub fn add_server(
+        &self,
+        scope: Scope,
+        name: &str,
+        entry: Value,
+    ) -> Result<(PathBuf, Vec<String>), Error> {
         check_name(name).map_err(|why| Error::Config(format!("the server name {name:?} {why}")))?;
-        self.edit_servers(scope, |servers, shown| {
+        let path = self
+            .file_of(scope)
+            .ok_or_else(|| Error::Config("host servers are registered in code".into()))?;
+        let warnings = check_entry(name, scope, &path, &entry).map_err(Error::Config)?;
+        let path = self.edit_servers(scope, |servers, shown| {
             if let Some(existing) = servers.keys().find(|key| name_key(key) == name_key(name)) {
                 return Err(format!(
                     "{shown} already has a server named {existing:?}; remove it first"
@@ -98,7 +111,8 @@ impl ConfigFiles {
             }
             servers.insert(name.to_owned(), entry);
             Ok(())
-        })
+        })?;
+        Ok((path, warnings))
     }
 
     /// Removes a server from a scope's file. Returns the file.
@@ -118,20 +132,27 @@ impl ConfigFiles {
         })
     }
 
-    /// Sets `field` of a server's entry in the file that defines it (the
-    /// project file when both do), or removes it with `None`. Returns the
+    /// Sets `field` of a server's entry in the scope's file, or without a
+    /// scope in the file that defines it (the project file when both do),
+    /// or removes it with `None`. Returns the
     /// scope and file changed.
     ///
     /// # Errors
     /// No file defines the server, or the file cannot be rewritten.
     pub fn set_field(
         &self,
+        scope: Option<Scope>,
         name: &str,
         field: &str,
         value: Option<Value>,
     ) -> Result<(Scope, PathBuf), Error> {
-        let scope =
-            *self.defined_in(name).first().ok_or_else(|| Error::UnknownServer(name.to_owned()))?;
+        let scope = match scope {
+            Some(scope) => scope,
+            None => *self
+                .defined_in(name)
+                .first()
+                .ok_or_else(|| Error::UnknownServer(name.to_owned()))?,
+        };
         self.set_field_in(scope, name, field, value)
     }
 

@@ -19,6 +19,7 @@ pub(crate) mod file;
 pub(crate) mod import;
 mod manage;
 mod oauth;
+mod redact;
 pub(crate) mod trust;
 mod words;
 
@@ -57,7 +58,8 @@ pub struct Config {
     pub failed: Vec<FailedEntry>,
     /// Project servers not started because the project is not trusted.
     pub untrusted: Vec<UntrustedServer>,
-    /// Things worth fixing that did not stop anything.
+    /// Things worth fixing in the files that did not stop anything; an
+    /// entry's own are in its [`ServerConfig::warnings`].
     pub warnings: Vec<String>,
     /// `TETHER_MCP=0`: nothing was read and nothing may start.
     pub off: bool,
@@ -121,6 +123,10 @@ pub struct ServerConfig {
     pub source: Option<PathBuf>,
     /// The host variables the entry hands to the server (names only).
     pub secret_vars: Vec<String>,
+    /// What the loader found worth fixing in this entry (a literal
+    /// credential, a field tether ignores); the file-wide ones are in
+    /// [`Config::warnings`].
+    pub warnings: Vec<String>,
     /// The entry as written, before expansion (`None` when built in code).
     /// Refresh compares this, so a `!command` whose output changes (a
     /// short-lived token) does not restart the server every turn.
@@ -292,6 +298,7 @@ impl ServerConfig {
             description: None,
             source: None,
             secret_vars: Vec::new(),
+            warnings: Vec::new(),
             raw: None,
         }
     }
@@ -304,6 +311,34 @@ impl ServerConfig {
                 mine == theirs && self.scope == other.scope && self.source == other.source
             }
             _ => self == other,
+        }
+    }
+
+    /// The entry as written, with literal secrets (credential headers,
+    /// `*_TOKEN` variables, `--api-key` arguments, a URL's query) replaced by
+    /// `<redacted>`; `${VAR}` and `!command` values are shown as written.
+    /// `None` for a server built in code.
+    pub fn redacted_entry(&self) -> Option<Value> {
+        self.raw.as_ref().map(redact::redacted)
+    }
+
+    /// What the server runs, as a command line as written (secrets
+    /// redacted, `${VAR}` unexpanded), or the URL it reaches (without its
+    /// query or user info).
+    pub fn target(&self) -> String {
+        if let Some(line) = self.redacted_entry().as_ref().and_then(command_line_of) {
+            if let Some(url) = line.strip_prefix("connect to ") {
+                return url.to_owned();
+            }
+            return line;
+        }
+        match &self.transport {
+            TransportConfig::Stdio(stdio) => {
+                let mut words = vec![shell_quote(&stdio.command)];
+                words.extend(stdio.args.iter().map(|_| "…".to_owned()).take(1));
+                words.join(" ")
+            }
+            TransportConfig::Http(remote) => crate::url::redact_url(&remote.url),
         }
     }
 
@@ -473,7 +508,7 @@ impl Config {
             .chain(self.failed.iter().map(|entry| entry.name.as_str()))
             .chain(self.untrusted.iter().map(|entry| entry.name.as_str()))
             .collect();
-        entry::closest(name, &names)
+        crate::spelling::closest(name, &names)
     }
 
     /// True when two names are the same server's (`-` and `_` are the same).
@@ -549,6 +584,7 @@ impl Config {
             shown: &shown,
             environment: reading.environment,
             allowed: reading.allowed,
+            checking: false,
         };
         let mut seen_here: Vec<String> = Vec::new();
         for (name, value) in &servers {
@@ -566,8 +602,14 @@ impl Config {
                 continue;
             }
             seen_here.push(name.clone());
-            match entry::parse(name, value, &context, &mut self.warnings) {
-                Ok(entry::Parsed::Server(server)) => {
+            let mut entry_warnings = Vec::new();
+            let parsed = entry::parse(name, value, &context, &mut entry_warnings);
+            if !matches!(parsed, Ok(entry::Parsed::Server(_))) {
+                self.warnings.append(&mut entry_warnings);
+            }
+            match parsed {
+                Ok(entry::Parsed::Server(mut server)) => {
+                    server.warnings = entry_warnings;
                     // A later scope replaces an earlier one's entry of the same name.
                     self.servers.retain(|existing| name_key(&existing.name) != key);
                     self.failed.retain(|existing| name_key(&existing.name) != key);
@@ -683,6 +725,34 @@ fn allowed_variables(environment: &[(String, String)]) -> Option<Option<BTreeSet
     Some(variable("TETHER_MCP_ENV").map(|list| {
         list.split(',').map(str::trim).filter(|name| !name.is_empty()).map(str::to_owned).collect()
     }))
+}
+
+/// Checks one entry with the loader's rules before it is written, without
+/// running its `!command` values and allowing variables not set yet.
+/// Returns the loader's warnings about it (a literal credential, say).
+///
+/// # Errors
+/// What the loader would say of it.
+pub(crate) fn check_entry(
+    name: &str,
+    scope: Scope,
+    path: &Path,
+    entry: &Value,
+) -> Result<Vec<String>, String> {
+    let environment = host_environment();
+    let allowed = allowed_variables(&environment).flatten();
+    let shown = path.display().to_string();
+    let context = entry::Context {
+        scope,
+        path: Some(path),
+        shown: &shown,
+        environment: &environment,
+        allowed: allowed.as_ref(),
+        checking: true,
+    };
+    let mut warnings = Vec::new();
+    entry::parse(name, entry, &context, &mut warnings)?;
+    Ok(warnings)
 }
 
 /// `-` and `_` are the same in server names.

@@ -4,9 +4,9 @@
 
 use serde_json::{Map, Value};
 
-use super::entry::closest;
 use super::expand::Expander;
 use crate::auth::OAuthSettings;
+use crate::spelling::closest;
 
 /// The keys an `oauth` object may have.
 const KNOWN_KEYS: &[&str] = &[

@@ -73,6 +73,8 @@ fn debug_output_never_shows_secret_values() {
 fn unknown_field_names_the_closest_known_one() {
     assert!(failure(r#"{"mcpServers": {"x": {"comand": "a"}}}"#)
         .ends_with(r#"unknown field "comand" (did you mean "command"?)"#));
+    assert!(failure(r#"{"mcpServers": {"x": {"command": "a", "evn": {}}}}"#)
+        .ends_with(r#"unknown field "evn" (did you mean "env"?)"#));
 }
 
 #[test]
@@ -81,7 +83,8 @@ fn foreign_fields_warn_and_disabled_means_not_enabled() {
         parse(r#"{"mcpServers": {"x": {"command": "a", "autoApprove": [], "disabled": true}}}"#);
     // `autoApprove` means nothing here; `disabled` is Claude Code's inverse of
     // `enabled`, taken without a word.
-    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    assert_eq!(config.servers[0].warnings.len(), 1, "{:?}", config.servers[0].warnings);
+    assert!(config.warnings.is_empty());
     assert!(!config.servers[0].enabled);
 }
 
@@ -92,9 +95,11 @@ fn literal_credentials_are_accepted_with_a_warning() {
             "y": {"url": "http://h/mcp", "headers": {"X-Api-Key": "abc", "Accept-Language": "en"}}}}"#,
     );
     assert_eq!(config.servers.len(), 2);
-    assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
-    assert!(config.warnings[0].contains("env API_KEY holds a literal credential"));
-    assert!(config.warnings[1].contains("header X-Api-Key holds a literal credential"));
+    // Each warning belongs to its entry, so a command shows only its servers'.
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    assert_eq!(config.servers[0].warnings.len(), 1);
+    assert!(config.servers[0].warnings[0].contains("env API_KEY holds a literal credential"));
+    assert!(config.servers[1].warnings[0].contains("header X-Api-Key holds a literal credential"));
 }
 
 #[test]

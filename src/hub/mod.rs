@@ -22,7 +22,7 @@ pub use refresh::RefreshReport;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -224,8 +224,9 @@ pub struct ServerStatus {
     pub since: SystemTime,
     /// The file the entry came from, if any.
     pub source: Option<PathBuf>,
-    /// For an untrusted project entry: the command or URL it would use.
-    pub would_run: Option<String>,
+    /// The command line it runs (as written, secrets redacted) or the URL
+    /// it reaches; for an untrusted project entry, what it would run.
+    pub target: Option<String>,
 }
 
 impl ServerStatus {
@@ -248,7 +249,7 @@ impl ServerStatus {
             stderr_tail: None,
             since: SystemTime::now(),
             source,
-            would_run: None,
+            target: None,
         }
     }
 }
@@ -285,6 +286,13 @@ impl Hub {
     /// or reconnects under way.
     pub fn wait_started(&self) {
         self.core.shared.wait_started();
+    }
+
+    /// Waits at most `limit` for no server to be starting; true when none
+    /// is. A host that shows progress calls it in a loop and reads
+    /// [`Hub::status`] between calls.
+    pub fn wait_started_for(&self, limit: Duration) -> bool {
+        self.core.shared.wait_started_until(Instant::now() + limit)
     }
 
     /// The registry as it is now: every tool of every connected server.
@@ -487,7 +495,7 @@ impl Hub {
                 ServerState::Untrusted,
                 Some(entry.source),
             );
-            status.would_run = Some(entry.command_line);
+            status.target = Some(entry.command_line);
             status
         }));
         statuses
@@ -529,7 +537,9 @@ fn slot_status(config: &ServerConfig, phase: &Phase, since: SystemTime) -> Serve
     let mut status =
         ServerStatus::new(&config.name, config.scope, ServerState::Failed, config.source.clone());
     status.transport = config.transport_name();
+    status.target = Some(config.target());
     status.since = since;
+    status.warnings.clone_from(&config.warnings);
     match phase {
         Phase::Disabled => status.state = ServerState::Disabled,
         Phase::Starting { .. } => status.state = ServerState::Connecting,
@@ -550,7 +560,7 @@ fn slot_status(config: &ServerConfig, phase: &Phase, since: SystemTime) -> Serve
             status.tools = connected.tools.iter().map(|tool| tool.name.clone()).collect();
             status.resources = info.has_capability("resources");
             status.prompts = info.has_capability("prompts");
-            status.warnings = connected.warnings.clone();
+            status.warnings.extend(connected.warnings.iter().cloned());
             match client.close_reason().filter(|reason| *reason != CloseReason::Shutdown) {
                 Some(reason) => {
                     status.error = Some(Arc::new(Error::Disconnected(reason)));

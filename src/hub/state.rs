@@ -383,18 +383,26 @@ impl Shared {
     /// Waits until no slot is starting, at most the longest start timeout
     /// (plus slack).
     pub(super) fn wait_started(&self) {
+        let longest = {
+            let state = self.state();
+            state.slots.iter().map(|slot| slot.config.start_timeout).max().unwrap_or_default()
+        };
+        if !self.wait_started_until(Instant::now() + longest + START_SLACK) {
+            log::warn!("servers still starting past their start timeout");
+        }
+    }
+
+    /// Waits until no server is starting, or `until`; true when none is.
+    pub(super) fn wait_started_until(&self, until: Instant) -> bool {
         let mut state = self.state();
-        let longest =
-            state.slots.iter().map(|slot| slot.config.start_timeout).max().unwrap_or_default();
-        let deadline = Instant::now() + longest + START_SLACK;
         while state.any_starting() {
             let now = Instant::now();
-            if now >= deadline {
-                log::warn!("servers still starting past their start timeout");
-                return;
+            if now >= until {
+                return false;
             }
-            state = wait_timeout(&self.settled, state, deadline - now);
+            state = wait_timeout(&self.settled, state, until - now);
         }
+        true
     }
 
     /// Waits until `server`'s slot is not starting, at most its start timeout.

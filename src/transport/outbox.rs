@@ -104,7 +104,7 @@ impl Outbox {
                     Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                     Err(err) => {
                         drop(state);
-                        self.fail(CloseReason::Io(format!("writing to the server failed: {err}")));
+                        self.fail(write_failure(&err));
                         return Err(Closed);
                     }
                 }
@@ -171,7 +171,7 @@ impl Outbox {
             for frame in batch {
                 if let Err(err) = self.write_all(&pipe, &frame) {
                     if !self.closed.load(Ordering::Acquire) {
-                        self.fail(CloseReason::Io(format!("writing to the server failed: {err}")));
+                        self.fail(write_failure(&err));
                     }
                     return;
                 }
@@ -228,5 +228,15 @@ fn wait_writable(pipe: &ChildStdin) -> io::Result<()> {
 impl Outlet for Outbox {
     fn send(&self, frame: Frame) -> Result<(), Closed> {
         Outbox::send(self, frame.bytes)
+    }
+}
+
+/// Why writing to the server failed, in its terms: a broken pipe means it
+/// stopped reading (it exited), which the reader reports with its status.
+fn write_failure(err: &io::Error) -> CloseReason {
+    if err.kind() == io::ErrorKind::BrokenPipe {
+        CloseReason::Eof
+    } else {
+        CloseReason::Io(format!("writing to the server failed: {err}"))
     }
 }

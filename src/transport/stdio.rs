@@ -148,7 +148,7 @@ pub(crate) fn spawn(
         NamedThread::spawn(format!("{server}-reader"), {
             let server = server.to_owned();
             move || {
-                read_loop(&server, stdout, &*inbox);
+                read_loop(&server, pid, stdout, &*inbox);
                 // The connection is over: end the process now rather than at
                 // close, so that a crashed server is reaped at once.
                 if let Err(err) = process.end() {
@@ -307,7 +307,7 @@ fn set_parent_death_signal(command: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn set_parent_death_signal(_command: &mut Command) {}
 
-fn read_loop(server: &str, stdout: ChildStdout, inbox: &dyn Inbox) {
+fn read_loop(server: &str, pid: i32, stdout: ChildStdout, inbox: &dyn Inbox) {
     let mut reader = FrameReader::new(BufReader::with_capacity(64 * 1024, stdout));
     let reason = loop {
         match reader.next_frame() {
@@ -331,7 +331,8 @@ fn read_loop(server: &str, stdout: ChildStdout, inbox: &dyn Inbox) {
                     }
                 }
             },
-            Ok(None) => break CloseReason::Eof,
+            // Its output closed: usually it exited, and how says most.
+            Ok(None) => break exit_of(pid, EXIT_PEEK).unwrap_or(CloseReason::Eof),
             Err(FrameError::TooLarge { size }) => {
                 log::warn!("{server}: refused a frame of {size} bytes or more");
                 break CloseReason::FrameTooLarge { size, limit: MAX_FRAME };
@@ -342,6 +343,9 @@ fn read_loop(server: &str, stdout: ChildStdout, inbox: &dyn Inbox) {
     log::debug!("{server}: reader stopped: {reason}");
     inbox.closed(reason);
 }
+
+/// How long the reader waits, at end of output, for the server to exit.
+const EXIT_PEEK: Duration = Duration::from_millis(100);
 
 fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &StderrTail) {
     let mut chunk = vec![0u8; 16 * 1024];
@@ -453,6 +457,28 @@ fn end_process_group(
     let status = child.wait()?;
     log::info!("{server}: stopped ({status})");
     Ok(status)
+}
+
+/// How the process ended, if it does within `within`, read without reaping
+/// it (the shutdown still signals its group and reaps it).
+fn exit_of(pid: i32, within: Duration) -> Option<CloseReason> {
+    if !wait_for_exit(pid, within) {
+        return None;
+    }
+    // SAFETY: waitid writes only into `info`, which lives for the call.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        if libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) != 0 || info.si_pid() == 0
+        {
+            return None;
+        }
+        let status = info.si_status();
+        Some(match info.si_code {
+            libc::CLD_EXITED => CloseReason::Exited { code: Some(status), signal: None },
+            _ => CloseReason::Exited { code: None, signal: Some(status) },
+        })
+    }
 }
 
 /// True once the process has exited (it is left a zombie for `wait`).

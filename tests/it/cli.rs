@@ -109,7 +109,10 @@ fn server_failures_exit_3_with_the_server_named() {
         "missing": {"command": "/nonexistent/mcp-server"},
     }));
     for (args, expected) in [
-        (vec!["call", "crashy", "echo", r#"{"text":"x"}"#], "server \"crashy\": connection closed"),
+        (
+            vec!["call", "crashy", "echo", r#"{"text":"x"}"#],
+            "server \"crashy\": the server exited with status 3\n  stderr: crashing now",
+        ),
         (vec!["call", "dies", "echo"], "fatal: cannot start"),
         (vec!["call", "huge", "huge", r#"{"bytes": 20971520}"#], "frame too large"),
         (vec!["call", "silent", "echo", r#"{"text":"x"}"#, "--timeout", "0.5"], "timed out"),
@@ -134,19 +137,19 @@ fn list_shows_every_server_and_exits_1_when_one_is_down() {
     let (output, _) = run_tether(dir.path(), &["list"], WITHIN);
     assert_eq!(output.status.code(), Some(1));
     let out = stdout_of(&output);
-    assert!(
-        out.contains("demo    connected   stdio  user     2 tools: count_words, echo"),
-        "{out}"
-    );
-    assert!(out.contains("broken  failed"), "{out}");
+    // Aligned columns: name, state, transport, scope, what it runs; then the tools.
+    assert!(out.contains("demo    connected  stdio  user  "), "{out}");
+    assert!(out.contains("demo-server\n    2 tools: count_words, echo\n"), "{out}");
+    assert!(out.contains("broken  failed     stdio  user  "), "{out}");
     assert!(out.contains("| fatal: cannot start"), "{out}");
-    assert!(out.contains("off     disabled"), "{out}");
+    assert!(out.contains("off     disabled   stdio  user  x\n"), "{out}");
 
     let (output, _) = run_tether(dir.path(), &["list", "--json"], WITHIN);
     let statuses: Vec<Value> = serde_json::from_str(&stdout_of(&output)).unwrap();
     assert_eq!(statuses.len(), 3);
-    assert_eq!(statuses[0]["state"], "ready");
-    assert_eq!(statuses[0]["server_name"], "demo-server");
+    // One vocabulary: the word `list` prints, camelCase keys.
+    assert_eq!(statuses[0]["state"], "connected");
+    assert_eq!(statuses[0]["serverName"], "demo-server");
     assert_eq!(statuses[1]["state"], "failed");
     tag.assert_gone();
 }
@@ -164,7 +167,7 @@ fn tools_shows_qualified_names() {
     let (output, _) = run_tether(dir.path(), &["tools"], WITHIN);
     assert_eq!(output.status.code(), Some(0));
     let out = stdout_of(&output);
-    assert!(out.starts_with("mcp__demo__count_words  direct    Count the words"), "{out}");
+    assert!(out.starts_with("mcp__demo__count_words  direct  Count the words"), "{out}");
     let (output, _) = run_tether(dir.path(), &["tools", "--server", "demo", "--json"], WITHIN);
     let tools: Vec<Value> = serde_json::from_str(&stdout_of(&output)).unwrap();
     assert_eq!(tools[1]["name"], "mcp__demo__echo");
@@ -305,7 +308,9 @@ fn list_says_what_to_do_about_each_failure() {
     assert!(out.contains("could not start `/nonexistent/server`"), "{out}");
     assert!(out.contains("check that `/nonexistent/server` is installed and on PATH"), "{out}");
     assert!(out.contains("(start timeout 1s)"), "{out}");
-    assert!(out.contains("hint: raise \"startTimeout\" in"), "{out}");
+    // What it was doing comes before the advice to wait longer.
+    assert!(out.contains("hint: the server was still starting (it"), "{out}");
+    assert!(out.contains("if it needs longer, raise \"startTimeout\" in"), "{out}");
     let (output, _) = run_tether(dir.path(), &["list", "--json"], WITHIN);
     let statuses: Vec<Value> = serde_json::from_str(&stdout_of(&output)).unwrap();
     let hangs = statuses.iter().find(|status| status["name"] == "hangs").unwrap();

@@ -97,8 +97,13 @@ fn an_untrusted_project_starts_nothing_until_trusted() {
     assert!(err.contains("not trusted") && err.contains("tether trust"), "{err}");
     assert_eq!(tag.live_processes().len(), 0);
 
+    // Without a terminal to ask on, trust needs --yes: nothing is trusted.
+    let (code, _, err) = setup.run(&["trust"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--yes"), "{err}");
+    assert_eq!(state_of(&list_json(&setup, &[]), "theirs"), "untrusted");
     // trust prints exactly what would run, then records the canonical path.
-    let (code, out, _) = setup.run(&["trust"], &[]);
+    let (code, out, _) = setup.run(&["trust", "--yes"], &[]);
     assert_eq!(code, 0);
     assert!(
         out.contains(&format!(
@@ -109,14 +114,17 @@ fn an_untrusted_project_starts_nothing_until_trusted() {
         "{out}"
     );
     let statuses = list_json(&setup, &[]);
-    assert_eq!(state_of(&statuses, "theirs"), "ready");
+    assert_eq!(state_of(&statuses, "theirs"), "connected");
     assert_eq!(statuses.iter().find(|s| s["name"] == "theirs").unwrap()["scope"], "project");
 
     let (code, out, _) = setup.run(&["untrust"], &[]);
     assert_eq!(code, 0, "{out}");
     assert_eq!(state_of(&list_json(&setup, &[]), "theirs"), "untrusted");
     // The variable trusts for one run.
-    assert_eq!(state_of(&list_json(&setup, &[("TETHER_TRUST_PROJECT", "1")]), "theirs"), "ready");
+    assert_eq!(
+        state_of(&list_json(&setup, &[("TETHER_TRUST_PROJECT", "1")]), "theirs"),
+        "connected"
+    );
     tag.assert_gone();
 }
 
@@ -137,7 +145,7 @@ fn project_entries_replace_user_entries_and_overrides_change_only_what_they_name
     assert_eq!(env_seen_by(&setup, "same", &trusted)["WHO"], "project");
     let statuses = list_json(&setup, &trusted);
     assert_eq!(state_of(&statuses, "flip"), "disabled");
-    assert_eq!(state_of(&statuses, "solo"), "ready");
+    assert_eq!(state_of(&statuses, "solo"), "connected");
     // The override kept the user entry's command: it is still a user entry, disabled.
     assert_eq!(statuses.iter().find(|s| s["name"] == "flip").unwrap()["scope"], "user");
     tag.assert_gone();
@@ -222,7 +230,7 @@ fn a_broken_file_is_a_failed_entry_with_line_and_column_and_the_project_still_wo
         .config
         .write("mcp.json", "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}");
     let statuses = list_json(&setup, &[("TETHER_TRUST_PROJECT", "1")]);
-    assert_eq!(state_of(&statuses, "proj"), "ready");
+    assert_eq!(state_of(&statuses, "proj"), "connected");
     let broken = statuses.iter().find(|s| s["name"] == "mcp.json").unwrap();
     assert!(broken["error"].as_str().unwrap().contains("line 3 column"), "{broken}");
     tag.assert_gone();
@@ -255,8 +263,8 @@ fn project_files_may_not_name_host_variables_or_run_commands() {
         ("TETHER_MCP_ENV", "TETHER_TEST_VALUE"),
     ];
     let statuses = list_json(&setup, &listed);
-    assert_eq!(state_of(&statuses, "named"), "ready");
-    assert_eq!(state_of(&statuses, "from"), "ready");
+    assert_eq!(state_of(&statuses, "named"), "connected");
+    assert_eq!(state_of(&statuses, "from"), "connected");
     assert_eq!(state_of(&statuses, "command"), "failed");
     tag.assert_gone();
 }

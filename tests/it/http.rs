@@ -382,8 +382,8 @@ fn the_cli_lists_and_calls_remote_servers() {
     }));
     let (output, _) = run_tether(dir.path(), &["list"], Duration::from_secs(20));
     let out = stdout_of(&output);
-    assert!(out.contains("web     connected   http"), "{out}");
-    assert!(out.contains("old     connected   sse"), "{out}");
+    assert!(out.contains("web     connected  http"), "{out}");
+    assert!(out.contains("old     connected  sse "), "{out}");
     assert!(
         out.contains("locked  failed") && out.contains("TETHER_TEST_UNSET_TOKEN, which is not set"),
         "{out}"

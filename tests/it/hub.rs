@@ -216,7 +216,7 @@ fn a_server_that_crashes_after_start_shows_as_failed_with_its_stderr() {
     let status = &hub.status()[0];
     assert_eq!(status.state, ServerState::Failed);
     assert!(
-        status.error.as_deref().unwrap().to_string().contains("connection closed"),
+        status.error.as_deref().unwrap().to_string().contains("exited with status 3"),
         "{status:?}"
     );
     assert!(status.stderr_tail.as_deref().unwrap().contains("crashing now"), "{status:?}");

@@ -324,16 +324,26 @@ fn the_cli_browses_resources_and_prompts() {
     );
     let text = run(&["read", "ev", "demo://resource/static/document/architecture.md"]);
     assert!(text.starts_with("# Everything Server"), "{text}");
-    // A binary resource goes to a file whose path is printed; --raw writes its bytes.
-    let saved = run(&["read", "ev", "demo://resource/dynamic/blob/1"]);
-    let path = saved.trim().rsplit(" saved to ").next().unwrap();
-    let bytes = std::fs::read(path).unwrap();
+    // A binary resource goes to a file whose path is printed: into a folder
+    // given with -o (named after the URI, never replacing a file), or to
+    // the file -o names; --raw writes its bytes to stdout.
+    let out = crate::support::TempDir::new();
+    let folder = out.path().display().to_string();
+    let saved = run(&["read", "ev", "demo://resource/dynamic/blob/1", "-o", &folder]);
+    let path = saved.trim().rsplit(" saved to ").next().unwrap().to_owned();
+    assert_eq!(path, out.path().join("1").display().to_string(), "{saved}");
+    let again = run(&["read", "ev", "demo://resource/dynamic/blob/1", "-o", &folder]);
+    assert!(again.trim().ends_with(&format!("saved to {}", out.path().join("1-1").display())));
+    let named = out.path().join("blob.bin").display().to_string();
+    let saved = run(&["read", "ev", "demo://resource/dynamic/blob/1", "--output", &named]);
+    assert!(saved.trim().ends_with(&format!("saved to {named}")), "{saved}");
+    let bytes = std::fs::read(&path).unwrap();
     assert!(!bytes.is_empty());
     // The blob holds the time it was made: compare what does not change.
     let raw = run(&["read", "ev", "demo://resource/dynamic/blob/1", "--raw"]);
     let stable = "Resource 1: This is a base64 blob";
     assert!(raw.starts_with(stable) && bytes.starts_with(stable.as_bytes()), "{raw:?}");
-    let _ = std::fs::remove_file(path);
+    assert!(std::fs::read(&named).unwrap().starts_with(stable.as_bytes()));
     let prompts = run(&["prompts"]);
     assert!(prompts.contains("ev  args-prompt city [state]"), "{prompts}");
     let prompt = run(&["prompt", "ev", "args-prompt", r#"{"city": "Lyon"}"#]);

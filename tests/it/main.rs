@@ -11,3 +11,4 @@ mod interop; // third-party servers from npm and PyPI over stdio
 mod interop_setup; // installs those servers into target/ at pinned versions
 mod stdio; // Client over stdio against the misbehaving fixture
 mod support; // fixture binaries, process accounting, bounded waits
+mod usage; // help, argument shapes, checked add, get, roots, escaped output

@@ -54,7 +54,10 @@ fn crash_mid_call_fails_the_pending_call_at_once() {
     let started = Instant::now();
     let err = echo(&client, "two").unwrap_err();
     assert_quick(started, Duration::from_secs(2), "a crash to fail the call (timeout is 30 s)");
-    assert!(matches!(err, Error::Disconnected(CloseReason::Eof)), "{err:?}");
+    // In the server's terms: how it ended (misbehave exits with 3).
+    let exited = CloseReason::Exited { code: Some(3), signal: None };
+    assert!(matches!(err, Error::Disconnected(ref reason) if *reason == exited), "{err:?}");
+    assert_eq!(err.to_string(), "the server exited with status 3");
     // Later calls fail at once, without being sent.
     assert!(matches!(echo(&client, "three"), Err(Error::Disconnected(_))));
     assert!(client.stderr_tail().unwrap().contains("crashing now"));
@@ -76,7 +79,8 @@ fn exit_during_initialize_is_reported_with_stderr() {
             .unwrap();
     let err = client.initialize(Duration::from_secs(30)).unwrap_err();
     assert_quick(started, Duration::from_secs(2), "an exit during initialize to be noticed");
-    assert!(matches!(err, Error::Disconnected(CloseReason::Eof)), "{err:?}");
+    let exited = CloseReason::Exited { code: Some(2), signal: None };
+    assert!(matches!(err, Error::Disconnected(ref reason) if *reason == exited), "{err:?}");
     assert!(client.stderr_tail().unwrap().contains("fatal: cannot start"));
     close_and_check(client, &tag);
 }

@@ -45,7 +45,8 @@ impl HttpTransport {
                 return;
             }
             Err(err) => {
-                self.legacy_failed(format!("cannot reach {}: {err}", redact_url(&self.target.url)));
+                let why = super::wire::network_words(&err);
+                self.legacy_failed(format!("cannot reach {}: {why}", redact_url(&self.target.url)));
                 return;
             }
         };
@@ -170,7 +171,11 @@ impl HttpTransport {
                 Ok(mut response) => Attempt::Done(Err(http_error(&mut response))),
                 Err(err) => Attempt::Transient(Error::Http {
                     status: None,
-                    message: format!("cannot reach {}: {err}", redact_url(&endpoint)),
+                    message: format!(
+                        "cannot reach {}: {}",
+                        redact_url(&endpoint),
+                        super::wire::network_words(&err)
+                    ),
                 }),
             }
         })

@@ -69,7 +69,7 @@ impl HttpTransport {
             );
             let mut response = match sent {
                 Ok(response) => response,
-                Err(err) => return Attempt::Unreachable(err.to_string()),
+                Err(err) => return Attempt::Unreachable(super::wire::network_words(&err)),
             };
             match response.status().as_u16() {
                 // The request itself moved, on the same origin: sent again
@@ -110,9 +110,9 @@ impl HttpTransport {
                     match self.renew_once(sent_session) {
                         Ok(()) => Attempt::Again,
                         Err(err) => {
-                            self.lost(format!(
+                            self.lost(CloseReason::Io(format!(
                                 "the session expired and could not be renewed: {err}"
-                            ));
+                            )));
                             Attempt::Done(Err(err))
                         }
                     }
@@ -365,9 +365,9 @@ impl HttpTransport {
 
     /// The connection is gone: every waiting caller fails, status shows it,
     /// and the next call reconnects.
-    pub(super) fn lost(&self, why: String) {
+    pub(super) fn lost(&self, why: CloseReason) {
         if let Some(inbox) = self.inbox() {
-            inbox.closed(CloseReason::Io(why));
+            inbox.closed(why);
         }
     }
 

@@ -10,7 +10,7 @@ use ureq::http::Response;
 use ureq::Body;
 
 use super::{HttpTransport, RETRY_PAUSES};
-use crate::error::Error;
+use crate::error::{CloseReason, Error};
 use crate::jsonrpc::{Message, RequestId};
 use crate::sync::lock;
 use crate::transport::sse::SseReader;
@@ -71,8 +71,8 @@ impl HttpTransport {
                     }
                 }
                 None => {
-                    if unreachable {
-                        self.lost(error.to_string());
+                    if let (true, Error::Http { message, .. }) = (unreachable, &error) {
+                        self.lost(CloseReason::Unreachable(message.clone()));
                     }
                     return Err(error);
                 }
@@ -308,4 +308,27 @@ pub(super) fn unauthorized(response: &Response<Body>, url: &str) -> Error {
         message.push_str(&format!(" (the server advertises OAuth at {metadata})"));
     }
     Error::Http { status: Some(401), message }
+}
+
+/// A network failure as a person says it: "connection refused", not
+/// "io: Connection refused (os error 111)".
+pub(crate) fn network_words(err: &ureq::Error) -> String {
+    match err {
+        ureq::Error::Io(io) => match io.kind() {
+            std::io::ErrorKind::ConnectionRefused => {
+                "connection refused (is the server running?)".into()
+            }
+            std::io::ErrorKind::ConnectionReset => "the connection was reset".into(),
+            std::io::ErrorKind::TimedOut => "the connection timed out".into(),
+            _ => {
+                let text = io.to_string();
+                match text.find(" (os error") {
+                    Some(at) => text[..at].to_owned(),
+                    None => text,
+                }
+            }
+        },
+        ureq::Error::HostNotFound => "no such host".into(),
+        other => other.to_string(),
+    }
 }

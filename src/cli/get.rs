@@ -1,0 +1,118 @@
+//! `tether get NAME`: one entry as tether resolved it, without starting it.
+//!
+//! Reads the loaded configuration only: which file and scope the entry came
+//! from, whether it may start (enabled, trusted, valid), and the entry as
+//! written with its secrets redacted by the library.
+
+use serde_json::{json, Map, Value};
+use tether::{Config, ServerConfig};
+
+use super::connect::unknown_server;
+use super::{emit, shown::escaped, EXIT_OK, EXIT_USAGE};
+
+pub(super) fn get(config: &Config, name: &str, json: bool) -> u8 {
+    let value = if let Some(server) = config.server(name) {
+        resolved(server)
+    } else if let Some(untrusted) =
+        config.untrusted.iter().find(|entry| Config::same_name(&entry.name, name))
+    {
+        json!({
+            "name": untrusted.name,
+            "scope": "project",
+            "file": untrusted.source,
+            "state": "untrusted",
+            "wouldRun": untrusted.command_line,
+        })
+    } else if let Some(failed) =
+        config.failed.iter().find(|entry| Config::same_name(&entry.name, name))
+    {
+        json!({
+            "name": failed.name,
+            "scope": failed.scope,
+            "file": failed.source,
+            "state": "invalid",
+            "error": failed.error,
+        })
+    } else {
+        return unknown_server(config, name);
+    };
+    if json {
+        emit(&format!("{}\n", serde_json::to_string_pretty(&value).unwrap_or_default()));
+    } else {
+        emit(&render(&value));
+    }
+    if value["state"] == "invalid" {
+        EXIT_USAGE
+    } else {
+        EXIT_OK
+    }
+}
+
+/// A usable entry: where it came from and what it would start.
+fn resolved(server: &ServerConfig) -> Value {
+    let mut value = Map::new();
+    value.insert("name".into(), json!(server.name));
+    value.insert("scope".into(), json!(server.scope));
+    value.insert("file".into(), json!(server.source));
+    value.insert("state".into(), json!(if server.enabled { "enabled" } else { "disabled" }));
+    value.insert("transport".into(), json!(server.transport_name()));
+    value.insert("timeout".into(), json!(server.timeout.as_secs_f64()));
+    value.insert("startTimeout".into(), json!(server.start_timeout.as_secs_f64()));
+    value.insert("exposure".into(), json!(server.exposure));
+    if let Some(description) = &server.description {
+        value.insert("description".into(), json!(description));
+    }
+    if let Some(entry) = server.redacted_entry() {
+        value.insert("entry".into(), entry);
+    }
+    if !server.warnings.is_empty() {
+        value.insert("warnings".into(), json!(server.warnings));
+    }
+    Value::Object(value)
+}
+
+/// The same as aligned `key: value` lines, everything from a file escaped.
+fn render(value: &Value) -> String {
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let text = |value: &Value| match value {
+        Value::String(text) => escaped(text),
+        other => escaped(&other.to_string()),
+    };
+    for (key, field) in value.as_object().into_iter().flatten() {
+        match (key.as_str(), field) {
+            ("name", _) => {}
+            ("file", Value::Null) => {}
+            ("entry", Value::Object(entry)) => {
+                for (entry_key, entry_value) in entry {
+                    match entry_value {
+                        Value::Object(map) => {
+                            for (name, item) in map {
+                                rows.push((format!("{entry_key}.{name}"), text(item)));
+                            }
+                        }
+                        Value::Array(items) => rows.push((
+                            entry_key.clone(),
+                            items.iter().map(text).collect::<Vec<_>>().join(" "),
+                        )),
+                        other => rows.push((entry_key.clone(), text(other))),
+                    }
+                }
+            }
+            ("warnings", Value::Array(warnings)) => {
+                for warning in warnings {
+                    rows.push(("warning".into(), text(warning)));
+                }
+            }
+            ("timeout" | "startTimeout", seconds) => {
+                rows.push((key.clone(), format!("{} s", text(seconds))))
+            }
+            _ => rows.push((key.clone(), text(field))),
+        }
+    }
+    let width = rows.iter().map(|(key, _)| key.len()).max().unwrap_or(0);
+    let mut out = format!("{}\n", text(&value["name"]));
+    for (key, shown) in rows {
+        out.push_str(&format!("  {key:width$}  {shown}\n"));
+    }
+    out
+}

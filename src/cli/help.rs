@@ -1,0 +1,415 @@
+//! The help texts: the global one, and one per command with its usage, its
+//! flags and an example, so that `tether COMMAND --help` and
+//! `tether help COMMAND` answer without reading the README.
+//!
+//! Plain constants in one table: the README's command reference is checked
+//! against them by a test, so they cannot drift apart unnoticed.
+
+/// The global help: every command on one or two lines.
+pub(super) const GLOBAL: &str = "\
+tether: a Model Context Protocol client
+
+Usage: tether [GLOBAL OPTIONS] COMMAND [ARGS]
+       tether COMMAND --help      (or: tether help COMMAND) for one command
+
+Servers:
+  list [NAME...] [-s user|project] [--json]
+                                  connect the enabled servers and show each one's state
+  get NAME [--json]               one server's entry as resolved (secrets redacted)
+  tools [SERVER] [--json]         the tools as the model sees them
+  call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]
+  call mcp__SERVER__TOOL [ARGS_JSON|-]
+                                  call one tool (ARGS_JSON defaults to {}; - reads stdin)
+  resources [SERVER] [--json]     the resources and resource templates servers offer
+  read SERVER URI [-o PATH] [--raw] [--json]
+                                  read a resource: text to stdout, binary to a file
+  prompts [SERVER] [--json]       the prompts servers offer
+  prompt SERVER NAME [ARGS_JSON|-] [--json]
+                                  get a prompt with its arguments filled in
+
+Configuration:
+  add NAME [-s user|project] [-e K=V]... [--description TEXT] -- COMMAND [ARGS...]
+  add NAME URL [-t http|sse] [-H 'K: V']... [--bearer-token-env-var VAR]
+  add                             (on a terminal) asks for each setting
+  remove NAME [-s user|project]   remove a server
+  enable NAME, disable NAME       turn a server on or off where it is defined
+  expose NAME MODE [--tool PATTERN] [-s user|project]
+                                  how its tools reach the model: direct, deferred, hidden
+  trust [DIR] [--yes], untrust [DIR]
+                                  let a project's .mcp.json start its servers (or not)
+  login NAME                      sign in to an HTTP server (OAuth)
+  logout NAME                     forget a server's tokens and registered client
+  import FILE                     copy servers from Claude, Cursor or VS Code config
+
+Logs:
+  logs [--server NAME] [-n N] [-f]
+                                  the servers' log messages and stderr (mcp.log)
+
+Global options (before the command):
+  --config-dir DIR   user configuration folder (default: $TETHER_CONFIG_DIR,
+                     else $XDG_CONFIG_HOME/tether, else ~/.config/tether)
+  --project DIR      the project folder, with .mcp.json (default: the current directory)
+  --root DIR         a folder the servers may work in (repeatable; default: the project folder)
+  --no-roots         offer the servers no folder at all
+  -v, --verbose      more log output on stderr (repeat for more); RUST_LOG overrides
+  -q, --quiet        only errors on stderr
+  -h, --help         this text
+  -V, --version      the version
+
+Exit codes: 0 success; 1 the tool reported an error, or `list` found a server
+not connected; 2 bad usage, bad JSON, unknown server or tool, invalid config;
+3 the server could not be reached or broke the protocol.
+";
+
+/// Each command's help, by the command's name.
+const COMMANDS: &[(&str, &str)] = &[
+    (
+        "list",
+        "\
+Usage: tether list [NAME...] [-s|--scope user|project] [--json]
+
+Connects the enabled servers (or only those named) and prints one row per
+server: name, state, transport, scope, command or URL, and its tools. A server
+that did not connect gets its error, a hint, and the end of its stderr.
+
+Options:
+  -s, --scope SCOPE   only the servers of the user or the project file
+      --json          one JSON object per server (see the README)
+
+Exit: 0 when every enabled server connected, 1 otherwise.
+
+Example:
+  tether list
+  tether list docs --json
+",
+    ),
+    (
+        "get",
+        "\
+Usage: tether get NAME [--json]
+
+Shows one server's entry as tether resolved it, without starting it: scope,
+file, trust, whether it is enabled, transport, command or URL, variables and
+headers (secret values redacted), timeouts and exposure.
+
+Options:
+      --json   the same as a JSON object
+
+Example:
+  tether get docs
+",
+    ),
+    (
+        "tools",
+        "\
+Usage: tether tools [SERVER] [--json]
+
+Connects the servers (or only SERVER) and prints the tools as the model sees
+them: the qualified name (mcp__SERVER__TOOL), the exposure, and the first line
+of the description. What a server offers can depend on the client: some
+declare more tools when tether runs on a terminal (elicitation, roots).
+
+Options:
+      --server NAME   the same as SERVER
+      --json          name, server, tool, exposure, description and schemas
+
+Example:
+  tether tools
+  tether tools fs --json
+",
+    ),
+    (
+        "call",
+        "\
+Usage: tether call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]
+       tether call mcp__SERVER__TOOL [ARGS_JSON|-] [--timeout S] [--json]
+
+Starts only SERVER and calls one tool. TOOL is the server's own name for it;
+the qualified name that `tether tools` prints works alone. ARGS_JSON is a JSON
+object and defaults to {}; - reads it from stdin (empty stdin means {}).
+Prints the result's text; images and other blocks as one-line notes.
+
+Options:
+      --timeout S   the whole call's ceiling in seconds, start included
+                    (progress from the server does not extend it)
+      --json        the whole result as the server sent it
+
+Exit: 0 done, 1 the tool reported an error, 2 bad usage or unknown tool,
+3 the server failed.
+
+Example:
+  tether call fs read_text_file '{\"path\": \"README.md\"}'
+  echo '{\"text\": \"hi\"}' | tether call mcp__demo__count_words -
+",
+    ),
+    (
+        "resources",
+        "\
+Usage: tether resources [SERVER] [--json]
+
+Lists the resources and resource templates the servers (or SERVER) offer:
+server, URI, name and MIME type. A server without resources simply has none.
+
+Options:
+      --server NAME   the same as SERVER
+      --json          {\"resources\": [...], \"resourceTemplates\": [...]}
+
+Example:
+  tether resources docs
+",
+    ),
+    (
+        "read",
+        "\
+Usage: tether read SERVER URI [-o|--output PATH] [--raw] [--json]
+
+Reads one resource. Text goes to stdout. Binary content goes to a file named
+after the URI in the current directory (or PATH: a file, or a folder to put
+it in), and tether says where it went.
+
+Options:
+  -o, --output PATH   where binary content goes (a file or a folder)
+      --raw           binary content to stdout, as bytes
+      --json          the contents as the server sent them
+
+Example:
+  tether read docs file:///guide.md
+  tether read media demo://logo.png -o images/
+",
+    ),
+    (
+        "prompts",
+        "\
+Usage: tether prompts [SERVER] [--json]
+
+Lists the prompts the servers (or SERVER) offer, with their arguments.
+
+Options:
+      --server NAME   the same as SERVER
+      --json          the prompts as JSON
+
+Example:
+  tether prompts
+",
+    ),
+    (
+        "prompt",
+        "\
+Usage: tether prompt SERVER NAME [ARGS_JSON|-] [--json]
+
+Gets one prompt with its arguments filled in (a JSON object of strings; -
+reads it from stdin) and prints its messages.
+
+Options:
+      --json   the result as the server sent it
+
+Example:
+  tether prompt demo greeting '{\"name\": \"Ada\"}'
+",
+    ),
+    (
+        "add",
+        "\
+Usage: tether add NAME [OPTIONS] -- COMMAND [ARGS...]
+       tether add NAME [OPTIONS] URL
+       tether add NAME [OPTIONS] --url URL
+       tether add                (on a terminal: asks for each setting)
+
+Writes a server entry to the user file (or, with -s project, the project's
+.mcp.json): a local (stdio) server from a command, or a remote one from a URL. Every field is checked as the loader checks it; nothing that would
+not load is written. Secrets belong in variables: -H 'Authorization: Bearer
+${TOKEN}' or --bearer-token-env-var TOKEN keep them out of the file.
+
+Options:
+  -s, --scope user|project     which file (default: user; -l means project)
+  -e, --env KEY=VALUE          a variable for a stdio server (repeatable)
+  -H, --header 'KEY: VALUE'    a header for a remote server (also KEY=VALUE; repeatable)
+  -t, --transport KIND         http or sse for a URL (default: tried in that order);
+                               stdio (or local) for a command
+      --url URL                the remote server's URL (http:// or https://)
+      --bearer-token-env-var VAR
+                               send the variable VAR as a bearer token
+      --description TEXT       one sentence: what the server is for
+
+Example:
+  tether add fs -- npx -y @modelcontextprotocol/server-filesystem .
+  tether add docs https://example.com/mcp -H 'X-Api-Key: ${DOCS_KEY}'
+",
+    ),
+    (
+        "remove",
+        "\
+Usage: tether remove NAME [-s|--scope user|project]
+
+Removes a server's entry. When both files define it and no scope is given,
+tether asks on a terminal and refuses without one.
+
+Options:
+  -s, --scope user|project   which file (-l means project, --user means user)
+
+Example:
+  tether remove docs
+",
+    ),
+    (
+        "enable",
+        "\
+Usage: tether enable NAME [-s|--scope user|project]
+
+Sets \"enabled\": true in the file that defines the server (the project file
+when both do, unless -s says which), touching nothing else in that file.
+
+Example:
+  tether enable docs
+",
+    ),
+    (
+        "disable",
+        "\
+Usage: tether disable NAME [-s|--scope user|project]
+
+Sets \"enabled\": false in the file that defines the server (the project file
+when both do, unless -s says which). A disabled server is never started.
+
+Example:
+  tether disable docs
+",
+    ),
+    (
+        "expose",
+        "\
+Usage: tether expose NAME MODE [--tool PATTERN] [-s|--scope user|project]
+
+Sets how a server's tools reach the model: direct (listed to the model),
+deferred (found through search), hidden (never shown), codemode. With --tool,
+only the tools matching PATTERN (* matches any run of characters).
+
+Options:
+      --tool PATTERN         one tool or a pattern instead of the whole server
+  -s, --scope user|project   which file (default: where the server is defined)
+
+Example:
+  tether expose fs deferred --tool 'write_*'
+",
+    ),
+    (
+        "trust",
+        "\
+Usage: tether trust [DIR] [--yes]
+
+Lets the project's .mcp.json (in DIR, default the project folder) start its
+servers. Prints exactly what each entry would run, with control characters
+escaped, then asks. Each entry is approved as it is now: an entry added or
+changed later waits for approval again.
+
+Options:
+  -y, --yes   approve without asking (needed without a terminal)
+
+Example:
+  tether trust
+",
+    ),
+    (
+        "untrust",
+        "\
+Usage: tether untrust [DIR]
+
+Withdraws the approval of a project folder: its servers no longer start.
+
+Example:
+  tether untrust
+",
+    ),
+    (
+        "login",
+        "\
+Usage: tether login NAME [--callback-port PORT] [--client-id ID [--client-secret S]]
+
+Signs in to a remote server with OAuth: opens the browser (or prints the
+address), waits for the answer on 127.0.0.1, and stores the tokens in
+mcp-auth.json (0600) in the configuration folder.
+
+Options:
+      --callback-port PORT   the local port the browser returns to
+      --client-id ID         a client registered by hand with the server
+      --client-secret S      its secret, for a confidential client
+
+Example:
+  tether login docs
+",
+    ),
+    (
+        "logout",
+        "\
+Usage: tether logout NAME
+
+Forgets the server's stored tokens and registered client.
+
+Example:
+  tether logout docs
+",
+    ),
+    (
+        "import",
+        "\
+Usage: tether import FILE
+
+Copies the servers of another client's configuration (Claude Desktop or Code,
+Cursor: mcpServers; VS Code: servers) into the user file, and says what it
+skipped and why.
+
+Example:
+  tether import ~/.cursor/mcp.json
+",
+    ),
+    (
+        "logs",
+        "\
+Usage: tether logs [--server NAME] [-n N] [-f]
+
+Shows the end of mcp.log in the configuration folder: what servers logged
+(notifications/message) and their stderr lines, with a source column.
+
+Options:
+  -s, --server NAME   only this server's lines
+  -n, --lines N       how many lines (default 50)
+  -f, --follow        keep printing new lines until interrupted
+
+Example:
+  tether logs --server docs -f
+",
+    ),
+];
+
+/// The help of a command, if there is such a command.
+pub(super) fn of(command: &str) -> Option<&'static str> {
+    COMMANDS.iter().find(|(name, _)| *name == command).map(|(_, text)| *text)
+}
+
+/// The names of every command.
+pub(super) fn commands() -> impl Iterator<Item = &'static str> {
+    COMMANDS.iter().map(|(name, _)| *name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_has_usage_options_or_example() {
+        for (name, text) in COMMANDS {
+            assert!(text.starts_with(&format!("Usage: tether {name}")), "{name}");
+            assert!(text.contains("Example:"), "{name}");
+            assert!(GLOBAL.contains(&format!("{name} ")), "{name} is in the global help");
+        }
+    }
+
+    #[test]
+    fn global_help_lines_are_aligned() {
+        // Every description column starts at the same place.
+        for line in GLOBAL.lines().filter(|line| line.starts_with("  ")) {
+            let indent = line.len() - line.trim_start().len();
+            assert!(indent == 2 || indent >= 5, "{line:?}");
+        }
+    }
+}
