@@ -94,6 +94,14 @@ pub trait Host: Send + Sync {
     fn notification(&self, server: &str, notification: &Notification) {
         let _ = (server, notification);
     }
+
+    /// Sees each line a stdio server writes to its stderr (without the line
+    /// break; invalid UTF-8 replaced). Runs on the server's `{server}-stderr`
+    /// thread, which must keep draining the pipe: keep it quick (append to
+    /// a file, say), never wait on a person.
+    fn stderr(&self, server: &str, line: &str) {
+        let _ = (server, line);
+    }
 }
 
 /// A host that takes every default.

@@ -201,7 +201,7 @@ pub trait AuthorizationHandler: Send + Sync {
 pub fn sign_in(server: &str, target: &crate::HttpTarget) -> Result<(), Error> {
     let store =
         target.token_store.as_deref().map(|path| TokenStore::new(path, server, &target.url));
-    let oauth = OAuth::new(&target.url, target.oauth.clone(), target.authorization.clone(), store);
+    let oauth = OAuth::new(target, store);
     let challenge = oauth.probe()?;
     {
         // A login signs in afresh, and looks again where to.
@@ -294,12 +294,7 @@ impl Drop for Busy<'_> {
 }
 
 impl OAuth {
-    pub(crate) fn new(
-        server_url: &str,
-        settings: OAuthSettings,
-        handler: Option<Arc<dyn AuthorizationHandler>>,
-        store: Option<TokenStore>,
-    ) -> OAuth {
+    pub(crate) fn new(target: &crate::HttpTarget, store: Option<TokenStore>) -> OAuth {
         // What an earlier run stored for this server at this URL.
         let state = match store.as_ref().and_then(TokenStore::load) {
             Some(record) => State {
@@ -312,11 +307,11 @@ impl OAuth {
             None => State::default(),
         };
         OAuth {
-            server_url: server_url.to_owned(),
-            settings,
-            handler,
+            server_url: target.url.clone(),
+            settings: target.oauth.clone(),
+            handler: target.authorization.clone(),
             store,
-            web: Web::new(),
+            web: Web::new(target.ca_file.as_deref()),
             state: Mutex::new(state),
             changed: Condvar::new(),
         }

@@ -42,14 +42,20 @@ impl Answer {
 }
 
 impl Web {
-    pub(super) fn new() -> Web {
+    /// The authorization server is reached as the MCP server is: through
+    /// the environment's proxy, trusting the same CAs (a CA file that cannot
+    /// be read already failed the server's own connection).
+    pub(super) fn new(ca_file: Option<&std::path::Path>) -> Web {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_global(Some(TIMEOUT))
             .user_agent(format!("tether/{}", env!("CARGO_PKG_VERSION")))
             .build();
-        Web { agent: config.into() }
+        let extra = crate::transport::http::tls::extra_roots(ca_file).unwrap_or_default();
+        let connector = crate::transport::http::tls::connector_with(extra);
+        let resolver = ureq::unversioned::resolver::DefaultResolver::default();
+        Web { agent: ureq::Agent::with_parts(config, connector, resolver) }
     }
 
     /// GETs a JSON document.

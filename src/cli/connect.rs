@@ -175,10 +175,7 @@ fn list(
             && scope.is_none_or(|scope| scope == server_scope)
     };
     for name in names {
-        let known = config.server(name).is_some()
-            || config.failed.iter().any(|entry| Config::same_name(&entry.name, name))
-            || config.untrusted.iter().any(|entry| Config::same_name(&entry.name, name));
-        if !known {
+        if !config.knows(name) {
             return unknown_server(&config, name);
         }
     }

@@ -1,5 +1,6 @@
-//! `tether logs`: the servers' log messages from `mcp.log`, filtered by
-//! server, the last N lines, or followed as they arrive.
+//! `tether logs`: what servers logged and wrote to stderr, from `mcp.log`
+//! (a source column says which: `log` or `stderr`), filtered by server, the
+//! last N lines, or followed as they arrive.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
@@ -18,7 +19,7 @@ pub(super) fn logs(config_dir: &Path, server: Option<&str>, lines: usize, follow
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound && !follow => {
             eprintln!(
-                "No log yet: {} does not exist (servers write it when they log).",
+                "No log yet: {} does not exist (it is written when servers log or write to stderr).",
                 path.display()
             );
             return EXIT_OK;

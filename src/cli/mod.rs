@@ -120,6 +120,15 @@ pub fn main() -> ExitCode {
             manage::expose(&files, &name, mode, tool.as_deref(), scope)
         }
         Command::Logs { server, lines, follow } => {
+            if let Some(name) = &server {
+                let config = ConfigLoader::new()
+                    .config_dir(&files.config_dir)
+                    .project_dir(&files.project_dir)
+                    .load();
+                if !config.knows(name) {
+                    return ExitCode::from(connect::unknown_server(&config, name));
+                }
+            }
             logs::logs(&files.config_dir, server.as_deref(), lines, follow)
         }
         _ => {

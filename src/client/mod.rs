@@ -108,6 +108,7 @@ impl Client {
             skipped: AtomicU64::new(0),
             dropped: Default::default(),
             events: events_sender,
+            host: Arc::clone(&options.host),
         });
         let inbox = Arc::clone(&router) as Arc<dyn Inbox>;
         let endpoint = open(inbox)?;

@@ -76,6 +76,8 @@ pub(super) struct Router {
     /// Said once a second at most, however many notifications a flood drops.
     pub(super) dropped: Occasional,
     pub(super) events: Sender<Event>,
+    /// Sees the server's stderr lines, on the transport's stderr thread.
+    pub(super) host: Arc<dyn Host>,
 }
 
 impl Router {
@@ -182,6 +184,10 @@ impl Inbox for Router {
                 }
             }
         }
+    }
+
+    fn stderr_line(&self, line: &str) {
+        self.host.stderr(&self.server, line);
     }
 
     fn closed(&self, reason: CloseReason) {

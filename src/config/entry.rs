@@ -29,6 +29,7 @@ pub(crate) const KNOWN_FIELDS: &[&str] = &[
     "url",
     "headers",
     "bearerTokenEnv",
+    "caFile",
     "oauth",
     "auth",
     "enabled",
@@ -174,7 +175,7 @@ pub(crate) fn parse(
                     format!("is {kind:?}, which does not go with \"command\"; use \"stdio\""),
                 ));
             }
-            for remote_only in ["headers", "bearerTokenEnv", "oauth", "auth"] {
+            for remote_only in ["headers", "bearerTokenEnv", "caFile", "oauth", "auth"] {
                 if fields.contains_key(remote_only) {
                     return Err(field(
                         remote_only,
@@ -313,6 +314,15 @@ pub(crate) fn parse(
                     ))
                 }
             };
+            // Relative to the file it is written in, as `cwd` is.
+            let ca_file =
+                match optional_string(fields, "caFile").map_err(|why| field("caFile", why))? {
+                    Some(path) => Some(resolve_cwd(
+                        &expander.expand(&path).map_err(|why| field("caFile", why))?,
+                        context.path,
+                    )),
+                    None => None,
+                };
             TransportConfig::Http(HttpConfig {
                 url,
                 kind,
@@ -320,6 +330,7 @@ pub(crate) fn parse(
                 bearer_token_env,
                 oauth,
                 auth_provider,
+                ca_file,
             })
         }
     };

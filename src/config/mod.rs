@@ -193,6 +193,8 @@ pub struct HttpConfig {
     pub oauth: Option<Box<OAuthSettings>>,
     /// A token provider the host registered.
     pub auth_provider: Option<String>,
+    /// A PEM file of extra CAs to trust for this server (`caFile`).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// A project server that was not started because the project is not trusted.
@@ -251,6 +253,7 @@ impl fmt::Debug for HttpConfig {
             .field("bearer_token_env", &self.bearer_token_env)
             .field("oauth", &self.oauth.as_ref().map(|_| "…"))
             .field("auth_provider", &self.auth_provider)
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }
@@ -279,6 +282,7 @@ impl ServerConfig {
                 bearer_token_env: None,
                 oauth: None,
                 auth_provider: None,
+                ca_file: None,
             }),
         )
     }
@@ -496,6 +500,14 @@ impl Config {
     /// `TETHER_MCP=0`: nothing is read and nothing may start.
     fn turned_off() -> Config {
         Config { off: true, ..Config::default() }
+    }
+
+    /// True when `name` is a server of this configuration: usable, invalid,
+    /// or waiting for the project to be trusted.
+    pub fn knows(&self, name: &str) -> bool {
+        self.server(name).is_some()
+            || self.failed.iter().any(|entry| Config::same_name(&entry.name, name))
+            || self.untrusted.iter().any(|entry| Config::same_name(&entry.name, name))
     }
 
     /// The configured server name closest to `name` (a typo's likely

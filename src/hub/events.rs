@@ -60,14 +60,21 @@ impl LogMessage {
     }
 }
 
-/// Where servers' log messages go.
+/// Where servers' log messages (and stdio servers' stderr lines) go.
 pub trait LogSink: Send + Sync {
     /// One message from `server`.
     fn log(&self, server: &str, message: &LogMessage);
+
+    /// One line `server` wrote to its stderr (stdio servers), on its stderr
+    /// thread: keep it quick.
+    fn stderr(&self, server: &str, line: &str) {
+        let _ = (server, line);
+    }
 }
 
-/// A log file: `<RFC 3339 time> [<server>] <level> <logger>: <message>` lines,
-/// moved to `<file>.1` once past 5 MB.
+/// A log file: `<RFC 3339 time> [<server>] log <level> <logger>: <message>`
+/// and `<RFC 3339 time> [<server>] stderr <line>` lines, moved to
+/// `<file>.1` once past 5 MB.
 #[derive(Debug, Clone)]
 pub struct LogFile {
     path: PathBuf,
@@ -92,23 +99,11 @@ impl LogFile {
     }
 }
 
-impl LogSink for LogFile {
-    fn log(&self, server: &str, message: &LogMessage) {
-        // A server must not forge lines (or another server's name): no
-        // control characters in what it chose.
-        let clean = |text: &str| {
-            text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>()
-        };
-        let logger = clean(message.logger.as_deref().unwrap_or("-"));
-        let line = format!(
-            "{} [{server}] {} {logger}: {}\n",
-            clock::rfc3339(SystemTime::now()),
-            clean(&message.level),
-            clean(&message.text())
-        );
-        // Each line is one append: whole lines, with no lock held across the
-        // write. Rotation may race another process; at worst a line lands in
-        // the older file.
+impl LogFile {
+    /// Appends one line. Each line is one append: whole lines, with no lock
+    /// held across the write. Rotation may race another process; at worst a
+    /// line lands in the older file.
+    fn append(&self, line: &str) {
         if fs::metadata(&self.path).is_ok_and(|meta| meta.len() >= self.rotate_bytes) {
             let mut rotated = self.path.clone().into_os_string();
             rotated.push(".1");
@@ -127,6 +122,35 @@ impl LogSink for LogFile {
         if let Err(err) = written {
             log::debug!("cannot write {}: {err}", self.path.display());
         }
+    }
+}
+
+/// A server must not forge lines (or another server's name): no control
+/// characters in what it chose.
+fn clean(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+}
+
+impl LogSink for LogFile {
+    fn log(&self, server: &str, message: &LogMessage) {
+        let logger = clean(message.logger.as_deref().unwrap_or("-"));
+        self.append(&format!(
+            "{} [{server}] log {} {logger}: {}\n",
+            clock::rfc3339(SystemTime::now()),
+            clean(&message.level),
+            clean(&message.text())
+        ));
+    }
+
+    fn stderr(&self, server: &str, line: &str) {
+        if line.trim().is_empty() {
+            return;
+        }
+        self.append(&format!(
+            "{} [{server}] stderr {}\n",
+            clock::rfc3339(SystemTime::now()),
+            clean(line)
+        ));
     }
 }
 
@@ -177,6 +201,13 @@ impl Host for HubHost {
             _ => {}
         }
         self.user.notification(server, notification);
+    }
+
+    fn stderr(&self, server: &str, line: &str) {
+        if let Some(sink) = &self.log_sink {
+            sink.stderr(server, line);
+        }
+        self.user.stderr(server, line);
     }
 }
 

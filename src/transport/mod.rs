@@ -122,6 +122,7 @@ pub(crate) fn for_entry(config: &ServerConfig, lent: &Lent) -> Result<Transport,
                 authorization: lent.authorization.clone(),
                 token_store: lent.token_store.clone(),
                 token_provider,
+                ca_file: remote.ca_file.clone(),
             }))
         }
     }
@@ -141,6 +142,10 @@ pub(crate) trait Inbox: Send + Sync {
     /// The request with this id cannot be answered, for this reason (an
     /// HTTP error, say); the connection itself goes on.
     fn failed(&self, id: i64, error: Error);
+    /// One line of a stdio server's stderr, on its stderr thread.
+    fn stderr_line(&self, line: &str) {
+        let _ = line;
+    }
 }
 
 /// Where the client writes frames: a pipe, or HTTP requests.

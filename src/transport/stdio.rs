@@ -144,6 +144,7 @@ pub(crate) fn spawn(
         threads: Mutex::new(Vec::new()),
         stderr_tail: Arc::clone(&stderr_tail),
     };
+    let stderr_inbox = Arc::clone(&inbox);
     let threads = [
         NamedThread::spawn(format!("{server}-reader"), {
             let server = server.to_owned();
@@ -159,7 +160,7 @@ pub(crate) fn spawn(
         NamedThread::spawn(format!("{server}-writer"), move || outbox.run_writer()),
         NamedThread::spawn(format!("{server}-stderr"), {
             let server = server.to_owned();
-            move || drain_stderr(&server, stderr, &stderr_tail)
+            move || drain_stderr(&server, stderr, &stderr_tail, &*stderr_inbox)
         }),
     ];
     let mut started = Vec::new();
@@ -347,9 +348,9 @@ fn read_loop(server: &str, pid: i32, stdout: ChildStdout, inbox: &dyn Inbox) {
 /// How long the reader waits, at end of output, for the server to exit.
 const EXIT_PEEK: Duration = Duration::from_millis(100);
 
-fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &StderrTail) {
+fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &StderrTail, inbox: &dyn Inbox) {
     let mut chunk = vec![0u8; 16 * 1024];
-    let mut partial_line = Vec::new();
+    let mut lines = StderrLines::new(server, inbox);
     loop {
         let n = match stderr.read(&mut chunk) {
             Ok(0) => break,
@@ -358,20 +359,106 @@ fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &StderrTail) {
             Err(_) => break,
         };
         lock(&tail.bytes).push(&chunk[..n]);
-        if log::log_enabled!(log::Level::Debug) {
-            partial_line.extend_from_slice(&chunk[..n]);
-            while let Some(end) = partial_line.iter().position(|&byte| byte == b'\n') {
-                let line: Vec<u8> = partial_line.drain(..=end).collect();
-                log::debug!("{server} stderr: {}", String::from_utf8_lossy(&line).trim_end());
-            }
-            if partial_line.len() > 4096 {
-                partial_line.clear();
-            }
-        }
+        lines.chunk(&chunk[..n]);
     }
+    lines.finish();
     lock(&tail.bytes).ended = true;
     tail.changed.notify_all();
 }
+
+/// Hands a server's stderr, line by line, to the host: at most
+/// [`STDERR_LINES_PER_SECOND`] lines a second. Past that the rest of the
+/// second is skipped whole, without looking for line breaks, so a flood
+/// costs the drain nothing, and a line says lines were left out (the tail
+/// keeps everything).
+struct StderrLines<'a> {
+    server: &'a str,
+    inbox: &'a dyn Inbox,
+    /// The bytes of a line not ended yet.
+    partial: Vec<u8>,
+    window: Instant,
+    in_window: u32,
+    /// Over the limit: skipping until the window ends.
+    skipping: bool,
+    /// After skipping: the next bytes up to a line break are a fragment.
+    resync: bool,
+}
+
+impl<'a> StderrLines<'a> {
+    fn new(server: &'a str, inbox: &'a dyn Inbox) -> StderrLines<'a> {
+        StderrLines {
+            server,
+            inbox,
+            partial: Vec::new(),
+            window: Instant::now(),
+            in_window: 0,
+            skipping: false,
+            resync: false,
+        }
+    }
+
+    fn chunk(&mut self, mut bytes: &[u8]) {
+        if self.window.elapsed() >= Duration::from_secs(1) {
+            if std::mem::take(&mut self.skipping) {
+                self.inbox.stderr_line("(more stderr lines than can be shown; see the tail)");
+            }
+            (self.window, self.in_window) = (Instant::now(), 0);
+        }
+        if self.skipping {
+            return;
+        }
+        if self.resync {
+            match bytes.iter().position(|&byte| byte == b'\n') {
+                Some(end) => {
+                    bytes = &bytes[end + 1..];
+                    self.resync = false;
+                }
+                None => return,
+            }
+        }
+        self.partial.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(end) = self.partial[start..].iter().position(|&byte| byte == b'\n') {
+            if self.in_window >= STDERR_LINES_PER_SECOND {
+                (self.skipping, self.resync) = (true, true);
+                self.partial.clear();
+                return;
+            }
+            self.hand_on(start, start + end);
+            start += end + 1;
+        }
+        self.partial.drain(..start);
+        // A line without end is cut into pieces, never kept without bound.
+        if self.partial.len() > MAX_STDERR_LINE {
+            self.hand_on(0, self.partial.len());
+            self.partial.clear();
+        }
+    }
+
+    fn hand_on(&mut self, start: usize, end: usize) {
+        self.in_window += 1;
+        let line = String::from_utf8_lossy(&self.partial[start..end]);
+        let line = line.trim_end();
+        log::debug!("{} stderr: {line}", self.server);
+        self.inbox.stderr_line(line);
+    }
+
+    /// At the end of the stream: what is left of a line, or that lines were
+    /// left out.
+    fn finish(&mut self) {
+        if self.skipping {
+            self.inbox.stderr_line("(more stderr lines than can be shown; see the tail)");
+        } else if !self.partial.is_empty() && !self.resync {
+            let end = self.partial.len();
+            self.hand_on(0, end);
+        }
+    }
+}
+
+/// The longest stderr line handed on whole.
+const MAX_STDERR_LINE: usize = 4096;
+/// How many stderr lines a second are handed to the host.
+const STDERR_LINES_PER_SECOND: u32 = 200;
 
 /// The end of a server's stderr, and whether the stream has ended.
 #[derive(Default)]

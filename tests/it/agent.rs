@@ -80,7 +80,7 @@ fn server_log_messages_go_to_the_log_file_which_rotates() {
     };
     // One message per call (and the list change and the unknown notification beside it).
     eventually("log lines", Duration::from_secs(3), || {
-        both().matches("[fx] info misbehave: note 1").count() == 6
+        both().matches("[fx] log info misbehave: note 1").count() == 6
     });
     let text = both();
     let line = text.lines().find(|line| line.contains("note 1")).unwrap();
@@ -101,7 +101,28 @@ fn the_cli_writes_mcp_log_and_tether_logs_shows_it() {
     let (output, _) =
         run_tether(dir.path(), &["logs", "--server", "fx", "-n", "1"], Duration::from_secs(20));
     let out = stdout_of(&output);
-    assert!(out.contains("[fx] info misbehave: note 1") && out.lines().count() == 1, "{out}");
+    assert!(out.contains("[fx] log info misbehave: note 1") && out.lines().count() == 1, "{out}");
+    tag.assert_gone();
+}
+
+// Issue 13 (item 13): a crashed server's last words are in the log, with a
+// source column, and an unknown server is an error.
+#[test]
+fn tether_logs_has_the_stderr_of_a_crashed_server() {
+    let tag = Tag::new();
+    let dir = crate::support::config_dir(json!({
+        "fx": misbehave_entry(&tag, &["--crash-on-call", "1"]),
+        "quiet": misbehave_entry(&tag, &[]),
+    }));
+    let (output, _) =
+        run_tether(dir.path(), &["call", "fx", "echo", r#"{"text":"x"}"#], Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(3));
+    let (output, _) = run_tether(dir.path(), &["logs", "--server", "fx"], Duration::from_secs(20));
+    let out = stdout_of(&output);
+    assert!(out.lines().any(|line| line.ends_with(" [fx] stderr crashing now")), "{out}");
+    let (output, _) = run_tether(dir.path(), &["logs", "--server", "fz"], Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(crate::support::stderr_of(&output).contains("did you mean \"fx\""));
     tag.assert_gone();
 }
 

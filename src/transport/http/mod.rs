@@ -24,6 +24,7 @@
 
 mod legacy;
 mod streamable;
+pub(crate) mod tls;
 mod wire;
 
 use std::fmt;
@@ -92,6 +93,9 @@ pub struct HttpTarget {
     /// The host's token provider (`"auth": {"provider": NAME}`), asked
     /// before every request, with the server's name.
     pub token_provider: Option<(String, Arc<dyn TokenProvider>)>,
+    /// A PEM file of CAs to trust for this server, besides the bundled
+    /// roots and those of `SSL_CERT_FILE`/`SSL_CERT_DIR` (`caFile`).
+    pub ca_file: Option<PathBuf>,
 }
 
 impl HttpTarget {
@@ -107,6 +111,7 @@ impl HttpTarget {
             authorization: None,
             token_store: None,
             token_provider: None,
+            ca_file: None,
         }
     }
 
@@ -152,6 +157,7 @@ impl fmt::Debug for HttpTarget {
             .field("authorization", &self.authorization.as_ref().map(|_| "handler"))
             .field("token_store", &self.token_store)
             .field("token_provider", &self.token_provider.as_ref().map(|(name, _)| name))
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }
@@ -243,7 +249,7 @@ impl HttpTransport {
             .build();
         let agent = ureq::Agent::with_parts(
             config,
-            ureq::unversioned::transport::DefaultConnector::new(),
+            tls::connector(target.ca_file.as_deref())?,
             LiteralFirstResolver::default(),
         );
         let (jobs, queue) = crossbeam_channel::bounded(MAX_QUEUED);
@@ -258,7 +264,7 @@ impl HttpTransport {
                 .token_store
                 .as_deref()
                 .map(|path| TokenStore::new(path, server, &target.url));
-            OAuth::new(&target.url, target.oauth.clone(), target.authorization.clone(), store)
+            OAuth::new(&target, store)
         });
         let transport = Arc::new_cyclic(|myself| HttpTransport {
             server: server.to_owned(),

@@ -1,0 +1,185 @@
+//! TLS for remote servers: the bundled Mozilla roots, plus the CAs a
+//! corporate network needs (`SSL_CERT_FILE`, `SSL_CERT_DIR`, an entry's
+//! `caFile`), behind the proxy the environment names.
+//!
+//! ureq can trust either its bundled roots or a given list, not both, so
+//! the last link of the connector chain is ours: the same rustls client as
+//! ureq's, over one root store holding both. The chain before it is ureq's
+//! own: a CONNECT proxy from `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` (with
+//! `NO_PROXY`), then TCP.
+
+use std::fmt;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use ureq::unversioned::transport::{
+    Buffers, ConnectProxyConnector, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout,
+    TcpConnector, Transport, TransportAdapter,
+};
+
+use crate::error::Error;
+
+/// The connector chain every remote connection goes through.
+///
+/// # Errors
+/// As [`extra_roots`].
+pub(crate) fn connector(ca_file: Option<&Path>) -> Result<impl Connector, Error> {
+    Ok(connector_with(extra_roots(ca_file)?))
+}
+
+/// The connector chain, trusting these CAs besides the bundled roots.
+pub(crate) fn connector_with(extra: Vec<CertificateDer<'static>>) -> impl Connector {
+    let tls = Tls::new(extra);
+    ().chain(ConnectProxyConnector::default()).chain(TcpConnector::default()).chain(tls)
+}
+
+/// The extra CAs: `SSL_CERT_FILE`, the files of `SSL_CERT_DIR` (a
+/// `:`-separated list of folders), and `ca_file`.
+///
+/// # Errors
+/// [`Error::Config`] naming a file that cannot be read or holds no
+/// certificate.
+pub(crate) fn extra_roots(ca_file: Option<&Path>) -> Result<Vec<CertificateDer<'static>>, Error> {
+    let mut files: Vec<(PathBuf, &str)> = Vec::new();
+    if let Some(file) = std::env::var_os("SSL_CERT_FILE").filter(|value| !value.is_empty()) {
+        files.push((file.into(), "SSL_CERT_FILE"));
+    }
+    if let Some(dirs) = std::env::var_os("SSL_CERT_DIR") {
+        for dir in std::env::split_paths(&dirs).filter(|dir| !dir.as_os_str().is_empty()) {
+            // A missing folder in the list is not an error, as for OpenSSL.
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            let mut found: Vec<PathBuf> =
+                entries.flatten().map(|entry| entry.path()).filter(|path| path.is_file()).collect();
+            found.sort();
+            files.extend(found.into_iter().map(|path| (path, "SSL_CERT_DIR")));
+        }
+    }
+    if let Some(file) = ca_file {
+        files.push((file.to_owned(), "caFile"));
+    }
+    let mut roots = Vec::new();
+    for (file, from) in files {
+        let pem = std::fs::read(&file).map_err(|err| {
+            Error::Config(format!("cannot read the CA file {} ({from}): {err}", file.display()))
+        })?;
+        let before = roots.len();
+        for item in ureq::tls::parse_pem(&pem) {
+            if let Ok(ureq::tls::PemItem::Certificate(cert)) = item {
+                roots.push(CertificateDer::from(cert.der().to_vec()));
+            }
+        }
+        // A folder may hold other files (OpenSSL's hash links are certificates too).
+        if roots.len() == before && from != "SSL_CERT_DIR" {
+            return Err(Error::Config(format!(
+                "the CA file {} ({from}) holds no PEM certificate",
+                file.display()
+            )));
+        }
+    }
+    Ok(roots)
+}
+
+/// The TLS link: a rustls client over the bundled roots and the extra ones.
+struct Tls {
+    config: Arc<ClientConfig>,
+    extra: usize,
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tls {{ extra_roots: {} }}", self.extra)
+    }
+}
+
+impl Tls {
+    fn new(extra: Vec<CertificateDer<'static>>) -> Tls {
+        let mut roots = RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+        let (added, ignored) = roots.add_parsable_certificates(extra);
+        if ignored > 0 {
+            log::warn!("{ignored} extra CA certificates could not be used");
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // ring supports every safe protocol version, so this cannot fail.
+        let config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("ring supports TLS 1.2 and 1.3")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Tls { config: Arc::new(config), extra: added }
+    }
+}
+
+impl<In: Transport> Connector<In> for Tls {
+    type Out = Either<In, TlsTransport>;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        let Some(transport) = chained else {
+            return Err(ureq::Error::Tls("no connection to wrap in TLS"));
+        };
+        if !details.needs_tls() || transport.is_tls() {
+            return Ok(Some(Either::A(transport)));
+        }
+        let host = details.uri.host().unwrap_or_default();
+        // An IPv6 literal comes in brackets; the name to check has none.
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let name = ServerName::try_from(host.to_owned())
+            .map_err(|_| ureq::Error::Tls("the host is not a valid TLS name"))?;
+        let mut connection = ClientConnection::new(Arc::clone(&self.config), name)?;
+        let mut socket = TransportAdapter::new(transport.boxed(), details.current_time.clone());
+        socket.set_timeout(details.timeout);
+        connection.complete_io(&mut socket)?;
+        let buffers = LazyBuffers::new(
+            details.config.input_buffer_size(),
+            details.config.output_buffer_size(),
+        );
+        Ok(Some(Either::B(TlsTransport { buffers, stream: StreamOwned::new(connection, socket) })))
+    }
+}
+
+/// A connection inside TLS.
+pub(crate) struct TlsTransport {
+    buffers: LazyBuffers,
+    stream: StreamOwned<ClientConnection, TransportAdapter>,
+}
+
+impl fmt::Debug for TlsTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TlsTransport")
+    }
+}
+
+impl Transport for TlsTransport {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        &mut self.buffers
+    }
+
+    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
+        self.stream.get_mut().set_timeout(timeout);
+        let output = &self.buffers.output()[..amount];
+        self.stream.write_all(output)?;
+        Ok(())
+    }
+
+    fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
+        self.stream.get_mut().set_timeout(timeout);
+        let input = self.buffers.input_append_buf();
+        let amount = self.stream.read(input)?;
+        self.buffers.input_appended(amount);
+        Ok(amount > 0)
+    }
+
+    fn is_open(&mut self) -> bool {
+        self.stream.get_mut().get_mut().is_open()
+    }
+
+    fn is_tls(&self) -> bool {
+        true
+    }
+}
