@@ -299,3 +299,91 @@ fn a_project_entry_cannot_spoof_its_review() {
     assert!(!stdout_of(&output).contains('\u{1b}'), "{:?}", stdout_of(&output));
     assert!(!project.path().join("PWNED").exists());
 }
+
+/// Runs `tether ARGS` on a pseudo-terminal (through `script`), returning
+/// everything the terminal received.
+fn on_a_terminal(config: &std::path::Path, args: &[&str], within: Duration) -> String {
+    let line: Vec<String> = [crate::support::tether_bin(), "--config-dir"]
+        .iter()
+        .map(|word| word.to_string())
+        .chain([config.display().to_string()])
+        .chain(args.iter().map(|word| word.to_string()))
+        .map(|word| format!("'{}'", word.replace('\'', "'\\''")))
+        .collect();
+    let mut command = std::process::Command::new("script");
+    command.args(["-qec", &line.join(" "), "/dev/null"]).env_remove("RUST_LOG");
+    let (output, _) = crate::support::run_command(command, None, within);
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+// Issue 13 (item 2): a hanging server does not leave the screen blank, and
+// --timeout bounds the start too.
+#[test]
+fn a_hanging_start_is_shown_and_bounded_by_the_timeout() {
+    let tag = Tag::new();
+    let mut hangs = misbehave_entry(&tag, &["--hang-initialize"]);
+    hangs["startTimeout"] = json!(2);
+    let dir = config_dir(json!({"demo": {"command": fixture("demo-server")}, "hangs": hangs}));
+    let screen = on_a_terminal(dir.path(), &["list"], WITHIN);
+    // The quick server's row comes while the other is still starting.
+    let demo_row = screen.find("demo  ").expect("a row for demo");
+    let starting = screen.find("starting hangs").expect("a status line naming the hanging server");
+    assert!(demo_row < starting, "{screen:?}");
+    assert!(screen.contains("hangs  failed"), "{screen:?}");
+    assert!(screen.contains("the server was still starting"), "{screen:?}");
+
+    let started = Instant::now();
+    let (output, _) =
+        run_tether(dir.path(), &["call", "hangs", "echo", "--timeout", "0.5"], WITHIN);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr_of(&output));
+    assert!(started.elapsed() < Duration::from_millis(1500), "took {:?}", started.elapsed());
+    assert!(stderr_of(&output).contains("timed out"), "{}", stderr_of(&output));
+    tag.assert_gone();
+}
+
+// Issue 13 (item 15): Ctrl-C during a call leaves no half-drawn progress line.
+#[test]
+fn an_interrupted_call_clears_its_progress_line() {
+    use std::io::{Read, Write};
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let line = format!(
+        "'{}' --config-dir '{}' call fx progress '{{\"steps\": 100, \"interval_ms\": 50}}'",
+        crate::support::tether_bin(),
+        dir.path().display()
+    );
+    let mut script = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = script.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut screen = Vec::new();
+        let _ = stdout.read_to_end(&mut screen);
+        String::from_utf8_lossy(&screen).into_owned()
+    });
+    // Once the call is under way, Ctrl-C on the terminal, as a person would.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut keyboard = script.stdin.take().unwrap();
+    keyboard.write_all(b"\x03").unwrap();
+    keyboard.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while script.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = script.kill();
+            panic!("tether did not stop on Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(keyboard);
+    let screen = reader.join().unwrap();
+    let last_progress =
+        screen.rfind("progress ").unwrap_or_else(|| panic!("no progress: {screen:?}"));
+    assert!(!screen[last_progress..].contains("done"), "the call finished: {screen:?}");
+    assert!(screen[last_progress..].contains("\r\u{1b}[K"), "{screen:?}");
+    tag.assert_gone();
+}
