@@ -62,8 +62,8 @@ pub use auth::{
 pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
 pub use config::{
     default_config_dir, Config, ConfigFiles, ConfigLoader, Exposure, FailedEntry, HttpConfig,
-    HttpKind, ImportReport, Scope, ServerConfig, StdioConfig, TransportConfig, UnknownWord,
-    UntrustedServer,
+    HttpKind, ImportReport, ProjectEntry, Scope, ServerConfig, StdioConfig, TransportConfig,
+    Unapproved, UnknownWord, UntrustedServer,
 };
 pub use error::{CloseReason, Error, Step, Timeout};
 pub use host::{DefaultHost, Host, Root};

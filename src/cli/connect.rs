@@ -305,11 +305,16 @@ pub(super) fn only_server(config: &Config, server: &str) -> Result<Config, u8> {
                 .source
                 .parent()
                 .map_or_else(|| ".".into(), |dir| dir.display().to_string());
+            let why = match untrusted.why {
+                tether::Unapproved::Changed => "changed since its project was trusted",
+                tether::Unapproved::Added => "was added since its project was trusted",
+                _ => "is in a project that is not trusted",
+            };
             eprintln!(
-                "error: server {server:?} is in a project that is not trusted; it would run: {}",
+                "error: server {server:?} {why}; it would run: {}",
                 shown::escaped(&untrusted.command_line)
             );
-            eprintln!("  hint: if you trust it, run: tether trust {project}");
+            eprintln!("  hint: review it, and if you trust it, run: tether trust {project}");
             return Err(EXIT_USAGE);
         }
         return Err(unknown_server(config, server));

@@ -138,9 +138,10 @@ pub(super) fn add(files: &ConfigFiles, mut add: AddArgs) -> u8 {
             for warning in warnings {
                 eprintln!("warning: {}", super::shown::escaped(&warning));
             }
-            if scope == Scope::Project && !files.is_trusted(&files.project_dir) {
+            if scope == Scope::Project {
+                // A project entry starts once approved, also in a trusted project.
                 println!(
-                    "This project is not trusted yet; its servers start once you run: tether trust"
+                    "Project entries start once approved; review and approve with: tether trust"
                 );
             }
             println!("Check it with: tether list {name}");
@@ -377,47 +378,53 @@ pub(super) fn enable(files: &ConfigFiles, name: &str, enabled: bool, scope: Opti
 pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool, yes: bool) -> u8 {
     use super::shown::escaped;
     let dir = dir.unwrap_or_else(|| files.project_dir.clone());
-    if trusted {
-        match ConfigFiles::project_commands(&dir) {
-            Ok(commands) if commands.is_empty() => {
-                println!("{} has no servers in .mcp.json (yet).", dir.display());
-            }
-            Ok(commands) => {
-                // Everything the file says is shown escaped: an entry cannot
-                // hide what it runs behind terminal control sequences.
-                println!(
-                    "Trusting {} lets its .mcp.json start these servers:",
-                    escaped(&dir.display().to_string())
-                );
-                let rows: Vec<(String, String)> =
-                    commands.iter().map(|(name, line)| (escaped(name), escaped(line))).collect();
-                let width = rows.iter().map(|(name, _)| name.chars().count()).max().unwrap_or(0);
-                for (name, command_line) in &rows {
-                    println!("  {name:width$}  {command_line}");
-                }
-                if !yes {
-                    match ask_choice("Trust them? [y/N] ") {
-                        Some('y') => {}
-                        Some(_) => {
-                            eprintln!("Nothing trusted.");
-                            return EXIT_OK;
-                        }
-                        None => {
-                            eprintln!("error: trusting a project needs a yes: run it on a terminal, or pass --yes after reading the list above");
-                            return EXIT_USAGE;
-                        }
+    let outcome = if trusted {
+        // What is shown is exactly what is approved: these entries, as read now.
+        let entries = match ConfigFiles::project_entries(&dir) {
+            Ok(entries) => entries,
+            Err(err) => return report(&err),
+        };
+        if entries.is_empty() {
+            println!("{} has no servers in .mcp.json (yet).", dir.display());
+        } else {
+            // Everything the file says is shown escaped: an entry cannot
+            // hide what it runs behind terminal control sequences.
+            println!(
+                "Trusting {} lets its .mcp.json start these servers, as they are now:",
+                escaped(&dir.display().to_string())
+            );
+            let rows: Vec<[String; 2]> = entries
+                .iter()
+                .map(|entry| {
+                    let line = entry.command_line.as_deref().unwrap_or("(changes settings only)");
+                    [format!("  {}", entry.name), line.to_owned()]
+                })
+                .collect();
+            print!("{}", super::table::render(&rows));
+            if !yes {
+                match ask_choice("Trust them? [y/N] ") {
+                    Some('y') => {}
+                    Some(_) => {
+                        eprintln!("Nothing trusted.");
+                        return EXIT_OK;
+                    }
+                    None => {
+                        eprintln!("error: trusting a project needs a yes: run it on a terminal, or pass --yes after reading the list above");
+                        return EXIT_USAGE;
                     }
                 }
             }
-            Err(err) => return report(&err),
         }
-    }
-    match files.set_trusted(&dir, trusted) {
+        files.approve(&dir, &entries)
+    } else {
+        files.set_trusted(&dir, false)
+    };
+    match outcome {
         Ok((changed, canonical)) => {
-            let shown = canonical.display();
+            let shown = escaped(&canonical.display().to_string());
             match (trusted, changed) {
-                (true, true) => println!("Trusted {shown}."),
-                (true, false) => println!("{shown} was already trusted."),
+                (true, true) => println!("Trusted {shown}: these entries may start."),
+                (true, false) => println!("{shown} was already trusted as it is."),
                 (false, true) => {
                     println!("No longer trusting {shown}; its servers will not start.")
                 }

@@ -5,7 +5,7 @@
 //! causes, a `SystemTime`); everything meant for a person is made here.
 
 use serde_json::{json, Value};
-use tether::{Error, ServerState, ServerStatus, Step, Timeout};
+use tether::{Error, ServerState, ServerStatus, Step, Timeout, Unapproved};
 
 use super::shown::escaped;
 
@@ -68,8 +68,13 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
             .and_then(|source| source.parent())
             .map_or_else(|| ".".into(), |dir| dir.display().to_string());
         let would_run = escaped(status.target.as_deref().unwrap_or("?"));
+        let why = match status.unapproved {
+            Some(Unapproved::Changed) => "this entry changed since the project was trusted",
+            Some(Unapproved::Added) => "this entry was added since the project was trusted",
+            _ => "the project is not trusted",
+        };
         return Some(format!(
-            "the project is not trusted; it would run: {would_run}; trust it with: tether trust {project}"
+            "{why}; it would run: {would_run}; review and approve it with: tether trust {project}"
         ));
     }
     match status.error.as_deref()?.root() {
@@ -108,6 +113,7 @@ pub(super) fn to_json(status: &ServerStatus, roots: &[String]) -> Value {
         "transport": status.transport,
         "state": json_label(status.state),
         "target": status.target,
+        "unapproved": status.unapproved,
         "protocolVersion": status.protocol_version,
         "serverName": status.server_name,
         "serverVersion": status.server_version,

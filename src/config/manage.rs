@@ -16,6 +16,19 @@ use super::{
 };
 use crate::error::Error;
 
+/// One entry of a project's `.mcp.json`, as a review shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProjectEntry {
+    /// The server name.
+    pub name: String,
+    /// What it would run (as written) or the URL it would reach; `None`
+    /// for an entry that only overrides settings of a user entry.
+    pub command_line: Option<String>,
+    /// What the approval records.
+    digest: String,
+}
+
 /// The two configuration files and the trust list.
 #[derive(Debug, Clone)]
 pub struct ConfigFiles {
@@ -233,11 +246,12 @@ impl ConfigFiles {
         })
     }
 
-    /// What a project's `.mcp.json` would start: `(name, command line)` as written.
+    /// What a project's `.mcp.json` would start, entry by entry, as written:
+    /// what `tether trust` shows and then approves.
     ///
     /// # Errors
     /// The file cannot be read or parsed.
-    pub fn project_commands(project_dir: &Path) -> Result<Vec<(String, String)>, Error> {
+    pub fn project_entries(project_dir: &Path) -> Result<Vec<ProjectEntry>, Error> {
         let path = project_dir.join(".mcp.json");
         let shown = path.display().to_string();
         let text = match fs::read_to_string(&path) {
@@ -249,22 +263,50 @@ impl ConfigFiles {
             servers_of(&text, &shown).map_err(Error::Config)?.unwrap_or_default();
         Ok(servers
             .iter()
-            .filter_map(|(name, entry)| command_line_of(entry).map(|line| (name.clone(), line)))
+            .map(|(name, entry)| ProjectEntry {
+                name: name.clone(),
+                command_line: command_line_of(entry),
+                digest: trust::digest(entry),
+            })
             .collect())
     }
 
-    /// Marks a project folder trusted (or not); returns whether anything
-    /// changed and its canonical path.
+    /// Approves exactly these entries of the project (as
+    /// [`ConfigFiles::project_entries`] read them, so what was shown is
+    /// what is approved), replacing earlier approvals; an entry added or
+    /// changed later waits for approval again. Returns whether anything
+    /// changed and the project's canonical path.
     ///
     /// # Errors
-    /// The folder does not exist, or the trust list cannot be rewritten.
-    pub fn set_trusted(&self, project_dir: &Path, trusted: bool) -> Result<(bool, PathBuf), Error> {
-        trust::set_trusted(&self.config_dir, project_dir, trusted).map_err(Error::Config)
+    /// The folder does not exist, or the trust file cannot be rewritten.
+    pub fn approve(
+        &self,
+        project_dir: &Path,
+        entries: &[ProjectEntry],
+    ) -> Result<(bool, PathBuf), Error> {
+        let approved =
+            entries.iter().map(|entry| (entry.name.clone(), entry.digest.clone())).collect();
+        trust::set_approvals(&self.config_dir, project_dir, Some(approved)).map_err(Error::Config)
     }
 
-    /// True when the project folder is trusted.
+    /// Approves the project's entries as they are now (`trusted`), or
+    /// withdraws every approval; returns whether anything changed and the
+    /// canonical path.
+    ///
+    /// # Errors
+    /// The folder does not exist, the project file cannot be read, or the
+    /// trust file cannot be rewritten.
+    pub fn set_trusted(&self, project_dir: &Path, trusted: bool) -> Result<(bool, PathBuf), Error> {
+        if trusted {
+            let entries = ConfigFiles::project_entries(project_dir)?;
+            return self.approve(project_dir, &entries);
+        }
+        trust::set_approvals(&self.config_dir, project_dir, None).map_err(Error::Config)
+    }
+
+    /// True when the project has approved entries (it was trusted).
     pub fn is_trusted(&self, project_dir: &Path) -> bool {
-        trust::is_trusted(&self.config_dir, project_dir)
+        trust::approvals(&self.config_dir, project_dir).is_some()
     }
 
     /// Copies the servers of another client's config file into the user file.

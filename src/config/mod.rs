@@ -37,7 +37,8 @@ use crate::auth::OAuthSettings;
 
 pub(crate) use entry::check_name;
 pub use import::ImportReport;
-pub use manage::ConfigFiles;
+pub use manage::{ConfigFiles, ProjectEntry};
+pub use trust::Unapproved;
 pub use words::UnknownWord;
 
 /// tether's own environment, as UTF-8 pairs (others are skipped): what
@@ -207,6 +208,9 @@ pub struct UntrustedServer {
     pub source: PathBuf,
     /// What it would run (as written, unexpanded) or the URL it would reach.
     pub command_line: String,
+    /// Why it does not start: the project was never trusted, or this entry
+    /// was added or changed since it was.
+    pub why: Unapproved,
 }
 
 /// An entry, or a file, that could not be used.
@@ -438,19 +442,23 @@ impl ConfigLoader {
             environment.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
         };
         let mut config = Config { servers: self.host_servers.clone(), ..Config::default() };
-        let reading = Reading { environment: &environment, allowed: allowed.as_ref() };
+        let reading =
+            Reading { environment: &environment, allowed: allowed.as_ref(), approvals: None };
         if let Some(dir) = &self.config_dir {
             config.add_file(&dir.join("mcp.json"), Scope::User, &reading);
         }
         if let Some(project) = &self.project_dir {
             let path = project.join(".mcp.json");
             if path.exists() {
-                let trusted = variable("TETHER_TRUST_PROJECT") == Some("1")
-                    || self.config_dir.as_ref().is_some_and(|dir| trust::is_trusted(dir, project));
-                if trusted {
+                if variable("TETHER_TRUST_PROJECT") == Some("1") {
                     config.add_file(&path, Scope::Project, &reading);
                 } else {
-                    config.add_untrusted(&path);
+                    // Each entry starts only as it was approved.
+                    let approvals =
+                        self.config_dir.as_ref().and_then(|dir| trust::approvals(dir, project));
+                    let approved = Approved(approvals.as_ref());
+                    let reading = Reading { approvals: Some(approved), ..reading };
+                    config.add_file(&path, Scope::Project, &reading);
                 }
             }
         }
@@ -459,10 +467,17 @@ impl ConfigLoader {
 }
 
 /// What reading a file needs besides the file.
+#[derive(Clone, Copy)]
 struct Reading<'a> {
     environment: &'a [(String, String)],
     allowed: Option<&'a BTreeSet<String>>,
+    /// For a project file not trusted wholesale: the approved entries.
+    approvals: Option<Approved<'a>>,
 }
+
+/// A project's approved entry digests (`None` inside: never trusted).
+#[derive(Clone, Copy)]
+struct Approved<'a>(Option<&'a std::collections::BTreeMap<String, String>>);
 
 impl Config {
     /// An empty configuration.
@@ -492,7 +507,7 @@ impl Config {
             text,
             Scope::User,
             None,
-            &Reading { environment: &environment, allowed: allowed.as_ref() },
+            &Reading { environment: &environment, allowed: allowed.as_ref(), approvals: None },
         );
         config
     }
@@ -614,6 +629,12 @@ impl Config {
                 continue;
             }
             seen_here.push(name.clone());
+            if let Some(Approved(approvals)) = reading.approvals {
+                if let Some(why) = trust::check(approvals, name, value) {
+                    self.add_unapproved(name, value, &shown, path, why);
+                    continue;
+                }
+            }
             let mut entry_warnings = Vec::new();
             let parsed = entry::parse(name, value, &context, &mut entry_warnings);
             if !matches!(parsed, Ok(entry::Parsed::Server(_))) {
@@ -654,31 +675,31 @@ impl Config {
         }
     }
 
-    /// Records an untrusted project's servers without parsing them further.
-    fn add_untrusted(&mut self, path: &Path) {
-        let shown = path.display().to_string();
-        let text = match fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(err) => {
-                return self.fail_file(path, Scope::Project, format!("cannot read {shown}: {err}"))
-            }
+    /// Records a project entry that was not approved as it is, without
+    /// parsing it further: nothing of it is expanded or started.
+    fn add_unapproved(
+        &mut self,
+        name: &str,
+        entry: &Value,
+        shown: &str,
+        path: Option<&Path>,
+        why: Unapproved,
+    ) {
+        let Some(command_line) = command_line_of(entry) else {
+            return; // An override only: nothing would start.
         };
-        let servers = match servers_of(&text, &shown) {
-            Ok(servers) => servers.unwrap_or_default(),
-            Err(error) => return self.fail_file(path, Scope::Project, error),
-        };
-        for (name, value) in servers {
-            let Some(command_line) = command_line_of(&value) else {
-                continue; // An override only: nothing would start.
-            };
-            if self.server(&name).is_some() {
-                self.warnings.push(format!(
-                    "{shown}: the project would replace server {name:?}, but the project is not trusted (tether trust)"
-                ));
-                continue;
-            }
-            self.untrusted.push(UntrustedServer { name, source: path.to_owned(), command_line });
+        if self.server(name).is_some() {
+            self.warnings.push(format!(
+                "{shown}: the project would replace server {name:?}, but that entry is not approved (tether trust)"
+            ));
+            return;
         }
+        self.untrusted.push(UntrustedServer {
+            name: name.to_owned(),
+            source: path.map_or_else(PathBuf::new, Path::to_owned),
+            command_line,
+            why,
+        });
     }
 }
 

@@ -14,7 +14,12 @@ fn environment() -> Vec<(String, String)> {
 fn parse(json: &str) -> Config {
     let environment = environment();
     let mut config = Config::new();
-    config.add_json(json, Scope::User, None, &Reading { environment: &environment, allowed: None });
+    config.add_json(
+        json,
+        Scope::User,
+        None,
+        &Reading { environment: &environment, allowed: None, approvals: None },
+    );
     config
 }
 

@@ -227,6 +227,9 @@ pub struct ServerStatus {
     /// The command line it runs (as written, secrets redacted) or the URL
     /// it reaches; for an untrusted project entry, what it would run.
     pub target: Option<String>,
+    /// For an untrusted project entry: why it waits (never trusted, or
+    /// added or changed since the project was).
+    pub unapproved: Option<crate::Unapproved>,
 }
 
 impl ServerStatus {
@@ -250,6 +253,7 @@ impl ServerStatus {
             since: SystemTime::now(),
             source,
             target: None,
+            unapproved: None,
         }
     }
 }
@@ -496,6 +500,7 @@ impl Hub {
                 Some(entry.source),
             );
             status.target = Some(entry.command_line);
+            status.unapproved = Some(entry.why);
             status
         }));
         statuses

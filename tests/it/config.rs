@@ -128,6 +128,61 @@ fn an_untrusted_project_starts_nothing_until_trusted() {
     tag.assert_gone();
 }
 
+// Issue 12 (item 7): trust is given to the entries that were reviewed. An
+// entry added or changed later waits for approval; the others keep working.
+#[test]
+fn trust_covers_the_entries_reviewed_not_what_is_added_later() {
+    let tag = Tag::new();
+    let setup = Setup::new(None, Some(json!({"theirs": misbehave_entry(&tag, &[])})));
+    let (code, _, err) = setup.run(&["trust", "--yes"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(state_of(&list_json(&setup, &[]), "theirs"), "connected");
+
+    // Reformatting the file changes no entry: still approved.
+    let pretty = serde_json::to_string_pretty(&setup.project_file()).unwrap();
+    setup.project.write(".mcp.json", &pretty);
+    assert_eq!(state_of(&list_json(&setup, &[]), "theirs"), "connected");
+
+    // A new entry that would plant a file does not run.
+    let planted = setup.project.path().join("PWNED");
+    let mut file = setup.project_file();
+    file["mcpServers"]["added"] =
+        json!({"command": "sh", "args": ["-c", format!("echo x > {}", planted.display())]});
+    // And a changed entry waits too.
+    file["mcpServers"]["theirs"]["args"].as_array_mut().unwrap().push(json!("--odd-names"));
+    setup.project.write(".mcp.json", &file.to_string());
+    let statuses = list_json(&setup, &[]);
+    assert_eq!(state_of(&statuses, "added"), "untrusted");
+    assert_eq!(state_of(&statuses, "theirs"), "untrusted");
+    let by_name = |name: &str| statuses.iter().find(|s| s["name"] == name).unwrap().clone();
+    assert_eq!(by_name("added")["unapproved"], "added");
+    assert_eq!(by_name("theirs")["unapproved"], "changed");
+    assert!(by_name("theirs")["hint"].as_str().unwrap().contains("changed since"), "{statuses:?}");
+    let (_, out, _) = setup.run(&["list"], &[]);
+    assert!(out.contains("this entry was added since the project was trusted"), "{out}");
+    assert!(!planted.exists(), "an entry nobody approved ran");
+    let (code, _, err) = setup.run(&["call", "theirs", "echo"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("changed since its project was trusted"), "{err}");
+
+    // Approving again covers both.
+    let (code, out, _) = setup.run(&["trust", "--yes"], &[]);
+    assert_eq!(code, 0);
+    assert!(out.contains("added") && out.contains("echo x >"), "{out}");
+    let statuses = list_json(&setup, &[]);
+    assert_eq!(state_of(&statuses, "theirs"), "connected");
+    assert!(planted.exists(), "the approved entry ran");
+
+    // The older whole-folder record grants nothing.
+    let canonical = fs::canonicalize(setup.project.path()).unwrap();
+    setup.config.write(
+        "trusted-projects.json",
+        &json!({"trusted": [canonical.display().to_string()]}).to_string(),
+    );
+    assert_eq!(state_of(&list_json(&setup, &[]), "theirs"), "untrusted");
+    tag.assert_gone();
+}
+
 #[test]
 fn project_entries_replace_user_entries_and_overrides_change_only_what_they_name() {
     let tag = Tag::new();
