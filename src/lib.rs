@@ -42,6 +42,9 @@ mod clock;
 mod config;
 mod error;
 mod framing;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod host;
 mod hub;
 mod jsonrpc;
@@ -50,6 +53,8 @@ mod registry;
 mod search;
 mod shaping;
 mod spelling;
+#[cfg(target_os = "linux")]
+mod supervisor;
 mod sync;
 mod threads;
 mod transport;

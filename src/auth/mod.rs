@@ -12,7 +12,7 @@
 //! requests wait on (bounded), never a lock held across the requests the
 //! sign-in makes. Tokens and secrets never reach logs, errors or `Debug`.
 
-mod challenge;
+pub(crate) mod challenge;
 mod discovery;
 mod flow;
 mod store;

@@ -28,55 +28,61 @@ const LINE_AFTER: Duration = Duration::from_millis(400);
 const START_SLACK: Duration = Duration::from_secs(2);
 
 /// Runs a server command.
-pub(super) fn run(command: Command, config: Config, options: HubOptions, roots: &[String]) -> u8 {
-    let signals = match SignalWatch::start(options) {
-        Ok(signals) => signals,
-        Err(err) => {
-            eprintln!("error: cannot watch signals: {err}");
-            return EXIT_SERVER;
-        }
-    };
+pub(super) fn run(
+    command: Command,
+    config: Config,
+    options: HubOptions,
+    roots: &[String],
+    signals: &mut SignalWatch,
+) -> u8 {
+    signals.options = options;
+    let signals = &*signals;
     let code = match command {
-        Command::List { names, scope, json } => list(config, &names, scope, json, roots, &signals),
+        Command::List { names, scope, json } => list(config, &names, scope, json, roots, signals),
         Command::Resources { server, json } => {
-            browse::resources(config, server.as_deref(), json, &signals)
+            browse::resources(config, server.as_deref(), json, signals)
         }
         Command::Read { server, uri, output, raw, json } => {
-            browse::read(config, &server, &uri, output.as_deref(), raw, json, &signals)
+            browse::read(config, &server, &uri, output.as_deref(), raw, json, signals)
         }
         Command::Prompts { server, json } => {
-            browse::prompts(config, server.as_deref(), json, &signals)
+            browse::prompts(config, server.as_deref(), json, signals)
         }
         Command::Prompt { server, name, arguments, json } => {
             match read_arguments(arguments.as_deref()) {
-                Ok(arguments) => browse::prompt(config, &server, &name, arguments, json, &signals),
+                Ok(arguments) => browse::prompt(config, &server, &name, arguments, json, signals),
                 Err(message) => {
                     eprintln!("error: {message}");
                     EXIT_USAGE
                 }
             }
         }
-        Command::Tools { server, json } => tools(config, server.as_deref(), json, &signals),
+        Command::Tools { server, json } => tools(config, server.as_deref(), json, signals),
         Command::Call { server, tool, arguments, timeout, json } => {
-            call(config, &server, &tool, arguments.as_deref(), timeout, json, &signals)
+            call(config, &server, &tool, arguments.as_deref(), timeout, json, signals)
         }
         _ => unreachable!("only server commands are routed here"),
     };
-    signals.stop();
+    // The caller stops the watch, which shuts the hub down.
     code
 }
 
 /// Watches SIGINT, SIGTERM and SIGHUP on a named thread; on the first one it
 /// shuts the current hub down (ending every server's process group) and exits.
 pub(super) struct SignalWatch {
-    options: HubOptions,
+    /// How hubs are started (set once the configuration is loaded).
+    pub(super) options: HubOptions,
     hub: Arc<Mutex<Option<Hub>>>,
     handle: signal_hook::iterator::Handle,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl SignalWatch {
-    fn start(options: HubOptions) -> io::Result<SignalWatch> {
+    /// Watches from now on: a signal before any hub exists (while the
+    /// configuration loads and runs its `!command` helpers) exits at once,
+    /// and the helpers' supervisors end them.
+    pub(super) fn start() -> io::Result<SignalWatch> {
+        let options = HubOptions::default();
         let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
         let handle = signals.handle();
         let hub: Arc<Mutex<Option<Hub>>> = Arc::new(Mutex::new(None));
@@ -150,7 +156,7 @@ impl SignalWatch {
         }
     }
 
-    fn stop(self) {
+    pub(super) fn stop(self) {
         // The hub stays in its slot: a signal during the shutdown finds it,
         // and its own shutdown waits until the servers are gone.
         let hub = lock(&self.hub).clone();

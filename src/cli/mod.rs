@@ -132,66 +132,81 @@ pub fn main() -> ExitCode {
             logs::logs(&files.config_dir, server.as_deref(), lines, follow)
         }
         _ => {
-            let config = ConfigLoader::new()
-                .config_dir(&files.config_dir)
-                .project_dir(&files.project_dir)
-                .load();
-            if config.off {
-                // Off means off: no file was read and no server is started.
-                if !matches!(
-                    command,
-                    Command::List { .. }
-                        | Command::Tools { .. }
-                        | Command::Resources { .. }
-                        | Command::Prompts { .. }
-                ) {
-                    eprintln!("error: MCP is turned off (TETHER_MCP=0)");
-                    return ExitCode::from(EXIT_USAGE);
+            // Watched from the start: Ctrl-C while a `!command` helper runs
+            // (asking for a password, say) ends tether and the helper.
+            let mut signals = match connect::SignalWatch::start() {
+                Ok(signals) => signals,
+                Err(err) => {
+                    eprintln!("error: cannot watch signals: {err}");
+                    return ExitCode::from(EXIT_SERVER);
                 }
-                eprintln!("MCP is turned off (TETHER_MCP=0): no servers.");
-                return ExitCode::from(EXIT_OK);
-            }
-            for warning in &config.warnings {
-                log::warn!("{}", shown::escaped(warning));
-            }
-            // An entry's own warnings (a literal credential) when the command
-            // uses that server; `list` and `get` show every server's.
-            if let Some(server) = command.server().and_then(|name| config.server(name)) {
-                for warning in &server.warnings {
-                    log::warn!("{}", shown::escaped(warning));
-                }
-            }
-            let store = files.config_dir.join("mcp-auth.json");
-            match command {
-                Command::Get { name, json } => {
-                    return ExitCode::from(get::get(&config, &name, json))
-                }
-                Command::Login { name, overrides } => {
-                    return ExitCode::from(login::login(&config, &store, &name, &overrides))
-                }
-                Command::Logout { name } => {
-                    return ExitCode::from(login::logout(&config, &store, &name))
-                }
-                _ => {}
-            }
-            let mut options = HubOptions::default()
-                .with_host(Arc::new(terminal::TerminalHost::new(roots.clone())))
-                .with_log_sink(Arc::new(LogFile::new(files.config_dir.join("mcp.log"))))
-                .with_token_store(&store)
-                // A one-shot command has its answer: a server that does not
-                // exit when its input ends (many do not) gets SIGTERM soon.
-                .with_shutdown_grace(ONE_SHOT_GRACE);
-            // On a terminal a server that wants a sign-in gets one; a script
-            // never opens a browser by itself (the server shows "needs login").
-            if io::stdin().is_terminal() && io::stderr().is_terminal() {
-                options =
-                    options.with_authorization_handler(Arc::new(login::TerminalSignIn::default()));
-            }
-            let root_uris: Vec<String> = roots.into_iter().map(|root| root.uri).collect();
-            connect::run(command, config, options, &root_uris)
+            };
+            let code = with_config(command, &files, roots, &mut signals);
+            signals.stop();
+            code
         }
     };
     ExitCode::from(code)
+}
+
+/// The commands that read the configuration: `get`, `login`, `logout`, and
+/// those that talk to servers.
+fn with_config(
+    command: Command,
+    files: &ConfigFiles,
+    roots: Vec<Root>,
+    signals: &mut connect::SignalWatch,
+) -> u8 {
+    let config =
+        ConfigLoader::new().config_dir(&files.config_dir).project_dir(&files.project_dir).load();
+    if config.off {
+        // Off means off: no file was read and no server is started.
+        if !matches!(
+            command,
+            Command::List { .. }
+                | Command::Tools { .. }
+                | Command::Resources { .. }
+                | Command::Prompts { .. }
+        ) {
+            eprintln!("error: MCP is turned off (TETHER_MCP=0)");
+            return EXIT_USAGE;
+        }
+        eprintln!("MCP is turned off (TETHER_MCP=0): no servers.");
+        return EXIT_OK;
+    }
+    for warning in &config.warnings {
+        log::warn!("{}", shown::escaped(warning));
+    }
+    // An entry's own warnings (a literal credential) when the command
+    // uses that server; `list` and `get` show every server's.
+    if let Some(server) = command.server().and_then(|name| config.server(name)) {
+        for warning in &server.warnings {
+            log::warn!("{}", shown::escaped(warning));
+        }
+    }
+    let store = files.config_dir.join("mcp-auth.json");
+    match command {
+        Command::Get { name, json } => return get::get(&config, &name, json),
+        Command::Login { name, overrides } => {
+            return login::login(&config, &store, &name, &overrides)
+        }
+        Command::Logout { name } => return login::logout(&config, &store, &name),
+        _ => {}
+    }
+    let mut options = HubOptions::default()
+        .with_host(Arc::new(terminal::TerminalHost::new(roots.clone())))
+        .with_log_sink(Arc::new(LogFile::new(files.config_dir.join("mcp.log"))))
+        .with_token_store(&store)
+        // A one-shot command has its answer: a server that does not
+        // exit when its input ends (many do not) gets SIGTERM soon.
+        .with_shutdown_grace(ONE_SHOT_GRACE);
+    // On a terminal a server that wants a sign-in gets one; a script
+    // never opens a browser by itself (the server shows "needs login").
+    if io::stdin().is_terminal() && io::stderr().is_terminal() {
+        options = options.with_authorization_handler(Arc::new(login::TerminalSignIn::default()));
+    }
+    let root_uris: Vec<String> = roots.into_iter().map(|root| root.uri).collect();
+    connect::run(command, config, options, &root_uris, signals)
 }
 
 /// The folders servers may work in: `--root` folders, else the project

@@ -40,6 +40,10 @@ use router::{events_loop, Event, PendingGuard, PendingState, Reply, Router, Wait
 
 /// How long `close` waits for the events thread (it may be inside the host).
 const EVENTS_JOIN_WAIT: Duration = Duration::from_secs(1);
+/// How long a caller whose frame could not be written waits for the
+/// reader to say why the connection ended (it ends at once when the server
+/// exited; the supervisor ends what the server left).
+const CLOSE_REASON_WAIT: Duration = Duration::from_millis(500);
 /// Server requests and notifications waiting for the host; past this, a
 /// flooding server's notifications are dropped and its requests refused.
 const EVENTS_QUEUE: usize = 1024;
@@ -180,6 +184,13 @@ impl Client {
     }
 
     fn disconnected(&self) -> Error {
+        // As for a request: the reader's reason, once it has one.
+        if self.close_reason().is_none() {
+            let deadline = Instant::now() + CLOSE_REASON_WAIT;
+            while self.close_reason().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof))
     }
 
@@ -255,7 +266,13 @@ impl Client {
         let frame = Frame::request(id, method, params.as_ref());
         drop(params);
         if self.router.send(frame).is_err() {
-            return Err(self.disconnected());
+            // The server stopped reading: the reader says why (how it
+            // exited) as soon as its output ends, which is at once.
+            let reason = match replies.recv_timeout(CLOSE_REASON_WAIT) {
+                Ok(Reply::Closed(reason)) => reason,
+                _ => self.close_reason().unwrap_or(CloseReason::Eof),
+            };
+            return Err(Error::Disconnected(reason));
         }
         self.wait(id, method, &replies, &queued_progress, options)
     }

@@ -171,14 +171,18 @@ fn run_command(command_line: &str) -> Result<String, String> {
     let mut words = command_line.split_whitespace();
     let program = words.next().ok_or("has an empty !command")?;
     let shown = format!("!{}", command_line.trim());
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(words)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|err| format!("could not run `{shown}`: {err}"))?;
+        .process_group(0);
+    // Ended with its whole tree if tether dies while it runs (a helper
+    // waiting for a password when the user presses Ctrl-C).
+    #[cfg(target_os = "linux")]
+    crate::supervisor::install(&mut command);
+    let mut child = command.spawn().map_err(|err| format!("could not run `{shown}`: {err}"))?;
     let deadline = Instant::now() + COMMAND_TIMEOUT;
     let output = read_to_channel(child.stdout.take().expect("stdout is piped"), 1024 * 1024);
     let errors = read_to_channel(child.stderr.take().expect("stderr is piped"), 64 * 1024);

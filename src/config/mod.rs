@@ -14,7 +14,7 @@
 //! overrides `enabled`, `exposure` and `toolExposure`.
 
 mod entry;
-mod expand;
+pub(crate) mod expand;
 pub(crate) mod file;
 pub(crate) mod import;
 mod manage;
@@ -442,8 +442,12 @@ impl ConfigLoader {
             environment.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
         };
         let mut config = Config { servers: self.host_servers.clone(), ..Config::default() };
-        let reading =
-            Reading { environment: &environment, allowed: allowed.as_ref(), approvals: None };
+        let reading = Reading {
+            environment: &environment,
+            allowed: allowed.as_ref(),
+            approvals: None,
+            checking: false,
+        };
         if let Some(dir) = &self.config_dir {
             config.add_file(&dir.join("mcp.json"), Scope::User, &reading);
         }
@@ -473,6 +477,8 @@ struct Reading<'a> {
     allowed: Option<&'a BTreeSet<String>>,
     /// For a project file not trusted wholesale: the approved entries.
     approvals: Option<Approved<'a>>,
+    /// Checking only: no `!command` runs, unset variables are allowed.
+    checking: bool,
 }
 
 /// A project's approved entry digests (`None` inside: never trusted).
@@ -507,8 +513,23 @@ impl Config {
             text,
             Scope::User,
             None,
-            &Reading { environment: &environment, allowed: allowed.as_ref(), approvals: None },
+            &Reading {
+                environment: &environment,
+                allowed: allowed.as_ref(),
+                approvals: None,
+                checking: false,
+            },
         );
+        config
+    }
+
+    /// A configuration from JSON text as `tether add` checks an entry: with
+    /// this environment, running no `!command` (for the fuzzer).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn checked_from_json(text: &str, environment: &[(String, String)]) -> Config {
+        let mut config = Config::new();
+        let reading = Reading { environment, allowed: None, approvals: None, checking: true };
+        config.add_json(text, Scope::User, None, &reading);
         config
     }
 
@@ -611,7 +632,7 @@ impl Config {
             shown: &shown,
             environment: reading.environment,
             allowed: reading.allowed,
-            checking: false,
+            checking: reading.checking,
         };
         let mut seen_here: Vec<String> = Vec::new();
         for (name, value) in &servers {

@@ -18,7 +18,7 @@ fn parse(json: &str) -> Config {
         json,
         Scope::User,
         None,
-        &Reading { environment: &environment, allowed: None, approvals: None },
+        &Reading { environment: &environment, allowed: None, approvals: None, checking: false },
     );
     config
 }

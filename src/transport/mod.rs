@@ -13,7 +13,7 @@ pub(crate) mod http;
 #[cfg(test)]
 pub(crate) mod memory;
 pub(crate) mod outbox;
-mod sse;
+pub(crate) mod sse;
 pub(crate) mod stdio;
 
 use std::io;

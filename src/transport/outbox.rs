@@ -113,9 +113,9 @@ impl Outbox {
         if state.backlog_bytes + frame.len() > MAX_BACKLOG {
             drop(state);
             let queued = MAX_BACKLOG / (1024 * 1024);
-            self.fail(CloseReason::Io(format!(
+            self.fail(Some(CloseReason::Io(format!(
                 "the server stopped reading its input ({queued} MiB queued)"
-            )));
+            ))));
             return Err(Closed);
         }
         state.backlog_bytes += frame.len();
@@ -125,12 +125,18 @@ impl Outbox {
     }
 
     /// Closes the outbox and the connection, for this reason.
-    fn fail(&self, reason: CloseReason) {
-        log::debug!("{}: {reason}", self.server);
+    /// Stops writing for `reason`, and fails the connection with it; a
+    /// server that stopped reading because it exited (`None`) is reported by
+    /// the reader instead, which sees its output end and how it exited.
+    fn fail(&self, reason: Option<CloseReason>) {
         let inbox = lock(&self.state).inbox.take();
         self.close();
-        if let Some(inbox) = inbox {
-            inbox.closed(reason);
+        match (reason, inbox) {
+            (Some(reason), Some(inbox)) => {
+                log::debug!("{}: {reason}", self.server);
+                inbox.closed(reason);
+            }
+            _ => log::debug!("{}: the server stopped reading its input", self.server),
         }
     }
 
@@ -231,12 +237,13 @@ impl Outlet for Outbox {
     }
 }
 
-/// Why writing to the server failed, in its terms: a broken pipe means it
-/// stopped reading (it exited), which the reader reports with its status.
-fn write_failure(err: &io::Error) -> CloseReason {
+/// Why writing to the server failed: a broken pipe means it stopped
+/// reading (it exited), which the reader reports with its exit status
+/// (`None`); anything else is this connection's failure.
+fn write_failure(err: &io::Error) -> Option<CloseReason> {
     if err.kind() == io::ErrorKind::BrokenPipe {
-        CloseReason::Eof
+        None
     } else {
-        CloseReason::Io(format!("writing to the server failed: {err}"))
+        Some(CloseReason::Io(format!("writing to the server failed: {err}")))
     }
 }

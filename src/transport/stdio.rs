@@ -287,22 +287,7 @@ fn spawner() -> &'static Sender<SpawnJob> {
 
 #[cfg(target_os = "linux")]
 fn set_parent_death_signal(command: &mut Command) {
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the forked child before exec and calls only
-    // async-signal-safe functions (prctl, getppid, _exit).
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // tether may have died between fork and prctl: then nobody is
-            // left to end this server, so it must not start.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
+    crate::supervisor::install(command);
 }
 
 #[cfg(not(target_os = "linux"))]

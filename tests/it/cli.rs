@@ -195,7 +195,9 @@ fn start_slow_call(tag: &Tag, flags: &[&str]) -> (std::process::Child, crate::su
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let expected = if flags.contains(&"--grandchild") { 2 } else { 1 };
+    let expected = 1
+        + usize::from(flags.contains(&"--grandchild"))
+        + usize::from(flags.contains(&"--setsid-grandchild"));
     tag.wait_for_processes(expected, Duration::from_secs(10));
     // Let the call reach the server.
     thread::sleep(Duration::from_millis(300));
@@ -251,6 +253,54 @@ fn sigkill_of_tether_takes_the_server_with_it() {
     child.wait().unwrap();
     // PR_SET_PDEATHSIG: the kernel kills the server when tether dies.
     tag.assert_gone_within(Duration::from_secs(2));
+}
+
+// Issue 12 (items 9 and 10): killed outright mid-call, tether still takes
+// the server's whole tree with it: its process group, and a grandchild that
+// left it with setsid. Measured: gone within 1 s.
+#[test]
+fn sigkill_of_tether_ends_the_servers_whole_tree_within_a_second() {
+    let tag = Tag::new();
+    let (mut child, _dir) = start_slow_call(
+        &tag,
+        &["--ignore-eof", "--ignore-sigterm", "--grandchild", "--setsid-grandchild"],
+    );
+    assert_eq!(tag.live_processes().len(), 3, "{:?}", tag.live_processes());
+    let killed = Instant::now();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    tag.assert_gone_within(Duration::from_secs(1));
+    let took = killed.elapsed();
+    eprintln!("the tree was gone {took:?} after tether was killed");
+}
+
+// Issue 12 (item 10): interrupted while a `!command` helper runs (as one
+// waiting for a password would), tether exits at once and the helper's
+// whole tree ends with it.
+#[test]
+fn an_interrupted_config_load_leaves_no_helper_behind() {
+    let tag = Tag::new();
+    let helper =
+        format!("!{} --tag {} --grandchild --ignore-eof", fixture("misbehave").display(), tag.0);
+    let dir = config_dir(json!({
+        "web": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": helper}},
+    }));
+    let mut child = Command::new(tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .arg("list")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The helper and its grandchild are running; tether waits for the helper.
+    tag.wait_for_processes(2, Duration::from_secs(10));
+    let interrupted = Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(3)), Some(128 + libc::SIGINT));
+    tag.assert_gone_within(Duration::from_secs(1));
+    eprintln!("tether and the helper's tree were gone {:?} after Ctrl-C", interrupted.elapsed());
 }
 
 #[test]

@@ -68,7 +68,11 @@ impl HttpTransport {
                 Ok(Some(event)) if event.event == "endpoint" => {
                     match self.resolve_endpoint(event.data.trim()) {
                         Ok(endpoint) => {
-                            log::debug!("{}: legacy endpoint {endpoint}", self.server);
+                            log::debug!(
+                                "{}: legacy endpoint {}",
+                                self.server,
+                                redact_url(&endpoint)
+                            );
                             lock(&self.state).legacy_endpoint = Some(endpoint);
                             self.changed.notify_all();
                         }

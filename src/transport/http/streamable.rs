@@ -206,7 +206,10 @@ impl HttpTransport {
         {
             let mut state = lock(&self.state);
             if state.session_id.as_deref() != Some(session) {
-                log::debug!("{}: session {session}", self.server);
+                // A session id lets whoever holds it act in the session: the
+                // log shows only its start.
+                let start: String = session.chars().take(4).collect();
+                log::debug!("{}: session {start}…", self.server);
                 state.session_id = Some(session.to_owned());
             }
         }

@@ -1,0 +1,302 @@
+//! A supervisor between tether and each process it starts (Linux): stdio
+//! servers, and `!command` helpers while a configuration loads, so that the
+//! whole tree ends even when tether is killed outright.
+//!
+//! The parent-death signal reaches only the process it is set on. A server
+//! started by `npx`, `uvx` or a shell is a tree: children in its process
+//! group, maybe a grandchild that left with `setsid`. So the process tether
+//! starts is a small supervisor, forked without exec, which forks and execs
+//! the server as its own child:
+//!
+//! ```text
+//! tether ── supervisor (group leader, subreaper) ── server ── its children…
+//! ```
+//!
+//! The supervisor is the process group's leader and a child subreaper, so
+//! every orphan of the server's tree is re-parented to it, also one that
+//! left the group. It waits in `sigwaitinfo` for three things: the server
+//! ending (it then ends what the server left and exits with the server's own
+//! status, so tether sees the server's exit), tether dying (its parent-death
+//! signal: it ends the whole tree at once), and the SIGTERM tether's
+//! shutdown sends the group when the server did not leave on its own (it
+//! ends the tree, with a grace, and exits as the server did).
+//!
+//! It runs in a forked copy of a multi-threaded process, so it uses nothing
+//! but system calls: no allocation, no lock, no formatting. It holds no file
+//! descriptor, so no pipe of tether's stays open because of it.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// How long the tree gets after SIGTERM before SIGKILL when tether died
+/// (it must be gone within a second).
+const ORPHANED_GRACE_MS: i64 = 300;
+/// The same at an orderly shutdown: within the 2 s tether gives a group
+/// after SIGTERM before it sends SIGKILL itself.
+const SHUTDOWN_GRACE_MS: i64 = 1500;
+
+/// Makes `command` start as supervisor and server (see the module docs).
+///
+/// `command` must start in a process group of its own (`process_group(0)`)
+/// and be spawned from a thread that lives until the process is done with
+/// it: the parent-death signal fires when that thread ends.
+pub(crate) fn install(command: &mut Command) {
+    let tether = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec. It calls only
+    // async-signal-safe system calls; the supervisor branch never returns
+    // (it `_exit`s), the server branch returns into std's exec.
+    unsafe {
+        command.pre_exec(move || start(tether));
+    }
+}
+
+/// In the forked child: becomes the supervisor and forks the server, which
+/// returns `Ok` to be exec'd. Never returns in the supervisor.
+unsafe fn start(tether: libc::pid_t) -> io::Result<()> {
+    let mut watched: libc::sigset_t = std::mem::zeroed();
+    let mut before: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut watched);
+    for signal in [libc::SIGCHLD, libc::SIGUSR2, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        libc::sigaddset(&mut watched, signal);
+    }
+    libc::sigprocmask(libc::SIG_BLOCK, &watched, &mut before);
+    // tether's death arrives as SIGUSR2, taken by sigwaitinfo (blocked).
+    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2) != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // tether may have died between fork and prctl: nobody would end this.
+    if libc::getppid() != tether {
+        libc::_exit(1);
+    }
+    if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let supervisor = libc::getpid();
+    match libc::fork() {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            // The server: the signal mask it execs with is tether's own, and
+            // it dies with the supervisor.
+            libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != supervisor {
+                libc::_exit(1);
+            }
+            Ok(())
+        }
+        server => supervise(server, &watched),
+    }
+}
+
+/// The supervisor's life; it never returns.
+unsafe fn supervise(server: libc::pid_t, watched: &libc::sigset_t) -> ! {
+    close_every_descriptor();
+    loop {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let signal = libc::sigwaitinfo(watched, &mut info);
+        match signal {
+            // tether is gone: end the whole tree now.
+            libc::SIGUSR2 => {
+                end_tree(server, ORPHANED_GRACE_MS);
+                libc::_exit(0);
+            }
+            // tether's shutdown signals the group when the server did not
+            // leave on its own: end the tree (grace, then SIGKILL), the
+            // processes that left the group included, and exit as it did.
+            libc::SIGTERM | libc::SIGINT | libc::SIGHUP => {
+                let status = end_tree(server, SHUTDOWN_GRACE_MS);
+                exit_as(status.unwrap_or(signal));
+            }
+            _ => {}
+        }
+        // SIGCHLD: reap; once the server ended, end what it left.
+        let mut status = 0;
+        loop {
+            let reaped = libc::waitpid(-1, &mut status, libc::WNOHANG);
+            if reaped <= 0 {
+                break;
+            }
+            if reaped == server {
+                end_tree(server, SHUTDOWN_GRACE_MS);
+                exit_as(status);
+            }
+        }
+    }
+}
+
+/// Closes every file descriptor: the server's pipes and std's exec-error
+/// pipe must close when the server's copies do.
+unsafe fn close_every_descriptor() {
+    if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+        for fd in 0..65_536 {
+            libc::close(fd);
+        }
+    }
+}
+
+/// Exits with the server's wait status: its exit code, or its signal (a
+/// bare signal number counts as "killed by it").
+unsafe fn exit_as(status: libc::c_int) -> ! {
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        libc::signal(signal, libc::SIG_DFL);
+        let mut only: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut only);
+        libc::sigaddset(&mut only, signal);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &only, std::ptr::null_mut());
+        libc::kill(libc::getpid(), signal);
+        libc::_exit(128 + signal);
+    }
+    libc::_exit(libc::WEXITSTATUS(status));
+}
+
+/// Ends every process of the tree: the supervisor's process group, and the
+/// processes re-parented to it (those that left the group with `setsid`).
+/// SIGTERM first, SIGKILL to what is left after `grace_ms`. Returns the
+/// server's wait status if it was reaped meanwhile.
+unsafe fn end_tree(server: libc::pid_t, grace_ms: i64) -> Option<libc::c_int> {
+    let me = libc::getpid();
+    let started = now_ms();
+    let mut signal = libc::SIGTERM;
+    let mut server_status = None;
+    loop {
+        let mut left = 0;
+        for_each_member(me, |pid| {
+            left += 1;
+            libc::kill(pid, signal);
+        });
+        // Reap the ones that are our children.
+        let mut status = 0;
+        loop {
+            let reaped = libc::waitpid(-1, &mut status, libc::WNOHANG);
+            if reaped <= 0 {
+                break;
+            }
+            if reaped == server {
+                server_status = Some(status);
+            }
+        }
+        if left == 0 {
+            return server_status;
+        }
+        let elapsed = now_ms() - started;
+        if elapsed >= grace_ms {
+            signal = libc::SIGKILL;
+        }
+        if elapsed >= grace_ms + 1000 {
+            return server_status; // Unkillable (uninterruptible sleep): give up.
+        }
+        let pause = libc::timespec { tv_sec: 0, tv_nsec: 10_000_000 };
+        libc::nanosleep(&pause, std::ptr::null_mut());
+    }
+}
+
+fn now_ms() -> i64 {
+    let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes only into `time`.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut time);
+    }
+    time.tv_sec * 1000 + time.tv_nsec / 1_000_000
+}
+
+/// Calls `found` for each live process (not a zombie) other than `me`
+/// whose process group is `me` or whose parent is `me`, read from `/proc`
+/// with raw system calls and stack buffers.
+unsafe fn for_each_member(me: libc::pid_t, mut found: impl FnMut(libc::pid_t)) {
+    let proc_dir =
+        libc::open(c"/proc".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
+    if proc_dir < 0 {
+        return;
+    }
+    let mut entries = [0u8; 4096];
+    loop {
+        let read =
+            libc::syscall(libc::SYS_getdents64, proc_dir, entries.as_mut_ptr(), entries.len());
+        if read <= 0 {
+            break;
+        }
+        let mut at = 0usize;
+        while at < read as usize {
+            // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+            let record = u16::from_ne_bytes([entries[at + 16], entries[at + 17]]) as usize;
+            let name = &entries[at + 19..at + record];
+            let name = &name[..name.iter().position(|&byte| byte == 0).unwrap_or(name.len())];
+            if let Some(pid) = parse_pid(name) {
+                if pid != me {
+                    if let Some((state, parent, group)) = stat_of(name) {
+                        if state != b'Z' && state != b'X' && (group == me || parent == me) {
+                            found(pid);
+                        }
+                    }
+                }
+            }
+            at += record;
+        }
+    }
+    libc::close(proc_dir);
+}
+
+fn parse_pid(name: &[u8]) -> Option<libc::pid_t> {
+    if name.is_empty() || name.len() > 10 || !name.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut pid: i64 = 0;
+    for &digit in name {
+        pid = pid * 10 + i64::from(digit - b'0');
+    }
+    libc::pid_t::try_from(pid).ok()
+}
+
+/// State, parent and process group of `/proc/<pid>/stat`.
+unsafe fn stat_of(pid: &[u8]) -> Option<(u8, libc::pid_t, libc::pid_t)> {
+    // "/proc/" + pid + "/stat\0" in a stack buffer.
+    let mut path = [0u8; 32];
+    let mut len = 0;
+    for part in [b"/proc/".as_slice(), pid, b"/stat\0".as_slice()] {
+        path.get_mut(len..len + part.len())?.copy_from_slice(part);
+        len += part.len();
+    }
+    let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+    if fd < 0 {
+        return None;
+    }
+    let mut text = [0u8; 1024];
+    let read = libc::read(fd, text.as_mut_ptr().cast(), text.len());
+    libc::close(fd);
+    if read <= 0 {
+        return None;
+    }
+    let text = &text[..read as usize];
+    // "pid (comm) state ppid pgrp …": comm may hold anything, up to the last ')'.
+    let after = text.iter().rposition(|&byte| byte == b')')? + 1;
+    let mut fields = text[after..].split(|&byte| byte == b' ').filter(|field| !field.is_empty());
+    let state = *fields.next()?.first()?;
+    let parent = parse_pid(fields.next()?)?;
+    let group = parse_pid(fields.next()?)?;
+    Some((state, parent, group))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_are_read_past_odd_names() {
+        let me = std::process::id().to_string();
+        // SAFETY: reads this process's own stat file.
+        let (state, parent, group) = unsafe { stat_of(me.as_bytes()) }.unwrap();
+        assert!(matches!(state, b'R' | b'S'), "{}", state as char);
+        // SAFETY: getppid and getpgrp have no preconditions.
+        unsafe {
+            assert_eq!(parent, libc::getppid());
+            assert_eq!(group, libc::getpgrp());
+        }
+        assert_eq!(parse_pid(b"1234"), Some(1234));
+        assert_eq!(parse_pid(b"self"), None);
+        assert_eq!(parse_pid(b""), None);
+    }
+}
