@@ -453,10 +453,17 @@ pub(super) fn import(files: &ConfigFiles, source: &Path) -> u8 {
                 );
             }
             for (name, why) in &report.skipped {
-                println!("Skipped {name}: {why}.");
+                println!(
+                    "Skipped {}: {}.",
+                    super::shown::escaped(name),
+                    super::shown::escaped(why)
+                );
             }
             for note in &report.notes {
-                println!("Note: {note}.");
+                println!("Note: {}.", super::shown::escaped(note));
+            }
+            for warning in &report.warnings {
+                eprintln!("warning: {}", super::shown::escaped(warning));
             }
             println!("Check them with: tether list");
             EXIT_OK

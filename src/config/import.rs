@@ -24,6 +24,9 @@ pub struct ImportReport {
     pub skipped: Vec<(String, String)>,
     /// Fields dropped from imported servers, and why.
     pub notes: Vec<String>,
+    /// What the loader finds worth fixing in an imported entry (a literal
+    /// credential, say), as `tether add` says it.
+    pub warnings: Vec<String>,
 }
 
 /// Imports every server of `source` into the user file `target`.
@@ -48,7 +51,14 @@ pub(crate) fn import(source: &Path, target: &Path) -> Result<ImportReport, Strin
     let mut translated = Vec::new();
     for (name, entry) in &servers {
         match translate(name, entry, source.parent().unwrap_or(Path::new(".")), &mut report.notes) {
-            Ok(entry) => translated.push((name.clone(), entry)),
+            // Checked as `add` checks: nothing is written that would not load.
+            Ok(entry) => match super::check_entry(name, super::Scope::User, target, &entry) {
+                Ok(warnings) => {
+                    report.warnings.extend(warnings);
+                    translated.push((name.clone(), entry));
+                }
+                Err(why) => report.skipped.push((name.clone(), why)),
+            },
             Err(why) => report.skipped.push((name.clone(), why)),
         }
     }

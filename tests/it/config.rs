@@ -544,6 +544,22 @@ fn import_translates_other_clients_files_and_reports_what_it_skipped() {
     let (code, out, _) = run_import("claude_code_mcp.json");
     assert_eq!(code, 0);
     assert!(out.contains("Imported 3 servers"), "{out}");
+    // Issue 12 (item 6): a literal credential is imported with a warning,
+    // and an entry that would not load is not imported at all.
+    let other = TempDir::new();
+    let literal = other.write(
+        "mcp.json",
+        &json!({"mcpServers": {
+            "lit": {"url": "https://example.com/mcp", "headers": {"X-Api-Key": "sk-literal"}},
+            "broken": {"url": "localhost:3000/mcp"},
+        }})
+        .to_string(),
+    );
+    let (code, out, err) = setup.run(&["import", literal.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Imported 1 server") && out.contains("lit"), "{out}");
+    assert!(out.contains("Skipped broken:") && out.contains("http://"), "{out}");
+    assert!(err.contains("literal credential") && err.contains("${VAR}"), "{err}");
 
     let file = setup.user_file();
     let servers = &file["mcpServers"];
@@ -562,7 +578,7 @@ fn import_translates_other_clients_files_and_reports_what_it_skipped() {
     let config =
         ConfigLoader::new().config_dir(setup.config.path()).environment(environment).load();
     assert!(config.failed.is_empty(), "{:?}", config.failed);
-    assert_eq!(config.servers.len(), 11);
+    assert_eq!(config.servers.len(), 12);
 }
 
 #[test]
