@@ -603,3 +603,44 @@ fn a_request_flood_with_slow_answers_keeps_memory_bounded() {
     let growth = samples.last().unwrap_or(&0).saturating_sub(samples[0]);
     assert!(growth < 8 * 1024, "tether kept growing: {samples:?} KiB");
 }
+
+// Issue 12 (item 5): at RUST_LOG=trace and -vvv, nothing secret about a
+// remote server reaches the terminal: not a header value from ${VAR} or a
+// !command, not the bearer token, not a key in the URL's query.
+#[test]
+fn trace_logs_of_remote_servers_show_no_secret() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &[]);
+    let url = format!("{}?key=planted-query-33", server.url);
+    let dir = config_dir(json!({
+        "web": {
+            "url": url,
+            "type": "http",
+            "headers": {"X-Api-Key": "${TETHER_TEST_SECRET}", "X-Helper": "!echo planted-helper-22"},
+            "bearerTokenEnv": "TETHER_TEST_TOKEN",
+        },
+    }));
+    let mut everything = String::new();
+    for (verbosity, args) in [
+        (Some("trace"), &["list"][..]),
+        (None, &["-vvv", "call", "web", "echo", r#"{"text":"hi"}"#][..]),
+    ] {
+        let mut command = Command::new(crate::support::tether_bin());
+        command
+            .arg("--config-dir")
+            .arg(dir.path())
+            .args(args)
+            .env("TETHER_TEST_SECRET", "planted-header-11")
+            .env("TETHER_TEST_TOKEN", "planted-token-44")
+            .env_remove("RUST_LOG");
+        if let Some(level) = verbosity {
+            command.env("RUST_LOG", level);
+        }
+        let (output, _) = crate::support::run_command(command, None, Duration::from_secs(20));
+        everything.push_str(&stdout_of(&output));
+        everything.push_str(&stderr_of(&output));
+    }
+    assert!(everything.contains("TRACE"), "trace logging was on: {everything}");
+    assert!(everything.contains("hi"), "the call went through: {everything}");
+    assert!(!everything.contains("planted"), "a secret leaked:\n{everything}");
+}
