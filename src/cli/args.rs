@@ -260,9 +260,12 @@ pub(super) fn parse_scope(value: &str) -> Result<tether::Scope, lexopt::Error> {
 fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     let (mut names, mut scope, mut json) = (Vec::new(), None, false);
     while let Some(arg) = parser.next()? {
+        if let Some(flag) = scope_flag(&arg) {
+            scope = Some(scope_of(flag, parser)?);
+            continue;
+        }
         match arg {
             Long("json") => json = true,
-            Long("scope") => scope = Some(parse_scope(&parser.value()?.string()?)?),
             Value(name) => names.push(name.string()?),
             _ => return Err(arg.unexpected()),
         }
@@ -312,7 +315,10 @@ fn parse_fetch(parser: &mut lexopt::Parser, command: &str) -> Result<Command, le
         ("prompt", Some(server), Some(name), arguments) => {
             Ok(Command::Prompt { server, name, arguments, json })
         }
-        ("read", ..) => Err("usage: tether read SERVER URI [-o PATH | --raw] [--json]".into()),
+        ("read", ..) => Err(
+            "usage: tether read SERVER URI [-o|--output PATH] [--raw] [--json] (not -o with --raw)"
+                .into(),
+        ),
         _ => Err("usage: tether prompt SERVER NAME [ARGS_JSON|-] [--json]".into()),
     }
 }
@@ -418,7 +424,9 @@ fn parse_logs(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     let (mut server, mut lines, mut follow) = (None, 50, false);
     while let Some(arg) = parser.next()? {
         match arg {
-            Long("server") | Short('s') => server = Some(parser.value()?.string()?),
+            // Not -s: everywhere else that is the scope.
+            Long("server") => server = Some(parser.value()?.string()?),
+            Value(name) if server.is_none() => server = Some(name.string()?),
             Short('n') | Long("lines") => lines = parser.value()?.parse()?,
             Short('f') | Long("follow") => follow = true,
             _ => return Err(arg.unexpected()),

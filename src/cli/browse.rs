@@ -43,11 +43,14 @@ fn connected_hub(config: Config, server: Option<&str>, signals: &SignalWatch) ->
     Ok(hub)
 }
 
-fn print_errors(errors: &[Error]) -> u8 {
+/// Warns about servers that did not connect and lists that failed; the
+/// exit code says whether the listing is whole.
+fn print_errors(hub: &Hub, errors: &[Error]) -> u8 {
+    let not_connected = super::connect::warn_not_connected(hub);
     for error in errors {
         eprintln!("warning: {}", shown::escaped(&error.to_string()));
     }
-    if errors.is_empty() {
+    if errors.is_empty() && !not_connected {
         EXIT_OK
     } else {
         EXIT_TOOL_ERROR
@@ -87,7 +90,7 @@ pub(super) fn resources(
         }
         emit(&out);
     }
-    print_errors(&errors)
+    print_errors(&hub, &errors)
 }
 
 pub(super) fn read(
@@ -111,60 +114,73 @@ pub(super) fn read(
         emit(&format!("{}\n", serde_json::to_string_pretty(&contents).unwrap_or_default()));
         return EXIT_OK;
     }
-    let blobs = contents.iter().filter(|item| item.text.is_none() && item.blob.is_some()).count();
-    let output_is_folder = output.is_some_and(|path| path.is_dir());
-    if blobs > 1 && output.is_some() && !output_is_folder {
-        eprintln!("error: {uri} has {blobs} binary parts; give -o a folder to put them in");
+    // With -o a file takes one part; a folder takes any number.
+    let output_is_folder =
+        output.is_some_and(|path| path.is_dir() || path.to_string_lossy().ends_with('/'));
+    let parts = contents.iter().filter(|item| item.text.is_some() || item.blob.is_some()).count();
+    if parts > 1 && output.is_some() && !output_is_folder {
+        eprintln!("error: {uri} has {parts} parts; give -o a folder to put them in");
         return EXIT_USAGE;
     }
     for item in &contents {
-        match (&item.text, &item.blob) {
-            (Some(text), _) => {
+        let bytes = match (&item.text, &item.blob) {
+            (Some(text), _) if output.is_none() => {
                 emit_body(text);
                 if !text.ends_with('\n') {
                     emit("\n");
                 }
+                continue;
             }
-            (None, Some(blob)) => {
-                let bytes = match decode_base64(blob) {
-                    Some(bytes) => bytes,
-                    None => {
-                        eprintln!(
-                            "error: server {server:?} sent a blob that is not base64 for {}",
-                            item.uri
-                        );
-                        return EXIT_SERVER;
-                    }
-                };
-                if raw {
-                    let mut stdout = io::stdout().lock();
-                    if stdout.write_all(&bytes).and_then(|()| stdout.flush()).is_err() {
-                        return EXIT_OK;
-                    }
-                    continue;
+            (Some(text), _) => text.as_bytes().to_vec(),
+            (None, Some(blob)) => match decode_base64(blob) {
+                Some(bytes) => bytes,
+                None => {
+                    eprintln!(
+                        "error: server {server:?} sent a blob that is not base64 for {}",
+                        shown::escaped(&item.uri)
+                    );
+                    return EXIT_SERVER;
                 }
-                let saved = match output {
-                    Some(folder) if output_is_folder => save_in(folder, &item.uri, &bytes),
-                    Some(file) => fs::write(file, &bytes).map(|()| file.to_owned()),
-                    None => save_in(Path::new("."), &item.uri, &bytes),
-                };
-                match saved {
-                    Ok(path) => {
-                        let mime = item.mime_type.as_deref().unwrap_or("binary");
-                        emit(&format!(
-                            "{} ({mime}, {} bytes) saved to {}\n",
-                            shown::escaped(&item.uri),
-                            bytes.len(),
-                            path.display()
-                        ));
-                    }
-                    Err(err) => {
-                        eprintln!("error: cannot save {}: {err}", shown::escaped(&item.uri));
-                        return EXIT_USAGE;
-                    }
-                }
+            },
+            (None, None) => {
+                emit(&format!("{} (empty)\n", shown::escaped(&item.uri)));
+                continue;
             }
-            (None, None) => emit(&format!("{} (empty)\n", shown::escaped(&item.uri))),
+        };
+        if raw {
+            let mut stdout = io::stdout().lock();
+            if stdout.write_all(&bytes).and_then(|()| stdout.flush()).is_err() {
+                return EXIT_OK;
+            }
+            continue;
+        }
+        let saved = match output {
+            Some(folder) if output_is_folder => {
+                fs::create_dir_all(folder).and_then(|()| save_in(folder, &item.uri, &bytes))
+            }
+            Some(file) => fs::write(file, &bytes).map(|()| file.to_owned()),
+            None => save_in(Path::new("."), &item.uri, &bytes),
+        };
+        match saved {
+            Ok(path) => {
+                let mime = item.mime_type.as_deref().unwrap_or("binary");
+                emit(&format!(
+                    "{} ({}, {} bytes) saved to {}\n",
+                    shown::escaped(&item.uri),
+                    shown::escaped(mime),
+                    bytes.len(),
+                    path.display()
+                ));
+            }
+            Err(err) => {
+                let target = output.unwrap_or(Path::new("."));
+                eprintln!(
+                    "error: cannot save {} to {}: {err}",
+                    shown::escaped(&item.uri),
+                    target.display()
+                );
+                return EXIT_USAGE;
+            }
         }
     }
     EXIT_OK
@@ -267,7 +283,7 @@ pub(super) fn prompts(
         }
         emit(&out);
     }
-    print_errors(&errors)
+    print_errors(&hub, &errors)
 }
 
 pub(super) fn prompt(

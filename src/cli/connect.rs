@@ -49,7 +49,18 @@ pub(super) fn run(
             browse::prompts(config, server.as_deref(), json, signals)
         }
         Command::Prompt { server, name, arguments, json } => {
-            match read_arguments(arguments.as_deref()) {
+            // MCP prompt arguments are strings: say so before asking.
+            let arguments = read_arguments(arguments.as_deref()).and_then(|arguments| {
+                match arguments.as_object().and_then(|map| map.iter().find(|(_, v)| !v.is_string()))
+                {
+                    Some((key, value)) => Err(format!(
+                        "prompt arguments are strings; {key:?} is {value}; write it as \"{}\"",
+                        value.to_string().trim_matches('"')
+                    )),
+                    None => Ok(arguments),
+                }
+            });
+            match arguments {
                 Ok(arguments) => browse::prompt(config, &server, &name, arguments, json, signals),
                 Err(message) => {
                     eprintln!("error: {message}");
@@ -226,9 +237,9 @@ fn list(
 fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch) -> u8 {
     let config = match server {
         None => config,
-        Some(server) => match config.server(server) {
-            Some(entry) => Config::new().with_server(entry.clone()),
-            None => return unknown_server(&config, server),
+        Some(server) => match only_server(&config, server) {
+            Ok(config) => config,
+            Err(code) => return code,
         },
     };
     let hub = signals.start_hub(config);
@@ -269,26 +280,28 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
             .collect();
         emit(&table::render(&rows));
     }
-    let failed: Vec<ServerStatus> = hub
-        .status()
-        .into_iter()
-        .filter(|status| {
-            status.state == ServerState::Failed
-                && server.is_none_or(|name| Config::same_name(&status.name, name))
-        })
-        .collect();
-    for status in &failed {
-        eprintln!(
-            "warning: server {:?} is not connected: {}",
-            status.name,
-            shown::escaped(&status::error_text(status).unwrap_or_else(|| "?".into()))
-        );
-    }
-    if failed.is_empty() {
-        EXIT_OK
-    } else {
+    if warn_not_connected(&hub) {
         EXIT_TOOL_ERROR
+    } else {
+        EXIT_OK
     }
+}
+
+/// Says on stderr which servers did not connect (so a listing is known to
+/// be partial); true when any did not.
+pub(super) fn warn_not_connected(hub: &Hub) -> bool {
+    let mut any = false;
+    for status in hub.status() {
+        if matches!(status.state, ServerState::Failed | ServerState::NeedsLogin) {
+            any = true;
+            eprintln!(
+                "warning: server {:?} is not connected: {}",
+                status.name,
+                shown::escaped(&status::error_text(&status).unwrap_or_else(|| "?".into()))
+            );
+        }
+    }
+    any
 }
 
 /// A configuration with only this server, or the exit code of why not
@@ -356,8 +369,10 @@ fn call(
     let name = config.servers[0].name.clone();
     // --timeout is the whole call's ceiling: the start spends from it too.
     let began = Instant::now();
+    let mut cut_by_ceiling = false;
     if let Some(ceiling) = timeout {
         let server = &mut config.servers[0];
+        cut_by_ceiling = ceiling < server.start_timeout;
         server.start_timeout = server.start_timeout.min(ceiling);
     }
     let hub = signals.start_hub(config);
@@ -370,7 +385,18 @@ fn call(
             "error: server {name:?} failed to start: {}",
             shown::escaped(&status::error_text(&status).unwrap_or_else(|| "unknown error".into()))
         );
-        if let Some(hint) = status::hint(&status) {
+        let start_timed_out = status.error.as_deref().is_some_and(|error| {
+            matches!(
+                error.root(),
+                Error::Timeout(tether::Timeout { step: tether::Step::Start { .. }, .. })
+            )
+        });
+        if start_timed_out && cut_by_ceiling {
+            // The limit was the --timeout given, not the entry's startTimeout.
+            eprintln!(
+                "  hint: it was still starting when --timeout ran out; pass a longer --timeout"
+            );
+        } else if let Some(hint) = status::hint(&status) {
             eprintln!("  hint: {}", shown::escaped(&hint));
         }
         if let Some(tail) = &status.stderr_tail {

@@ -78,12 +78,17 @@ fn render(value: &Value) -> String {
         Value::String(text) => escaped(text),
         other => escaped(&other.to_string()),
     };
+    let top = value.as_object();
     for (key, field) in value.as_object().into_iter().flatten() {
         match (key.as_str(), field) {
             ("name", _) => {}
             ("file", Value::Null) => {}
             ("entry", Value::Object(entry)) => {
+                // What the top shows already (description, exposure, …) once.
                 for (entry_key, entry_value) in entry {
+                    if top.is_some_and(|top| top.contains_key(entry_key)) {
+                        continue;
+                    }
                     match entry_value {
                         Value::Object(map) => {
                             for (name, item) in map {

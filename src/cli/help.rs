@@ -34,7 +34,7 @@ Configuration:
   remove NAME [-s user|project]   remove a server
   enable NAME, disable NAME       turn a server on or off where it is defined
   expose NAME MODE [--tool PATTERN] [-s user|project]
-                                  how its tools reach the model: direct, deferred, hidden
+                                  how its tools reach the model: direct, deferred, hidden, codemode
   trust [DIR] [--yes], untrust [DIR]
                                   let a project's .mcp.json start its servers (or not)
   login NAME                      sign in to an HTTP server (OAuth)
@@ -42,7 +42,7 @@ Configuration:
   import FILE                     copy servers from Claude, Cursor or VS Code config
 
 Logs:
-  logs [--server NAME] [-n N] [-f]
+  logs [SERVER] [-n N] [-f]
                                   the servers' log messages and stderr (mcp.log)
 
 Global options (before the command):
@@ -74,7 +74,7 @@ that did not connect gets its error, a hint, and the end of its stderr.
 
 Options:
   -s, --scope SCOPE   only the servers of the user or the project file
-      --json          one JSON object per server (see the README)
+      --json          a JSON array, one object per server (see the README)
 
 Exit: 0 when every enabled server connected, 1 otherwise.
 
@@ -112,6 +112,8 @@ declare more tools when tether runs on a terminal (elicitation, roots).
 Options:
       --server NAME   the same as SERVER
       --json          name, server, tool, exposure, description and schemas
+
+Exit: 0, or 1 when a server is not connected (said on stderr).
 
 Example:
   tether tools
@@ -154,6 +156,8 @@ Options:
       --server NAME   the same as SERVER
       --json          {\"resources\": [...], \"resourceTemplates\": [...]}
 
+Exit: 0, or 1 when a server is not connected or could not list (said on stderr).
+
 Example:
   tether resources docs
 ",
@@ -163,9 +167,10 @@ Example:
         "\
 Usage: tether read SERVER URI [-o|--output PATH] [--raw] [--json]
 
-Reads one resource. Text goes to stdout. Binary content goes to a file named
-after the URI in the current directory (or PATH: a file, or a folder to put
-it in), and tether says where it went.
+Reads one resource. Text goes to stdout, binary content to a new file named
+after the URI in the current folder (never replacing one: logo.png is taken,
+so logo-1.png). With -o, everything goes to PATH: a file (replaced if it
+exists), or a folder to put it in. tether says where it went.
 
 Options:
   -o, --output PATH   where binary content goes (a file or a folder)
@@ -188,6 +193,8 @@ Options:
       --server NAME   the same as SERVER
       --json          the prompts as JSON
 
+Exit: 0, or 1 when a server is not connected or could not list (said on stderr).
+
 Example:
   tether prompts
 ",
@@ -197,14 +204,15 @@ Example:
         "\
 Usage: tether prompt SERVER NAME [ARGS_JSON|-] [--json]
 
-Gets one prompt with its arguments filled in (a JSON object of strings; -
-reads it from stdin) and prints its messages.
+Gets one prompt with its arguments filled in (a JSON object whose values are
+strings, as MCP requires; - reads it from stdin) and prints its messages.
+`tether prompts SERVER` lists a server's prompts and their arguments.
 
 Options:
       --json   the result as the server sent it
 
 Example:
-  tether prompt demo greeting '{\"name\": \"Ada\"}'
+  tether prompt docs summarize '{\"topic\": \"release notes\"}'
 ",
     ),
     (
@@ -216,9 +224,10 @@ Usage: tether add NAME [OPTIONS] -- COMMAND [ARGS...]
        tether add                (on a terminal: asks for each setting)
 
 Writes a server entry to the user file (or, with -s project, the project's
-.mcp.json): a local (stdio) server from a command, or a remote one from a URL. Every field is checked as the loader checks it; nothing that would
-not load is written. Secrets belong in variables: -H 'Authorization: Bearer
-${TOKEN}' or --bearer-token-env-var TOKEN keep them out of the file.
+.mcp.json): a local (stdio) server from a command, or a remote one from a URL.
+Every field is checked as the loader checks it; nothing that would not load
+is written. Secrets belong in variables: -H 'Authorization: Bearer ${TOKEN}'
+or --bearer-token-env-var TOKEN keep them out of the file.
 
 Options:
   -s, --scope user|project     which file (default: user; -l means project)
@@ -365,18 +374,18 @@ Example:
     (
         "logs",
         "\
-Usage: tether logs [--server NAME] [-n N] [-f]
+Usage: tether logs [SERVER] [-n N] [-f]
 
 Shows the end of mcp.log in the configuration folder: what servers logged
 (notifications/message) and their stderr lines, with a source column.
 
 Options:
-  -s, --server NAME   only this server's lines
+      --server NAME   the same as SERVER: only this server's lines
   -n, --lines N       how many lines (default 50)
   -f, --follow        keep printing new lines until interrupted
 
 Example:
-  tether logs --server docs -f
+  tether logs docs -f
 ",
     ),
 ];

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use lexopt::prelude::*;
 use serde_json::{json, Map, Value};
 
-use tether::{ConfigFiles, Error, Scope};
+use tether::{ConfigFiles, Scope};
 
 use super::{report, EXIT_OK, EXIT_USAGE};
 
@@ -64,7 +64,16 @@ fn parse_add_options(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Err
             Long("description") => add.description = Some(parser.value()?.string()?),
             Long("url") if add.url.is_none() => add.url = Some(parser.value()?.string()?),
             Short('t') | Long("transport") => add.transport = Some(parser.value()?.string()?),
-            Value(word) if add.name.is_none() => add.name = Some(word.string()?),
+            Value(word) if add.name.is_none() => {
+                let word = word.string()?;
+                if word.contains("://") {
+                    return Err(format!(
+                        "{word:?} is a URL; give the server a name first: tether add NAME {word}"
+                    )
+                    .into());
+                }
+                add.name = Some(word);
+            }
             // `add NAME URL`, as Claude Code and Gemini CLI take it; options may follow.
             Value(word)
                 if add.url.is_none()
@@ -74,6 +83,16 @@ fn parse_add_options(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Err
                     })) =>
             {
                 add.url = Some(word.string()?);
+            }
+            // Not a URL tether can use, where a URL was clearly meant.
+            Value(word) if add.command.is_empty() && url_like(&word.to_string_lossy()) => {
+                let word = word.to_string_lossy().into_owned();
+                let hint = if word.contains("://") {
+                    "only http:// and https:// URLs are supported".to_owned()
+                } else {
+                    format!("did you mean http://{word}?")
+                };
+                return Err(format!("{word:?} is not a server URL: {hint}").into());
             }
             Value(word) => {
                 // The command: this word and everything after it, verbatim
@@ -89,6 +108,28 @@ fn parse_add_options(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Err
     Ok(add)
 }
 
+/// True for words that look like a URL but are not http(s): `ftp://…`,
+/// `localhost:3102/mcp`, `127.0.0.1:8080` (a program's path never has a
+/// colon followed by a port).
+fn url_like(word: &str) -> bool {
+    if word.starts_with("http://") || word.starts_with("https://") {
+        return false;
+    }
+    if word.contains("://") {
+        return true;
+    }
+    match word.split_once(':') {
+        Some((host, rest)) => {
+            let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            !host.is_empty()
+                && !host.contains('/')
+                && !port.is_empty()
+                && rest[port.len()..].chars().next().is_none_or(|c| c == '/')
+        }
+        None => false,
+    }
+}
+
 /// `K=V` (or `K: V` for headers).
 fn key_value(text: &str, option: &str) -> Result<(String, String), lexopt::Error> {
     // `Cookie: sid=abc` is a header with an `=` in its value: split at
@@ -102,7 +143,7 @@ fn key_value(text: &str, option: &str) -> Result<(String, String), lexopt::Error
         Some((key, value)) if !key.trim().is_empty() => {
             Ok((key.trim().to_owned(), value.trim_start().to_owned()))
         }
-        _ => Err(format!("{option} takes KEY=VALUE, not {text:?}").into()),
+        _ => Err(format!("{option} takes KEY=VALUE or 'KEY: VALUE', not {text:?}").into()),
     }
 }
 
@@ -157,9 +198,7 @@ fn entry_of(add: &AddArgs) -> Result<Value, String> {
     let transport = add.transport.as_deref();
     match (&add.url, add.command.is_empty()) {
         (Some(_), false) => return Err("give either a URL or a command, not both".into()),
-        (None, false)
-            if add.command[0].starts_with("http://") || add.command[0].starts_with("https://") =>
-        {
+        (None, false) if add.command[0].contains("://") => {
             return Err(format!(
                 "{:?} is a URL, not a command; a remote server is added with: tether add {} {}",
                 add.command[0],
@@ -182,7 +221,7 @@ fn entry_of(add: &AddArgs) -> Result<Value, String> {
                 }
                 Some(other) => {
                     return Err(format!(
-                        "--transport {other:?} does not go with --url; use http or sse"
+                        "--transport {other:?} is not a remote transport; use http or sse"
                     ))
                 }
             }
@@ -313,12 +352,45 @@ fn split_words(line: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
+/// Says that no file defines this server, and which configured one is close.
+fn unknown(files: &ConfigFiles, name: &str) -> u8 {
+    let config = tether::ConfigLoader::new()
+        .config_dir(&files.config_dir)
+        .project_dir(&files.project_dir)
+        .load();
+    super::connect::unknown_server(&config, name)
+}
+
+/// The server must be in `scope`'s file (or in some file, without a scope).
+fn check_defined(files: &ConfigFiles, name: &str, scope: Option<Scope>) -> Result<(), u8> {
+    let defined = files.defined_in(name);
+    match scope {
+        _ if defined.is_empty() => Err(unknown(files, name)),
+        Some(scope) if !defined.contains(&scope) => {
+            let file = match scope {
+                Scope::Project => files.project_file(),
+                _ => files.user_file(),
+            };
+            eprintln!(
+                "error: server {name:?} is not in {} (it is in the {} file)",
+                file.display(),
+                defined[0].as_str()
+            );
+            Err(EXIT_USAGE)
+        }
+        _ => Ok(()),
+    }
+}
+
 pub(super) fn remove(files: &ConfigFiles, name: &str, scope: Option<Scope>) -> u8 {
+    if let Err(code) = check_defined(files, name, scope) {
+        return code;
+    }
     let defined = files.defined_in(name);
     let scope = match scope {
         Some(scope) => scope,
         None => match defined.as_slice() {
-            [] => return report(&Error::UnknownServer(name.to_owned())),
+            [] => return unknown(files, name),
             [only] => *only,
             _ => {
                 let question = format!(
@@ -334,7 +406,7 @@ pub(super) fn remove(files: &ConfigFiles, name: &str, scope: Option<Scope>) -> u
                         return EXIT_OK;
                     }
                     None => {
-                        eprintln!("error: server {name:?} is in both the user and the project file; pass --user or -l to say which");
+                        eprintln!("error: server {name:?} is in both the user and the project file; pass -s user or -s project to say which");
                         return EXIT_USAGE;
                     }
                 }
@@ -364,6 +436,9 @@ fn ask_choice(question: &str) -> Option<char> {
 }
 
 pub(super) fn enable(files: &ConfigFiles, name: &str, enabled: bool, scope: Option<Scope>) -> u8 {
+    if let Err(code) = check_defined(files, name, scope) {
+        return code;
+    }
     match files.set_field(scope, name, "enabled", Some(Value::Bool(enabled))) {
         Ok((_, path)) => {
             let done = if enabled { "Enabled" } else { "Disabled" };
@@ -378,6 +453,10 @@ pub(super) fn enable(files: &ConfigFiles, name: &str, enabled: bool, scope: Opti
 pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool, yes: bool) -> u8 {
     use super::shown::escaped;
     let dir = dir.unwrap_or_else(|| files.project_dir.clone());
+    if !dir.is_dir() {
+        eprintln!("error: {} is not a folder", dir.display());
+        return EXIT_USAGE;
+    }
     let outcome = if trusted {
         // What is shown is exactly what is approved: these entries, as read now.
         let entries = match ConfigFiles::project_entries(&dir) {
@@ -385,7 +464,9 @@ pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool, ye
             Err(err) => return report(&err),
         };
         if entries.is_empty() {
-            println!("{} has no servers in .mcp.json (yet).", dir.display());
+            // Nothing is approved that was not shown.
+            println!("{} has no servers in .mcp.json (yet); nothing to trust.", dir.display());
+            return EXIT_OK;
         } else {
             // Everything the file says is shown escaped: an entry cannot
             // hide what it runs behind terminal control sequences.
@@ -479,6 +560,11 @@ pub(super) fn expose(
     tool: Option<&str>,
     scope: Option<Scope>,
 ) -> u8 {
+    // A project file may override a user server it does not define.
+    let defined = if scope == Some(Scope::Project) { None } else { scope };
+    if let Err(code) = check_defined(files, name, defined) {
+        return code;
+    }
     // Where the server is defined, unless -s says which file.
     let scope =
         scope.unwrap_or_else(|| files.defined_in(name).first().copied().unwrap_or(Scope::User));

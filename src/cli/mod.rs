@@ -174,14 +174,13 @@ fn with_config(
         eprintln!("MCP is turned off (TETHER_MCP=0): no servers.");
         return EXIT_OK;
     }
-    for warning in &config.warnings {
-        log::warn!("{}", shown::escaped(warning));
-    }
-    // An entry's own warnings (a literal credential) when the command
-    // uses that server; `list` and `get` show every server's.
-    if let Some(server) = command.server().and_then(|name| config.server(name)) {
-        for warning in &server.warnings {
-            log::warn!("{}", shown::escaped(warning));
+    // Said as every other warning is (not silenced but by -q): the file's
+    // own, and an entry's (a literal credential) when the command uses that
+    // server; `list` and `get` show every server's.
+    if log::log_enabled!(log::Level::Warn) {
+        let used = command.server().and_then(|name| config.server(name));
+        for warning in config.warnings.iter().chain(used.iter().flat_map(|s| &s.warnings)) {
+            eprintln!("warning: {}", shown::escaped(warning));
         }
     }
     let store = files.config_dir.join("mcp-auth.json");

@@ -262,6 +262,16 @@ pub(crate) fn parse(
             if !web && !from_unset_variable {
                 return Err(field("url", "must start with http:// or https://".into()));
             }
+            if web && !from_unset_variable {
+                let host = url.split_once("://").map_or("", |(_, rest)| rest);
+                let host = host.split(['/', '?', '#']).next().unwrap_or("");
+                if host.is_empty() || url.chars().any(char::is_whitespace) {
+                    return Err(field(
+                        "url",
+                        format!("is not a valid URL ({url:?} has no host, or has spaces)"),
+                    ));
+                }
+            }
             let mut headers = Vec::new();
             for (key, value) in
                 string_map(fields, "headers").map_err(|why| field("headers", why))?

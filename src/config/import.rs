@@ -53,10 +53,7 @@ pub(crate) fn import(source: &Path, target: &Path) -> Result<ImportReport, Strin
         match translate(name, entry, source.parent().unwrap_or(Path::new(".")), &mut report.notes) {
             // Checked as `add` checks: nothing is written that would not load.
             Ok(entry) => match super::check_entry(name, super::Scope::User, target, &entry) {
-                Ok(warnings) => {
-                    report.warnings.extend(warnings);
-                    translated.push((name.clone(), entry));
-                }
+                Ok(warnings) => translated.push((name.clone(), entry, warnings)),
                 Err(why) => report.skipped.push((name.clone(), why)),
             },
             Err(why) => report.skipped.push((name.clone(), why)),
@@ -65,13 +62,14 @@ pub(crate) fn import(source: &Path, target: &Path) -> Result<ImportReport, Strin
     let target_shown = target.display().to_string();
     file::edit(target, true, |document| {
         let existing = file::servers_mut(document, &target_shown)?;
-        for (name, entry) in translated {
+        for (name, entry, warnings) in translated {
             if existing.keys().any(|key| name_key(key) == name_key(&name)) {
                 report.skipped.push((name, "a server of that name is already configured".into()));
                 continue;
             }
             existing.insert(name.clone(), entry);
             report.imported.push(name);
+            report.warnings.extend(warnings);
         }
         Ok(())
     })?;

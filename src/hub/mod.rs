@@ -354,8 +354,19 @@ impl Hub {
         let tool_name = if listed {
             tool.to_owned()
         } else {
+            // The qualified name as `tools` prints it, or spelt with the
+            // server name's `-` and `_` swapped (they are the same name).
             let registry = shared.registry();
-            match registry.get(tool).filter(|entry| entry.server == name) {
+            let same = |entry: &&RegisteredTool| {
+                entry.server == name
+                    && crate::config::name_key(&entry.qualified_name)
+                        == crate::config::name_key(tool)
+            };
+            let found = registry
+                .get(tool)
+                .filter(|entry| entry.server == name)
+                .or_else(|| registry.tools().iter().find(same));
+            match found {
                 Some(entry) => entry.tool.name.clone(),
                 None => return Err(Error::UnknownTool(tool.to_owned()).for_server(name)),
             }

@@ -490,7 +490,7 @@ fn remove_asks_which_scope_and_refuses_without_a_terminal() {
     );
     let (code, _, err) = setup.run(&["remove", "both"], &[]);
     assert_eq!(code, 2);
-    assert!(err.contains("pass --user or -l"), "{err}");
+    assert!(err.contains("pass -s user or -s project"), "{err}");
     assert_eq!(setup.run(&["remove", "both", "-l"], &[]).0, 0);
     assert_eq!(setup.project_file(), json!({"mcpServers": {}}));
     assert_eq!(setup.user_file()["mcpServers"]["both"]["command"], "u");

@@ -387,3 +387,60 @@ fn an_interrupted_call_clears_its_progress_line() {
     assert!(screen[last_progress..].contains("\r\u{1b}[K"), "{screen:?}");
     tag.assert_gone();
 }
+
+// Found by a cold trial: what looks like a URL is never written as a
+// command, the qualified name works with either spelling of a server name,
+// and every file-editing command names a mistyped server.
+#[test]
+fn shapes_a_new_user_tries() {
+    let config = TempDir::new();
+    let project = TempDir::new();
+    let run = |args: &[&str]| {
+        let mut command = tether_in(config.path(), project.path());
+        command.args(args);
+        let (output, _) = crate::support::run_command(command, None, WITHIN);
+        (output.status.code(), stdout_of(&output), stderr_of(&output))
+    };
+    for (bad, says) in [
+        (vec!["add", "a", "ftp://example.com/mcp"], "only http:// and https://"),
+        (vec!["add", "b", "localhost:42081/mcp"], "did you mean http://localhost:42081/mcp"),
+        (vec!["add", "c", "http://"], "not a valid URL"),
+        (vec!["add", "d", "http://exa mple.com"], "not a valid URL"),
+        (vec!["add", "http://127.0.0.1:1/mcp"], "give the server a name first"),
+    ] {
+        let (code, _, err) = run(&bad);
+        assert_eq!(code, Some(2), "{bad:?}: {err}");
+        assert!(err.contains(says), "{bad:?}: {err}");
+    }
+    assert!(!config.path().join("mcp.json").exists(), "nothing was written");
+
+    let (code, _, err) = run(&["add", "imp-a", "--", fixture("demo-server").to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, out, err) = run(&["call", "mcp__imp_a__echo", r#"{"text": "u"}"#]);
+    assert_eq!((code, out.as_str()), (Some(0), "u\n"), "{err}");
+    let (code, _, _) = run(&["list", "-s", "user"]);
+    assert_eq!(code, Some(0));
+    let (code, _, err) = run(&["prompt", "imp-a", "greet", r#"{"count": 5}"#]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("prompt arguments are strings"), "{err}");
+    for mistyped in
+        [&["remove", "imp-b"][..], &["disable", "imp-b"], &["expose", "imp-b", "hidden"]]
+    {
+        let (code, _, err) = run(mistyped);
+        assert_eq!(code, Some(2), "{mistyped:?}");
+        assert!(err.contains("did you mean \"imp-a\""), "{mistyped:?}: {err}");
+    }
+    let (code, _, err) = run(&["disable", "imp-a", "-s", "project"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("it is in the user file"), "{err}");
+    let (code, _, err) = run(&["disable", "imp-a"]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = run(&["tools", "imp-a"]);
+    assert_eq!(code, Some(2), "a disabled server is said so: {err}");
+    assert!(err.contains("disabled"), "{err}");
+    // Trust records nothing for a folder without servers.
+    let (code, out, _) = run(&["trust", "--yes"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("nothing to trust"), "{out}");
+    assert!(!config.path().join("trusted-projects.json").exists());
+}
