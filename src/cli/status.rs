@@ -101,6 +101,10 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
             Some("the server exited; the end of its stderr is below".to_owned())
         }
         Error::LoginRequired { .. } => Some(format!("sign in with: tether login {}", status.name)),
+        // A Streamable HTTP server refuses the legacy transport's GET.
+        Error::Http { status: Some(405), .. } if status.transport == "sse" => Some(format!(
+            "the server may speak Streamable HTTP: set \"type\": \"http\" (or remove \"type\") in {file}"
+        )),
         _ => None,
     }
 }

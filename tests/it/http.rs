@@ -644,3 +644,16 @@ fn trace_logs_of_remote_servers_show_no_secret() {
     assert!(everything.contains("hi"), "the call went through: {everything}");
     assert!(!everything.contains("planted"), "a secret leaked:\n{everything}");
 }
+
+// Issue 13 (item 10): a Streamable HTTP server configured as SSE is said so,
+// with the fix, in the server's terms (its HTTP status).
+#[test]
+fn a_streamable_server_configured_as_sse_gets_a_hint() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &[]);
+    let dir = config_dir(json!({"web": {"url": server.url, "type": "sse"}}));
+    let (output, _) = run_tether(dir.path(), &["list"], Duration::from_secs(20));
+    let out = stdout_of(&output);
+    assert!(out.contains("error: HTTP 405"), "{out}");
+    assert!(out.contains("set \"type\": \"http\""), "{out}");
+}

@@ -41,19 +41,20 @@ impl HttpTransport {
                 } else {
                     http_error(&mut response)
                 };
-                self.legacy_failed(error.to_string());
+                self.legacy_failed(error);
                 return;
             }
             Err(err) => {
                 let why = super::wire::network_words(&err);
-                self.legacy_failed(format!("cannot reach {}: {why}", redact_url(&self.target.url)));
+                let message = format!("cannot reach {}: {why}", redact_url(&self.target.url));
+                self.legacy_failed(Error::Http { status: None, message });
                 return;
             }
         };
         if self.is_closing() {
             return;
         }
-        self.legacy_failed(reason.to_string());
+        self.legacy_failed(Error::Http { status: None, message: reason.to_string() });
         if let Some(inbox) = self.inbox() {
             inbox.closed(reason);
         }
@@ -77,7 +78,7 @@ impl HttpTransport {
                             self.changed.notify_all();
                         }
                         Err(why) => {
-                            self.legacy_failed(why);
+                            self.legacy_failed(Error::Http { status: None, message: why });
                             return CloseReason::Io(
                                 "the server named an endpoint on another origin".into(),
                             );
@@ -94,7 +95,7 @@ impl HttpTransport {
         }
     }
 
-    pub(super) fn legacy_failed(&self, why: String) {
+    pub(super) fn legacy_failed(&self, why: Error) {
         let mut state = lock(&self.state);
         if state.legacy_error.is_none() {
             state.legacy_error = Some(why);
@@ -140,7 +141,7 @@ impl HttpTransport {
                     break endpoint.clone();
                 }
                 if let Some(error) = &state.legacy_error {
-                    return Err(Error::Http { status: None, message: error.clone() });
+                    return Err(again(error));
                 }
                 let now = Instant::now();
                 if now >= deadline || self.is_closing() {
@@ -183,5 +184,17 @@ impl HttpTransport {
                 }),
             }
         })
+    }
+}
+
+/// The stream's failure again, for each request that waited on it: typed as
+/// it was (an HTTP status, a sign-in wanted), so the hints fit.
+fn again(error: &Error) -> Error {
+    match error {
+        Error::Http { status, message } => {
+            Error::Http { status: *status, message: message.clone() }
+        }
+        Error::LoginRequired { url } => Error::LoginRequired { url: url.clone() },
+        other => Error::Http { status: None, message: other.to_string() },
     }
 }

@@ -209,7 +209,7 @@ struct State {
     initialize_frame: Option<Vec<u8>>,
     get_stream_started: bool,
     legacy_endpoint: Option<String>,
-    legacy_error: Option<String>,
+    legacy_error: Option<Error>,
     legacy_started: bool,
     workers: usize,
     /// The server answered the GET stream with 405.
