@@ -15,11 +15,14 @@
 //! The supervisor is the process group's leader and a child subreaper, so
 //! every orphan of the server's tree is re-parented to it, also one that
 //! left the group. It waits in `sigwaitinfo` for three things: the server
-//! ending (it then ends what the server left and exits with the server's own
-//! status, so tether sees the server's exit), tether dying (its parent-death
-//! signal: it ends the whole tree at once), and the SIGTERM tether's
-//! shutdown sends the group when the server did not leave on its own (it
-//! ends the tree, with a grace, and exits as the server did).
+//! ending (a server's supervisor then ends what it left; a `!command`
+//! helper's leaves it, so an agent the helper started on purpose lives on;
+//! either exits with the process's own status, so tether sees its exit),
+//! tether dying (seen as its parent changing, whatever signal woke it: it
+//! ends the whole tree at once), and the SIGTERM tether's shutdown sends the
+//! group when the server did not leave on its own (it ends the tree, each
+//! process getting SIGTERM once, then SIGKILL after a grace, and exits as the
+//! server did). It never dumps core: it holds a copy of tether's memory.
 //!
 //! It runs in a forked copy of a multi-threaded process, so it uses nothing
 //! but system calls: no allocation, no lock, no formatting. It holds no file
@@ -34,26 +37,42 @@ use std::process::Command;
 const ORPHANED_GRACE_MS: i64 = 300;
 /// The same at an orderly shutdown: within the 2 s tether gives a group
 /// after SIGTERM before it sends SIGKILL itself.
-const SHUTDOWN_GRACE_MS: i64 = 1500;
+const SHUTDOWN_GRACE_MS: i64 = 1400;
+/// How long after SIGKILL the supervisor waits for the tree to be gone.
+const KILL_WAIT_MS: i64 = 300;
+/// How many processes of a tree get their SIGTERM only once.
+const REMEMBERED: usize = 256;
+
+/// What the supervisor ends when the process it started ends by itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sweep {
+    /// A server: what it leaves behind (its group, and what left the group
+    /// and was re-parented to the supervisor) ends with it.
+    Tree,
+    /// A `!command` helper: nothing, so that an agent it started on purpose
+    /// (`gpg-agent` behind `pass`) lives on. Its tree still ends if tether
+    /// dies while it runs.
+    Nothing,
+}
 
 /// Makes `command` start as supervisor and server (see the module docs).
 ///
 /// `command` must start in a process group of its own (`process_group(0)`)
 /// and be spawned from a thread that lives until the process is done with
 /// it: the parent-death signal fires when that thread ends.
-pub(crate) fn install(command: &mut Command) {
+pub(crate) fn install(command: &mut Command, sweep: Sweep) {
     let tether = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs in the forked child before exec. It calls only
     // async-signal-safe system calls; the supervisor branch never returns
     // (it `_exit`s), the server branch returns into std's exec.
     unsafe {
-        command.pre_exec(move || start(tether));
+        command.pre_exec(move || start(tether, sweep));
     }
 }
 
 /// In the forked child: becomes the supervisor and forks the server, which
 /// returns `Ok` to be exec'd. Never returns in the supervisor.
-unsafe fn start(tether: libc::pid_t) -> io::Result<()> {
+unsafe fn start(tether: libc::pid_t, sweep: Sweep) -> io::Result<()> {
     let mut watched: libc::sigset_t = std::mem::zeroed();
     let mut before: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut watched);
@@ -87,32 +106,42 @@ unsafe fn start(tether: libc::pid_t) -> io::Result<()> {
             }
             Ok(())
         }
-        server => supervise(server, &watched),
+        server => supervise(tether, server, sweep, &watched),
     }
 }
 
 /// The supervisor's life; it never returns.
-unsafe fn supervise(server: libc::pid_t, watched: &libc::sigset_t) -> ! {
+unsafe fn supervise(
+    tether: libc::pid_t,
+    server: libc::pid_t,
+    sweep: Sweep,
+    watched: &libc::sigset_t,
+) -> ! {
+    // A copy of tether's memory (tokens, expanded secrets) must never end up
+    // in a core file, whatever signal ends this process.
+    libc::prctl(libc::PR_SET_DUMPABLE, 0);
     close_every_descriptor();
     loop {
         let mut info: libc::siginfo_t = std::mem::zeroed();
         let signal = libc::sigwaitinfo(watched, &mut info);
+        // tether is gone (whatever signal woke us: its death signal, or the
+        // SIGHUP of an orphaned group): end the whole tree now.
+        if libc::getppid() != tether {
+            end_tree(server, ORPHANED_GRACE_MS);
+            libc::_exit(0);
+        }
         match signal {
-            // tether is gone: end the whole tree now.
-            libc::SIGUSR2 => {
-                end_tree(server, ORPHANED_GRACE_MS);
-                libc::_exit(0);
-            }
             // tether's shutdown signals the group when the server did not
-            // leave on its own: end the tree (grace, then SIGKILL), the
-            // processes that left the group included, and exit as it did.
+            // leave on its own (or the server signalled its own group): end
+            // the tree, with a grace, and exit as the server did.
             libc::SIGTERM | libc::SIGINT | libc::SIGHUP => {
                 let status = end_tree(server, SHUTDOWN_GRACE_MS);
                 exit_as(status.unwrap_or(signal));
             }
             _ => {}
         }
-        // SIGCHLD: reap; once the server ended, end what it left.
+        // SIGCHLD (or a stray SIGUSR2 while tether lives): reap; once the
+        // server ended, end what it left if this supervisor sweeps.
         let mut status = 0;
         loop {
             let reaped = libc::waitpid(-1, &mut status, libc::WNOHANG);
@@ -120,7 +149,9 @@ unsafe fn supervise(server: libc::pid_t, watched: &libc::sigset_t) -> ! {
                 break;
             }
             if reaped == server {
-                end_tree(server, SHUTDOWN_GRACE_MS);
+                if sweep == Sweep::Tree {
+                    end_tree(server, SHUTDOWN_GRACE_MS);
+                }
                 exit_as(status);
             }
         }
@@ -155,19 +186,38 @@ unsafe fn exit_as(status: libc::c_int) -> ! {
 
 /// Ends every process of the tree: the supervisor's process group, and the
 /// processes re-parented to it (those that left the group with `setsid`).
-/// SIGTERM first, SIGKILL to what is left after `grace_ms`. Returns the
-/// server's wait status if it was reaped meanwhile.
+/// SIGTERM once to each, SIGKILL to what is left after `grace_ms`. Returns
+/// the server's wait status if it was reaped meanwhile.
 unsafe fn end_tree(server: libc::pid_t, grace_ms: i64) -> Option<libc::c_int> {
     let me = libc::getpid();
     let started = now_ms();
-    let mut signal = libc::SIGTERM;
     let mut server_status = None;
+    // Who already got SIGTERM: a shell's `trap` or a Go program's signal
+    // handling must not see it again and again.
+    let mut termed = [0 as libc::pid_t; REMEMBERED];
+    let mut termed_count = 0usize;
     loop {
+        let elapsed = now_ms() - started;
+        let killing = elapsed >= grace_ms;
         let mut left = 0;
-        for_each_member(me, |pid| {
+        let readable = for_each_member(me, |pid| {
             left += 1;
-            libc::kill(pid, signal);
+            if killing {
+                libc::kill(pid, libc::SIGKILL);
+            } else if !termed[..termed_count].contains(&pid) {
+                libc::kill(pid, libc::SIGTERM);
+                if termed_count < REMEMBERED {
+                    termed[termed_count] = pid;
+                    termed_count += 1;
+                }
+            }
         });
+        if !readable {
+            // No /proc (a sandbox): the group, at least. The supervisor
+            // blocks SIGTERM; SIGKILL ends it too, so that comes last.
+            libc::killpg(me, if killing { libc::SIGKILL } else { libc::SIGTERM });
+            left = 1;
+        }
         // Reap the ones that are our children.
         let mut status = 0;
         loop {
@@ -179,15 +229,9 @@ unsafe fn end_tree(server: libc::pid_t, grace_ms: i64) -> Option<libc::c_int> {
                 server_status = Some(status);
             }
         }
-        if left == 0 {
+        if left == 0 || elapsed >= grace_ms + KILL_WAIT_MS {
+            // Gone, or unkillable (uninterruptible sleep): nothing more to do.
             return server_status;
-        }
-        let elapsed = now_ms() - started;
-        if elapsed >= grace_ms {
-            signal = libc::SIGKILL;
-        }
-        if elapsed >= grace_ms + 1000 {
-            return server_status; // Unkillable (uninterruptible sleep): give up.
         }
         let pause = libc::timespec { tv_sec: 0, tv_nsec: 10_000_000 };
         libc::nanosleep(&pause, std::ptr::null_mut());
@@ -205,12 +249,12 @@ fn now_ms() -> i64 {
 
 /// Calls `found` for each live process (not a zombie) other than `me`
 /// whose process group is `me` or whose parent is `me`, read from `/proc`
-/// with raw system calls and stack buffers.
-unsafe fn for_each_member(me: libc::pid_t, mut found: impl FnMut(libc::pid_t)) {
+/// with raw system calls and stack buffers; false when `/proc` cannot be read.
+unsafe fn for_each_member(me: libc::pid_t, mut found: impl FnMut(libc::pid_t)) -> bool {
     let proc_dir =
         libc::open(c"/proc".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
     if proc_dir < 0 {
-        return;
+        return false;
     }
     let mut entries = [0u8; 4096];
     loop {
@@ -238,6 +282,7 @@ unsafe fn for_each_member(me: libc::pid_t, mut found: impl FnMut(libc::pid_t)) {
         }
     }
     libc::close(proc_dir);
+    true
 }
 
 fn parse_pid(name: &[u8]) -> Option<libc::pid_t> {

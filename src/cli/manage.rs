@@ -474,13 +474,16 @@ pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool, ye
                 "Trusting {} lets its .mcp.json start these servers, as they are now:",
                 escaped(&dir.display().to_string())
             );
-            let rows: Vec<[String; 2]> = entries
-                .iter()
-                .map(|entry| {
-                    let line = entry.command_line.as_deref().unwrap_or("(changes settings only)");
-                    [format!("  {}", entry.name), line.to_owned()]
-                })
-                .collect();
+            // Everything the approval covers: the command line, then every
+            // other field (an `env.PATH` changes which program runs).
+            let mut rows: Vec<[String; 2]> = Vec::new();
+            for entry in &entries {
+                let line = entry.command_line.as_deref().unwrap_or("(changes settings only)");
+                rows.push([format!("  {}", entry.name), line.to_owned()]);
+                for (field, value) in &entry.details {
+                    rows.push([String::new(), format!("  {field} = {value}")]);
+                }
+            }
             print!("{}", super::table::render(&rows));
             if !yes {
                 match ask_choice("Trust them? [y/N] ") {

@@ -46,7 +46,20 @@ pub(super) fn escaped_body(text: &str) -> String {
 /// themselves.
 fn hidden(c: char) -> bool {
     c.is_control()
-        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+        || matches!(
+            c,
+            // Soft hyphen, Arabic letter mark, Mongolian vowel separator.
+            '\u{ad}' | '\u{61c}' | '\u{180e}'
+            // Zero-width marks, line and paragraph separators, embeddings
+            // and overrides, invisible operators and isolates.
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            // Byte order mark, interlinear annotations, tag characters.
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{e0000}'..='\u{e007f}'
+        )
 }
 
 #[cfg(test)]
@@ -66,6 +79,7 @@ mod tests {
         );
         assert_eq!(escaped("a\nb\tc\u{7f}\u{9b}"), "a\\nb\\tc\\u{7f}\\u{9b}");
         assert_eq!(escaped("evil\u{202e}txt.exe"), "evil\\u{202e}txt.exe");
+        assert_eq!(escaped("a\u{e0041}b\u{2028}c\u{ad}"), "a\\u{e0041}b\\u{2028}c\\u{ad}");
         assert_eq!(escaped_body("a\tb\nc\u{1b}]0;x\u{7}"), "a\tb\nc\\e]0;x\\u{7}");
     }
 }

@@ -181,7 +181,7 @@ fn run_command(command_line: &str) -> Result<String, String> {
     // Ended with its whole tree if tether dies while it runs (a helper
     // waiting for a password when the user presses Ctrl-C).
     #[cfg(target_os = "linux")]
-    crate::supervisor::install(&mut command);
+    crate::supervisor::install(&mut command, crate::supervisor::Sweep::Nothing);
     let mut child = command.spawn().map_err(|err| format!("could not run `{shown}`: {err}"))?;
     let deadline = Instant::now() + COMMAND_TIMEOUT;
     let output = read_to_channel(child.stdout.take().expect("stdout is piped"), 1024 * 1024);

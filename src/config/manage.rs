@@ -16,6 +16,31 @@ use super::{
 };
 use crate::error::Error;
 
+/// The fields of an entry besides its command line, flattened to
+/// `field` / `field.key` and a value as written, literal secrets redacted.
+fn details_of(entry: &Value) -> Vec<(String, String)> {
+    let shown = |value: &Value| match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let mut details = Vec::new();
+    let Value::Object(fields) = super::redact::redacted(entry) else { return details };
+    for (field, value) in &fields {
+        if matches!(field.as_str(), "command" | "args" | "url") {
+            continue;
+        }
+        match value {
+            Value::Object(map) => {
+                for (key, item) in map {
+                    details.push((format!("{field}.{key}"), shown(item)));
+                }
+            }
+            other => details.push((field.clone(), shown(other))),
+        }
+    }
+    details
+}
+
 /// One entry of a project's `.mcp.json`, as a review shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -25,6 +50,10 @@ pub struct ProjectEntry {
     /// What it would run (as written) or the URL it would reach; `None`
     /// for an entry that only overrides settings of a user entry.
     pub command_line: Option<String>,
+    /// Every other field as written (`env.PATH`, `headers.X-Key`, `cwd`,
+    /// `bearerTokenEnv`, …), literal secrets redacted: a review shows all
+    /// that the approval covers, since any of it changes what runs.
+    pub details: Vec<(String, String)>,
     /// What the approval records.
     digest: String,
 }
@@ -266,6 +295,7 @@ impl ConfigFiles {
             .map(|(name, entry)| ProjectEntry {
                 name: name.clone(),
                 command_line: command_line_of(entry),
+                details: details_of(entry),
                 digest: trust::digest(entry),
             })
             .collect())

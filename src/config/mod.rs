@@ -19,7 +19,7 @@ pub(crate) mod file;
 pub(crate) mod import;
 mod manage;
 mod oauth;
-mod redact;
+pub(crate) mod redact;
 pub(crate) mod trust;
 mod words;
 

@@ -287,7 +287,7 @@ fn spawner() -> &'static Sender<SpawnJob> {
 
 #[cfg(target_os = "linux")]
 fn set_parent_death_signal(command: &mut Command) {
-    crate::supervisor::install(command);
+    crate::supervisor::install(command, crate::supervisor::Sweep::Tree);
 }
 
 #[cfg(not(target_os = "linux"))]

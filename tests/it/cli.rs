@@ -303,6 +303,26 @@ fn an_interrupted_config_load_leaves_no_helper_behind() {
     eprintln!("tether and the helper's tree were gone {:?} after Ctrl-C", interrupted.elapsed());
 }
 
+// A `!command` helper that finishes normally keeps an agent it started on
+// purpose (as `pass` starts gpg-agent); only tether's death ends its tree.
+#[test]
+fn a_finished_helper_keeps_the_agent_it_started() {
+    let tag = Tag::new();
+    let helper = format!("!{} --tag {} --setsid-grandchild", fixture("misbehave").display(), tag.0);
+    let dir = config_dir(json!({
+        "web": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": helper}},
+    }));
+    let (output, _) = run_tether(dir.path(), &["list"], WITHIN);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr_of(&output));
+    let agents = tag.live_processes();
+    assert_eq!(agents.len(), 1, "the agent lives on: {agents:?}");
+    assert!(agents[0].1.contains("--sleeper"), "{agents:?}");
+    for (pid, _) in agents {
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    tag.assert_gone();
+}
+
 #[test]
 fn a_closed_stdout_still_ends_every_server() {
     let tag = Tag::new();

@@ -283,10 +283,10 @@ fn a_server_ignoring_stdin_eof_and_sigterm_is_killed() {
     let started = Instant::now();
     client.close().unwrap();
     let elapsed = started.elapsed();
-    // 2 s after stdin closes, SIGTERM; 1.5 s later (the supervisor's
+    // 2 s after stdin closes, SIGTERM; 1.4 s later (the supervisor's
     // grace; tether's own is 2 s), SIGKILL.
     assert!(
-        elapsed >= Duration::from_millis(3400) && elapsed < Duration::from_secs(6),
+        elapsed >= Duration::from_millis(3300) && elapsed < Duration::from_secs(6),
         "{elapsed:?}"
     );
     tag.assert_gone();

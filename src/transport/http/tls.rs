@@ -33,7 +33,40 @@ pub(crate) fn connector(ca_file: Option<&Path>) -> Result<impl Connector, Error>
 /// The connector chain, trusting these CAs besides the bundled roots.
 pub(crate) fn connector_with(extra: Vec<CertificateDer<'static>>) -> impl Connector {
     let tls = Tls::new(extra);
-    ().chain(ConnectProxyConnector::default()).chain(TcpConnector::default()).chain(tls)
+    ().chain(NoSocks)
+        .chain(ConnectProxyConnector::default())
+        .chain(TcpConnector::default())
+        .chain(tls)
+}
+
+/// Refuses a SOCKS proxy from the environment (`ALL_PROXY=socks5://…`):
+/// tether speaks only CONNECT proxies, and going around the proxy the user
+/// set, silently, is not an option.
+#[derive(Debug)]
+struct NoSocks;
+
+impl Connector<()> for NoSocks {
+    type Out = ();
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<()>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        let socks = details
+            .config
+            .proxy()
+            .filter(|proxy| !proxy.is_no_proxy(details.uri))
+            .is_some_and(|proxy| {
+                !matches!(proxy.protocol(), ureq::ProxyProtocol::Http | ureq::ProxyProtocol::Https)
+            });
+        if socks {
+            return Err(ureq::Error::Io(std::io::Error::other(
+                "the proxy in the environment is a SOCKS proxy, which tether does not speak; use an HTTP proxy (HTTPS_PROXY=http://…)",
+            )));
+        }
+        Ok(chained)
+    }
 }
 
 /// The extra CAs: `SSL_CERT_FILE`, the files of `SSL_CERT_DIR` (a
@@ -133,7 +166,16 @@ impl<In: Transport> Connector<In> for Tls {
             .map_err(|_| ureq::Error::Tls("the host is not a valid TLS name"))?;
         let mut connection = ClientConnection::new(Arc::clone(&self.config), name)?;
         let mut socket = TransportAdapter::new(transport.boxed(), details.current_time.clone());
-        socket.set_timeout(details.timeout);
+        // The handshake spends from the connection's budget, not a new one.
+        use ureq::unversioned::transport::time::{Duration as Budget, Instant as Moment};
+        let mut timeout = details.timeout;
+        if let (Moment::Exact(now), Moment::Exact(start), Budget::Exact(after)) =
+            ((details.current_time)(), details.now, timeout.after)
+        {
+            let spent = now.saturating_duration_since(start);
+            timeout.after = Budget::Exact(after.saturating_sub(spent));
+        }
+        socket.set_timeout(timeout);
         connection.complete_io(&mut socket)?;
         let buffers = LazyBuffers::new(
             details.config.input_buffer_size(),
