@@ -142,18 +142,11 @@ unsafe fn supervise(
         }
         // SIGCHLD (or a stray SIGUSR2 while tether lives): reap; once the
         // server ended, end what it left if this supervisor sweeps.
-        let mut status = 0;
-        loop {
-            let reaped = libc::waitpid(-1, &mut status, libc::WNOHANG);
-            if reaped <= 0 {
-                break;
+        if let Some(status) = reap(server) {
+            if sweep == Sweep::Tree {
+                end_tree(server, SHUTDOWN_GRACE_MS);
             }
-            if reaped == server {
-                if sweep == Sweep::Tree {
-                    end_tree(server, SHUTDOWN_GRACE_MS);
-                }
-                exit_as(status);
-            }
+            exit_as(status);
         }
     }
 }
@@ -218,16 +211,8 @@ unsafe fn end_tree(server: libc::pid_t, grace_ms: i64) -> Option<libc::c_int> {
             libc::killpg(me, if killing { libc::SIGKILL } else { libc::SIGTERM });
             left = 1;
         }
-        // Reap the ones that are our children.
-        let mut status = 0;
-        loop {
-            let reaped = libc::waitpid(-1, &mut status, libc::WNOHANG);
-            if reaped <= 0 {
-                break;
-            }
-            if reaped == server {
-                server_status = Some(status);
-            }
+        if let Some(status) = reap(server) {
+            server_status = Some(status);
         }
         if left == 0 || elapsed >= grace_ms + KILL_WAIT_MS {
             // Gone, or unkillable (uninterruptible sleep): nothing more to do.
@@ -235,6 +220,22 @@ unsafe fn end_tree(server: libc::pid_t, grace_ms: i64) -> Option<libc::c_int> {
         }
         let pause = libc::timespec { tv_sec: 0, tv_nsec: 10_000_000 };
         libc::nanosleep(&pause, std::ptr::null_mut());
+    }
+}
+
+/// Reaps every child that has ended; returns the server's wait status if it
+/// was one of them.
+unsafe fn reap(server: libc::pid_t) -> Option<libc::c_int> {
+    let mut server_status = None;
+    let mut status = 0;
+    loop {
+        let reaped = libc::waitpid(-1, &mut status, libc::WNOHANG);
+        if reaped <= 0 {
+            return server_status;
+        }
+        if reaped == server {
+            server_status = Some(status);
+        }
     }
 }
 

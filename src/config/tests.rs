@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::loader::Reading;
 use super::*;
 
 fn environment() -> Vec<(String, String)> {

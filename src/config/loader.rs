@@ -1,0 +1,345 @@
+//! Reading the configuration files: the user file, then the project's
+//! (each entry only as approved), merged over the servers a host registers,
+//! with the environment's rules (`TETHER_MCP`, `TETHER_MCP_ENV`). An entry
+//! that fails is recorded and never stops the others; `check_entry` applies
+//! the same rules to an entry before `tether add` or `import` writes it.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::{
+    command_line_of, entry, host_environment, name_key, syntax_error, trust, Config, FailedEntry,
+    Scope, ServerConfig, Unapproved, UntrustedServer,
+};
+
+/// Reads the configuration: which folders, which environment, which servers
+/// the host registers in code.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigLoader {
+    config_dir: Option<PathBuf>,
+    project_dir: Option<PathBuf>,
+    host_servers: Vec<ServerConfig>,
+    environment: Option<Vec<(String, String)>>,
+}
+
+impl ConfigLoader {
+    /// A loader that reads nothing yet.
+    pub fn new() -> ConfigLoader {
+        ConfigLoader::default()
+    }
+
+    /// The user configuration folder (`mcp.json`, `trusted-projects.json`).
+    pub fn config_dir(mut self, dir: impl Into<PathBuf>) -> ConfigLoader {
+        self.config_dir = Some(dir.into());
+        self
+    }
+
+    /// The project folder (`.mcp.json`).
+    pub fn project_dir(mut self, dir: impl Into<PathBuf>) -> ConfigLoader {
+        self.project_dir = Some(dir.into());
+        self
+    }
+
+    /// A server registered in code (scope `host`); a file entry of the same
+    /// name replaces it.
+    pub fn host_server(mut self, mut server: ServerConfig) -> ConfigLoader {
+        server.scope = Scope::Host;
+        self.host_servers.push(server);
+        self
+    }
+
+    /// The environment to expand from (default: the process environment).
+    pub fn environment(mut self, environment: Vec<(String, String)>) -> ConfigLoader {
+        self.environment = Some(environment);
+        self
+    }
+
+    /// Reads and merges every scope.
+    pub fn load(&self) -> Config {
+        let environment = self.environment.clone().unwrap_or_else(host_environment);
+        let Some(allowed) = allowed_variables(&environment) else { return Config::turned_off() };
+        let variable = |name: &str| {
+            environment.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+        };
+        let mut config = Config { servers: self.host_servers.clone(), ..Config::default() };
+        let reading = Reading {
+            environment: &environment,
+            allowed: allowed.as_ref(),
+            approvals: None,
+            checking: false,
+        };
+        if let Some(dir) = &self.config_dir {
+            config.add_file(&dir.join("mcp.json"), Scope::User, &reading);
+        }
+        if let Some(project) = &self.project_dir {
+            let path = project.join(".mcp.json");
+            if path.exists() {
+                if variable("TETHER_TRUST_PROJECT") == Some("1") {
+                    config.add_file(&path, Scope::Project, &reading);
+                } else {
+                    // Each entry starts only as it was approved.
+                    let approvals =
+                        self.config_dir.as_ref().and_then(|dir| trust::approvals(dir, project));
+                    let approved = Approved(approvals.as_ref());
+                    let reading = Reading { approvals: Some(approved), ..reading };
+                    config.add_file(&path, Scope::Project, &reading);
+                }
+            }
+        }
+        config
+    }
+}
+
+/// What reading a file needs besides the file.
+#[derive(Clone, Copy)]
+pub(super) struct Reading<'a> {
+    pub(super) environment: &'a [(String, String)],
+    pub(super) allowed: Option<&'a BTreeSet<String>>,
+    /// For a project file not trusted wholesale: the approved entries.
+    pub(super) approvals: Option<Approved<'a>>,
+    /// Checking only: no `!command` runs, unset variables are allowed.
+    pub(super) checking: bool,
+}
+
+/// A project's approved entry digests (`None` inside: never trusted).
+#[derive(Clone, Copy)]
+pub(super) struct Approved<'a>(Option<&'a std::collections::BTreeMap<String, String>>);
+
+impl Config {
+    /// Parses a configuration from JSON text, as if it were a user file,
+    /// expanding from the process environment.
+    pub fn from_json(text: &str) -> Config {
+        let environment = host_environment();
+        let Some(allowed) = allowed_variables(&environment) else { return Config::turned_off() };
+        let mut config = Config::new();
+        config.add_json(
+            text,
+            Scope::User,
+            None,
+            &Reading {
+                environment: &environment,
+                allowed: allowed.as_ref(),
+                approvals: None,
+                checking: false,
+            },
+        );
+        config
+    }
+
+    /// A configuration from JSON text as `tether add` checks an entry: with
+    /// this environment, running no `!command` (for the fuzzer).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn checked_from_json(text: &str, environment: &[(String, String)]) -> Config {
+        let mut config = Config::new();
+        let reading = Reading { environment, allowed: None, approvals: None, checking: true };
+        config.add_json(text, Scope::User, None, &reading);
+        config
+    }
+
+    /// `TETHER_MCP=0`: nothing is read and nothing may start.
+    fn turned_off() -> Config {
+        Config { off: true, ..Config::default() }
+    }
+
+    fn add_file(&mut self, path: &Path, scope: Scope, reading: &Reading) {
+        match fs::read_to_string(path) {
+            Ok(text) => self.add_json(&text, scope, Some(path), reading),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => {
+                self.fail_file(path, scope, format!("cannot read {}: {err}", path.display()))
+            }
+        }
+    }
+
+    fn fail_file(&mut self, path: &Path, scope: Scope, error: String) {
+        let name = path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        self.failed.push(FailedEntry { name, scope, source: Some(path.to_owned()), error });
+    }
+
+    pub(super) fn add_json(
+        &mut self,
+        text: &str,
+        scope: Scope,
+        path: Option<&Path>,
+        reading: &Reading,
+    ) {
+        let shown =
+            path.map_or_else(|| "configuration".to_owned(), |path| path.display().to_string());
+        let servers = match servers_of(text, &shown) {
+            Ok(Some(servers)) => servers,
+            Ok(None) => return,
+            Err(error) => {
+                let name = path
+                    .and_then(Path::file_name)
+                    .map_or("config".into(), |n| n.to_string_lossy().into_owned());
+                self.failed.push(FailedEntry {
+                    name,
+                    scope,
+                    source: path.map(Path::to_owned),
+                    error,
+                });
+                return;
+            }
+        };
+        let context = entry::Context {
+            scope,
+            path,
+            shown: &shown,
+            environment: reading.environment,
+            allowed: reading.allowed,
+            checking: reading.checking,
+        };
+        let mut seen_here: Vec<String> = Vec::new();
+        for (name, value) in &servers {
+            let key = name_key(name);
+            if let Some(first) = seen_here.iter().find(|seen| name_key(seen) == key) {
+                let error = format!(
+                    "{shown}: server {name:?} is the same name as {first:?} (`-` and `_` are equal in names)"
+                );
+                self.failed.push(FailedEntry {
+                    name: name.clone(),
+                    scope,
+                    source: path.map(Path::to_owned),
+                    error,
+                });
+                continue;
+            }
+            seen_here.push(name.clone());
+            if let Some(Approved(approvals)) = reading.approvals {
+                if let Some(why) = trust::check(approvals, name, value) {
+                    self.add_unapproved(name, value, &shown, path, why);
+                    continue;
+                }
+            }
+            let mut entry_warnings = Vec::new();
+            let parsed = entry::parse(name, value, &context, &mut entry_warnings);
+            if !matches!(parsed, Ok(entry::Parsed::Server(_))) {
+                self.warnings.append(&mut entry_warnings);
+            }
+            match parsed {
+                Ok(entry::Parsed::Server(mut server)) => {
+                    server.warnings = entry_warnings;
+                    // A later scope replaces an earlier one's entry of the same name.
+                    self.servers.retain(|existing| name_key(&existing.name) != key);
+                    self.failed.retain(|existing| name_key(&existing.name) != key);
+                    self.servers.push(*server);
+                }
+                Ok(entry::Parsed::Override(changes)) => match self.servers.iter_mut().find(|s| name_key(&s.name) == key) {
+                    Some(server) => {
+                        if let Some(enabled) = changes.enabled {
+                            server.enabled = enabled;
+                        }
+                        if let Some(exposure) = changes.exposure {
+                            server.exposure = exposure;
+                        }
+                        if let Some(tool_exposure) = changes.tool_exposure {
+                            server.tool_exposure = tool_exposure;
+                        }
+                    }
+                    None => self.warnings.push(format!(
+                        "{shown}: server {name:?} has no \"command\" or \"url\" and overrides no user server of that name"
+                    )),
+                },
+                Err(error) => {
+                    // The entry meant to replace any earlier one of its name:
+                    // its failure does, rather than the old entry running on.
+                    self.servers.retain(|existing| name_key(&existing.name) != key);
+                    self.failed.retain(|existing| name_key(&existing.name) != key);
+                    self.failed.push(FailedEntry { name: name.clone(), scope, source: path.map(Path::to_owned), error })
+                }
+            }
+        }
+    }
+
+    /// Records a project entry that was not approved as it is, without
+    /// parsing it further: nothing of it is expanded or started.
+    fn add_unapproved(
+        &mut self,
+        name: &str,
+        entry: &Value,
+        shown: &str,
+        path: Option<&Path>,
+        why: Unapproved,
+    ) {
+        let Some(command_line) = command_line_of(entry) else {
+            return; // An override only: nothing would start.
+        };
+        if self.server(name).is_some() {
+            self.warnings.push(format!(
+                "{shown}: the project would replace server {name:?}, but that entry is not approved (tether trust)"
+            ));
+            return;
+        }
+        self.untrusted.push(UntrustedServer {
+            name: name.to_owned(),
+            source: path.map_or_else(PathBuf::new, Path::to_owned),
+            command_line,
+            why,
+        });
+    }
+}
+
+/// The `mcpServers` object of a config file's text, `None` when it has none.
+pub(crate) fn servers_of(
+    text: &str,
+    shown: &str,
+) -> Result<Option<serde_json::Map<String, Value>>, String> {
+    let document: Value = serde_json::from_str(text).map_err(|err| syntax_error(shown, &err))?;
+    match document.get("mcpServers") {
+        None => Ok(None),
+        Some(Value::Object(servers)) => Ok(Some(servers.clone())),
+        Some(_) => Err(format!("{shown}: \"mcpServers\" must be an object")),
+    }
+}
+
+/// What the environment allows before any file is read: `None` when
+/// `TETHER_MCP=0` turns MCP off, else the host variables files may name
+/// (`TETHER_MCP_ENV`; `Some(None)` when it is not set: any).
+#[allow(clippy::option_option)]
+pub(crate) fn allowed_variables(
+    environment: &[(String, String)],
+) -> Option<Option<BTreeSet<String>>> {
+    let variable = |name: &str| {
+        environment.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+    };
+    if variable("TETHER_MCP") == Some("0") {
+        return None;
+    }
+    Some(variable("TETHER_MCP_ENV").map(|list| {
+        list.split(',').map(str::trim).filter(|name| !name.is_empty()).map(str::to_owned).collect()
+    }))
+}
+
+/// Checks one entry with the loader's rules before it is written, without
+/// running its `!command` values and allowing variables not set yet.
+/// Returns the loader's warnings about it (a literal credential, say).
+///
+/// # Errors
+/// What the loader would say of it.
+pub(crate) fn check_entry(
+    name: &str,
+    scope: Scope,
+    path: &Path,
+    entry: &Value,
+) -> Result<Vec<String>, String> {
+    let environment = host_environment();
+    let allowed = allowed_variables(&environment).flatten();
+    let shown = path.display().to_string();
+    let context = entry::Context {
+        scope,
+        path: Some(path),
+        shown: &shown,
+        environment: &environment,
+        allowed: allowed.as_ref(),
+        checking: true,
+    };
+    let mut warnings = Vec::new();
+    entry::parse(name, entry, &context, &mut warnings)?;
+    Ok(warnings)
+}
