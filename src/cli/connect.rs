@@ -149,7 +149,10 @@ impl SignalWatch {
                     starting.push(shown::escaped(&status.name));
                 } else if !reported.contains(&status.name) {
                     progress::clear();
-                    settled(status);
+                    // Interrupted, a start that was cut short is no news.
+                    if !INTERRUPTED.load(Ordering::SeqCst) {
+                        settled(status);
+                    }
                     reported.push(status.name.clone());
                 }
             }
