@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use tether::{Error, ServerState, ServerStatus, Step, Timeout, Unapproved};
 
 use super::shown::escaped;
+use super::table;
 
 #[path = "../clock.rs"]
 mod clock;
@@ -150,13 +151,9 @@ fn cells(status: &ServerStatus) -> [String; 4] {
 
 /// Columns as wide as these statuses need.
 pub(super) fn widths_of(statuses: &[ServerStatus]) -> Widths {
-    let mut widths = [0usize; 4];
-    for status in statuses {
-        for (width, cell) in widths.iter_mut().zip(cells(status)) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    widths
+    let rows: Vec<[String; 4]> = statuses.iter().map(cells).collect();
+    let widths = table::widths(&rows);
+    std::array::from_fn(|column| widths.get(column).copied().unwrap_or(0))
 }
 
 /// Columns wide enough for any state of servers with these names, for rows
@@ -176,14 +173,9 @@ pub(super) fn render_list(statuses: &[ServerStatus]) -> String {
 /// scope, command or URL), then its tools, error, hint, warnings and the end
 /// of its stderr, indented. Everything a server or a file said is escaped.
 pub(super) fn render_row(status: &ServerStatus, widths: &Widths) -> String {
-    let mut line = String::new();
-    for (cell, width) in cells(status).iter().zip(widths) {
-        let padding = width.saturating_sub(cell.chars().count());
-        line.push_str(cell);
-        line.push_str(&" ".repeat(padding + 2));
-    }
-    line.push_str(&escaped(status.target.as_deref().unwrap_or("")));
-    let mut out = line.trim_end().to_owned();
+    let mut row = cells(status).to_vec();
+    row.push(escaped(status.target.as_deref().unwrap_or("")));
+    let mut out = table::line(&row, widths);
     out.push('\n');
     if status.state == ServerState::Ready {
         let count = status.tools.len();

@@ -8,31 +8,41 @@ use super::shown::escaped;
 pub(super) fn render<R: AsRef<[String]>>(rows: &[R]) -> String {
     let rows: Vec<Vec<String>> =
         rows.iter().map(|row| row.as_ref().iter().map(|cell| escaped(cell)).collect()).collect();
-    let mut widths: Vec<usize> = Vec::new();
+    let widths = widths(&rows);
+    let mut out = String::new();
     for row in &rows {
-        for (column, cell) in row.iter().enumerate() {
+        out.push_str(&line(row, &widths));
+        out.push('\n');
+    }
+    out
+}
+
+/// Each column's width: its widest cell, in characters.
+pub(super) fn widths<R: AsRef<[String]>>(rows: &[R]) -> Vec<usize> {
+    let mut widths: Vec<usize> = Vec::new();
+    for row in rows {
+        for (column, cell) in row.as_ref().iter().enumerate() {
             if widths.len() <= column {
                 widths.push(0);
             }
             widths[column] = widths[column].max(cell.chars().count());
         }
     }
-    let mut out = String::new();
-    for row in &rows {
-        let mut line = String::new();
-        for (column, cell) in row.iter().enumerate() {
-            if column + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                let padding = widths[column] - cell.chars().count();
-                line.push_str(cell);
-                line.push_str(&" ".repeat(padding + 2));
-            }
+    widths
+}
+
+/// One line of cells (already escaped), each but the last padded to its
+/// column's width and two spaces; no trailing blanks, no line break.
+pub(super) fn line(cells: &[String], widths: &[usize]) -> String {
+    let mut line = String::new();
+    for (column, cell) in cells.iter().enumerate() {
+        line.push_str(cell);
+        if column + 1 < cells.len() {
+            let width = widths.get(column).copied().unwrap_or(0);
+            line.push_str(&" ".repeat(width.saturating_sub(cell.chars().count()) + 2));
         }
-        out.push_str(line.trim_end());
-        out.push('\n');
     }
-    out
+    line.trim_end().to_owned()
 }
 
 #[cfg(test)]

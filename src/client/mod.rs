@@ -184,13 +184,6 @@ impl Client {
     }
 
     fn disconnected(&self) -> Error {
-        // As for a request: the reader's reason, once it has one.
-        if self.close_reason().is_none() {
-            let deadline = Instant::now() + CLOSE_REASON_WAIT;
-            while self.close_reason().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
         Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof))
     }
 
