@@ -32,6 +32,13 @@ pub enum Error {
     UnsupportedProtocol(String),
     /// The server answered with a JSON-RPC error object.
     Rpc(RpcError),
+    /// A stateless (2026-07-28) server's response stream broke before the
+    /// answer, and the request was not sent again: a `tools/call` may have
+    /// run (other requests are re-sent, twice at most).
+    ResponseLost {
+        /// The request whose answer was lost.
+        method: String,
+    },
     /// No answer within the allowed time.
     Timeout(Timeout),
     /// The caller cancelled the request through its cancel handle.
@@ -190,6 +197,13 @@ impl fmt::Display for Error {
                 )
             }
             Error::Rpc(rpc) => write!(f, "server error {}: {}", rpc.code, rpc.message),
+            Error::ResponseLost { method } if method == "tools/call" => f.write_str(
+                "the response stream broke before the tool answered; the call may have run, \
+                 so it was not sent again",
+            ),
+            Error::ResponseLost { method } => {
+                write!(f, "the response stream broke before {method} was answered, three times")
+            }
             Error::Timeout(timeout) => {
                 let after = timeout.after.as_secs_f64();
                 write!(f, "timed out after {after:.1} s waiting for {}", timeout.method)?;

@@ -182,6 +182,9 @@ pub struct Frame {
     pub id: Option<i64>,
     /// A request's or notification's method; `None` for a response.
     pub method: Option<String>,
+    /// What a `tools/call`, `prompts/get` or `resources/read` names (its
+    /// `name` or `uri`), which Streamable HTTP mirrors into `Mcp-Name`.
+    pub name: Option<String>,
 }
 
 impl Frame {
@@ -193,13 +196,19 @@ impl Frame {
             method,
             params,
         });
-        Frame { bytes, id: Some(id), method: Some(method.to_owned()) }
+        let key = match method {
+            "tools/call" | "prompts/get" => Some("name"),
+            "resources/read" => Some("uri"),
+            _ => None,
+        };
+        let name = key.and_then(|key| params?.get(key)?.as_str()).map(str::to_owned);
+        Frame { bytes, id: Some(id), method: Some(method.to_owned()), name }
     }
 
     /// A notification.
     pub fn notification(method: &str, params: Option<&Value>) -> Frame {
         let bytes = to_bytes(&OutgoingNotification { jsonrpc: "2.0", method, params });
-        Frame { bytes, id: None, method: Some(method.to_owned()) }
+        Frame { bytes, id: None, method: Some(method.to_owned()), name: None }
     }
 
     /// A response to a server's request.
@@ -208,7 +217,7 @@ impl Frame {
             Ok(result) => to_bytes(&OutgoingResult { jsonrpc: "2.0", id, result }),
             Err(error) => to_bytes(&OutgoingError { jsonrpc: "2.0", id, error }),
         };
-        Frame { bytes, id: None, method: None }
+        Frame { bytes, id: None, method: None, name: None }
     }
 
     /// True for a request (it expects an answer).

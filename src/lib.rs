@@ -78,8 +78,8 @@ pub use hub::{
 };
 pub use jsonrpc::{Notification, RpcError};
 pub use protocol::{
-    Progress, Prompt, PromptArgument, PromptResult, Resource, ResourceContents, ResourceTemplate,
-    ServerInfo, Tool, ToolResult,
+    Era, EraChoice, Progress, Prompt, PromptArgument, PromptResult, Resource, ResourceContents,
+    ResourceTemplate, ServerInfo, Tool, ToolResult,
 };
 pub use registry::{NameStyle, RegisteredTool};
 pub use shaping::{shape_result, ModelBlock, ModelResult, ResultLimits};

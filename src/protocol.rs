@@ -1,5 +1,6 @@
-//! The MCP shapes tether reads and writes: revisions, the initialize
-//! handshake's result, tools, tool results and progress.
+//! The MCP shapes tether reads and writes: revisions and their two eras,
+//! the initialize handshake's and `server/discover`'s results, tools, tool
+//! results and progress.
 //!
 //! Results are kept as the server sent them (`serde_json::Value`) behind typed
 //! accessors: nothing is lost for `--json`, and the per-call path does no
@@ -11,15 +12,60 @@ use serde_json::Value;
 /// The revision tether offers.
 pub const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
 
-/// Every revision tether accepts from a server, newest first.
+/// Every handshake-era revision tether accepts from a server, newest first.
 pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
     &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
-/// What a server told us about itself in `initialize`.
+/// The stateless revision tether speaks (no handshake; `_meta` on every request).
+pub(crate) const MODERN_PROTOCOL_VERSION: &str = "2026-07-28";
+
+/// The two eras of MCP: revisions that open a session with `initialize`
+/// (2025-11-25 and before), and stateless ones that carry the version and
+/// the client's capabilities on every request (2026-07-28 on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Era {
+    /// A session opened by the `initialize` handshake.
+    #[default]
+    Legacy,
+    /// Stateless: `server/discover`, `_meta` on every request.
+    Modern,
+}
+
+impl Era {
+    /// `legacy` or `modern`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Era::Legacy => "legacy",
+            Era::Modern => "modern",
+        }
+    }
+}
+
+/// Which era to speak to a server: found out by probing (`Auto`), or
+/// pinned for a server that misbehaves on the probe (`"protocol"` in its
+/// entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum EraChoice {
+    /// Probe with `server/discover` and fall back to `initialize`.
+    #[default]
+    Auto,
+    /// Only the `initialize` handshake; no probe.
+    Legacy,
+    /// Only the stateless revision; no fallback.
+    Modern,
+}
+
+/// What a server told us about itself in `initialize` or `server/discover`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct ServerInfo {
-    /// The negotiated protocol revision.
+    /// The era the server speaks.
+    pub era: Era,
+    /// The protocol revision in use (negotiated, or chosen from the
+    /// server's `supportedVersions`).
     pub protocol_version: String,
     /// The server's own name (`serverInfo.name`).
     pub name: String,
@@ -43,11 +89,32 @@ impl ServerInfo {
             |value: Option<&Value>| value.and_then(Value::as_str).unwrap_or_default().to_owned();
         let server_info = result.get("serverInfo");
         Ok(ServerInfo {
+            era: Era::Legacy,
             protocol_version,
             name: text(server_info.and_then(|info| info.get("name"))),
             version: text(server_info.and_then(|info| info.get("version"))),
             instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
             capabilities: result.get("capabilities").cloned().unwrap_or(Value::Null),
+        })
+    }
+
+    /// Reads a `server/discover` result: `Some` when it is one and lists
+    /// `version` among its `supportedVersions`.
+    pub(crate) fn from_discover_result(result: &Value, version: &str) -> Option<ServerInfo> {
+        let supported = result.get("supportedVersions")?.as_array()?;
+        if !supported.iter().any(|offered| offered.as_str() == Some(version)) {
+            return None;
+        }
+        let text =
+            |value: Option<&Value>| value.and_then(Value::as_str).unwrap_or_default().to_owned();
+        let server_info = result.pointer("/_meta/io.modelcontextprotocol~1serverInfo");
+        Some(ServerInfo {
+            era: Era::Modern,
+            protocol_version: version.to_owned(),
+            name: text(server_info.and_then(|info| info.get("name"))),
+            version: text(server_info.and_then(|info| info.get("version"))),
+            instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
+            capabilities: result.get("capabilities").filter(|c| c.is_object())?.clone(),
         })
     }
 

@@ -5,7 +5,7 @@
 //! causes, a `SystemTime`); everything meant for a person is made here.
 
 use serde_json::{json, Value};
-use tether::{Error, ServerState, ServerStatus, Step, Timeout, Unapproved};
+use tether::{Era, Error, ServerState, ServerStatus, Step, Timeout, Unapproved};
 
 use super::shown::escaped;
 use super::table;
@@ -119,6 +119,7 @@ pub(super) fn to_json(status: &ServerStatus, roots: &[String]) -> Value {
         "state": json_label(status.state),
         "target": status.target,
         "unapproved": status.unapproved,
+        "era": status.era.map(Era::as_str),
         "protocolVersion": status.protocol_version,
         "serverName": status.server_name,
         "serverVersion": status.server_version,
@@ -184,6 +185,9 @@ pub(super) fn render_row(status: &ServerStatus, widths: &Widths) -> String {
         let names =
             if names.is_empty() { String::new() } else { format!(": {}", names.join(", ")) };
         out.push_str(&format!("    {count} {noun}{names}\n"));
+        if let (Some(era), Some(version)) = (status.era, &status.protocol_version) {
+            out.push_str(&format!("    MCP {} ({})\n", escaped(version), era_words(era)));
+        }
     }
     if let Some(error) = error_text(status) {
         out.push_str(&format!("    error: {}\n", escaped(&error)));
@@ -207,4 +211,12 @@ pub(super) fn render_row(status: &ServerStatus, widths: &Widths) -> String {
 pub(super) fn last_lines(text: &str, count: usize) -> Vec<&str> {
     let lines: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(count)..].to_vec()
+}
+
+/// How `list` names an era.
+fn era_words(era: Era) -> &'static str {
+    match era {
+        Era::Modern => "stateless",
+        _ => "initialize handshake",
+    }
 }

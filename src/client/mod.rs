@@ -1,4 +1,7 @@
-//! One connection to one MCP server: handshake, request ids, routing, timeouts.
+//! One connection to one MCP server: its era and session start (`era.rs`),
+//! request ids, routing, timeouts; for a stateless server also the rounds of
+//! input (`rounds.rs`), kept lists (`cache.rs`) and the listen stream
+//! (`listen.rs`).
 //!
 //! The transport's reader thread calls [`Router::deliver`] for every message:
 //! a response goes straight to the channel of the caller waiting for it (found
@@ -21,19 +24,21 @@ use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 use serde_json::{json, Map, Value};
 
 use crate::error::{CloseReason, Error, Timeout};
-use crate::host;
 use crate::jsonrpc::Frame;
 use crate::protocol::{
-    Progress, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool,
-    ToolResult, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
+    Era, Progress, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo,
+    Tool, ToolResult,
 };
 use crate::sync::lock;
 use crate::threads::NamedThread;
 
+mod cache;
+mod era;
+mod listen;
 mod options;
+mod rounds;
 mod router;
 
-use crate::transport::outbox::Closed;
 use crate::transport::{self, Endpoint, Inbox, Transport};
 pub use options::{CallOptions, CancelHandle, ClientOptions, ProgressCallback};
 use router::{events_loop, Event, PendingGuard, PendingState, Reply, Router, Waiter};
@@ -53,6 +58,8 @@ pub(super) const PROGRESS_QUEUE: usize = 16;
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// A server that pages forever is cut off here.
 const MAX_PAGES: usize = 1000;
+/// How long `close` waits for the listen thread.
+const LISTEN_JOIN_WAIT: Duration = Duration::from_secs(1);
 
 /// A connection to one MCP server.
 pub struct Client {
@@ -64,6 +71,12 @@ pub struct Client {
     stop_events: Mutex<Option<Sender<()>>>,
     info: OnceLock<ServerInfo>,
     options: ClientOptions,
+    /// The `_meta` every request carries, once the server proved stateless.
+    meta: OnceLock<Value>,
+    /// A remote server's URL, under which its era is remembered.
+    http_url: Option<String>,
+    /// The `{server}-listen` thread of a stateless server, and what stops it.
+    listener: Mutex<Option<(NamedThread, Sender<()>)>>,
 }
 
 impl Client {
@@ -93,7 +106,13 @@ impl Client {
         options: ClientOptions,
     ) -> Result<Client, Error> {
         let ceiling = options.max_total_timeout;
-        Client::over(server, options, |inbox| transport::open(server, transport, inbox, ceiling))
+        let mut client = Client::over(server, options, |inbox| {
+            transport::open(server, transport, inbox, ceiling)
+        })?;
+        if let Transport::Http(target) = transport {
+            client.http_url = Some(target.url.clone());
+        }
+        Ok(client)
     }
 
     /// A client over whatever transport `open` starts with the inbox it is
@@ -111,6 +130,7 @@ impl Client {
             outlet: OnceLock::new(),
             skipped: AtomicU64::new(0),
             dropped: Default::default(),
+            lists: Default::default(),
             events: events_sender,
             host: Arc::clone(&options.host),
         });
@@ -131,6 +151,9 @@ impl Client {
             stop_events: Mutex::new(Some(stop_events)),
             info: OnceLock::new(),
             options,
+            meta: OnceLock::new(),
+            http_url: None,
+            listener: Mutex::new(None),
         };
         match events_thread {
             Ok(thread) => {
@@ -140,51 +163,6 @@ impl Client {
             Err(err) => return Err(Error::Io(err)),
         }
         Ok(client)
-    }
-
-    /// Runs `initialize` and sends `notifications/initialized`; returns once
-    /// the session is open (over HTTP: the GET stream answered), all within
-    /// `timeout`.
-    ///
-    /// # Errors
-    /// A failed or timed-out handshake, a malformed result, or an unsupported
-    /// revision (the connection is then closed).
-    pub fn initialize(&self, timeout: Duration) -> Result<&ServerInfo, Error> {
-        let deadline = Instant::now() + timeout;
-        let params = json!({
-            "protocolVersion": LATEST_PROTOCOL_VERSION,
-            "capabilities": host::client_capabilities(&*self.options.host),
-            "clientInfo": {"name": "tether", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let options = CallOptions {
-            timeout: Some(timeout),
-            max_total_timeout: Some(timeout),
-            deadline: Some(deadline),
-            ..CallOptions::default()
-        };
-        let result = self
-            .request("initialize", Some(params), &options)
-            .map_err(|err| self.explain_silence(err))?;
-        let info = ServerInfo::from_initialize_result(&result).map_err(Error::Protocol)?;
-        if !SUPPORTED_PROTOCOL_VERSIONS.contains(&info.protocol_version.as_str()) {
-            let _ = self.close();
-            return Err(Error::UnsupportedProtocol(info.protocol_version));
-        }
-        log::info!(
-            "{}: connected to {} {} (protocol {})",
-            self.router.server,
-            info.name,
-            info.version,
-            info.protocol_version
-        );
-        let initialized = Frame::notification("notifications/initialized", None);
-        let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
-        outlet.begin_session(initialized, &info.protocol_version, deadline)?;
-        Ok(self.info.get_or_init(|| info))
-    }
-
-    fn disconnected(&self) -> Error {
-        Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof))
     }
 
     /// A server that sent only garbage times out; say so rather than just "timed out".
@@ -235,19 +213,37 @@ impl Client {
     /// [`Error::Rpc`] for an error answer, [`Error::Timeout`] (the server is
     /// sent `notifications/cancelled`), [`Error::Cancelled`], or
     /// [`Error::Disconnected`] the moment the connection closes.
+    ///
+    /// To a stateless (2026-07-28) server the request carries the `_meta`
+    /// the revision asks for, goes through as many rounds as the server
+    /// asks the host for input (elicitation, sampling, roots), and is sent
+    /// again when its answer was lost (never a `tools/call`).
     pub fn request(
         &self,
         method: &str,
         params: Option<Value>,
         options: &CallOptions,
     ) -> Result<Value, Error> {
+        match self.meta.get() {
+            Some(meta) => self.stateless_request(method, params, meta, options),
+            None => self.exchange(method, &mut { params }, options),
+        }
+    }
+
+    /// One request under a fresh id, and its answer. `params` keeps what
+    /// was sent (with the progress token) for a caller that sends it again.
+    fn exchange(
+        &self,
+        method: &str,
+        params: &mut Option<Value>,
+        options: &CallOptions,
+    ) -> Result<Value, Error> {
         if options.cancel.as_ref().is_some_and(CancelHandle::is_cancelled) {
             return Err(Error::Cancelled);
         }
         let id = self.router.next_id.fetch_add(1, Ordering::Relaxed) as i64;
-        let mut params = params;
         if options.progress.is_some() || method == "tools/call" {
-            attach_progress_token(&mut params, id);
+            attach_progress_token(params, id);
         }
         let (sender, replies) = crossbeam_channel::unbounded();
         let waiter = Waiter { replies: sender, queued_progress: Arc::new(AtomicUsize::new(0)) };
@@ -257,7 +253,6 @@ impl Client {
         // the pending entry goes when this call does.
         let _pending = PendingGuard { router: &self.router, id };
         let frame = Frame::request(id, method, params.as_ref());
-        drop(params);
         if self.router.send(frame).is_err() {
             // The server stopped reading: the reader says why (how it
             // exited) as soon as its output ends, which is at once.
@@ -361,8 +356,11 @@ impl Client {
                 }
             }
         }
-        // The spec forbids cancelling initialize.
-        if method != "initialize" {
+        // The spec forbids cancelling initialize; a handshake-era server
+        // must hear nothing before it (the probe); a stateless HTTP server
+        // takes the end of the response stream as the cancellation.
+        let stateless_http = self.meta.get().is_some() && self.transport_name() == "http";
+        if method != "initialize" && method != "server/discover" && !stateless_http {
             let _ = self.notify(
                 "notifications/cancelled",
                 Some(json!({"requestId": id, "reason": reason})),
@@ -409,20 +407,32 @@ impl Client {
         key: &str,
         options: &CallOptions,
     ) -> Result<Vec<Value>, Error> {
+        if let Some(kept) = self.router.lists.get(method) {
+            return Ok(kept);
+        }
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         let mut seen_cursors = HashSet::new();
+        // A stateless server's list may be kept for its pages' shortest ttlMs.
+        let mut keep_for = self.meta.get().map(|_| Duration::MAX);
+        let done = |items: Vec<Value>, keep_for: Option<Duration>| {
+            if let Some(ttl) = keep_for {
+                self.router.lists.keep(method, &items, ttl);
+            }
+            Ok(items)
+        };
         for _ in 0..MAX_PAGES {
             let params = cursor.as_ref().map(|cursor| json!({"cursor": cursor}));
             let mut page = self.request(method, params, options)?;
+            keep_for = keep_for.zip(cache::page_ttl(&page)).map(|(kept, page)| kept.min(page));
             match page.get_mut(key).map(Value::take) {
                 Some(Value::Array(page_items)) => items.extend(page_items),
                 _ => return Err(Error::Protocol(format!("{method} result has no {key:?} array"))),
             }
             match page.get("nextCursor") {
-                None | Some(Value::Null) => return Ok(items),
+                None | Some(Value::Null) => return done(items, keep_for),
                 // Some servers end the list with an empty cursor.
-                Some(Value::String(next)) if next.is_empty() => return Ok(items),
+                Some(Value::String(next)) if next.is_empty() => return done(items, keep_for),
                 Some(Value::String(next)) => {
                     if !seen_cursors.insert(next.clone()) {
                         return Err(Error::Protocol(format!(
@@ -545,7 +555,37 @@ impl Client {
     /// # Errors
     /// [`Error::Disconnected`] when the connection is closed.
     pub fn notify_roots_changed(&self) -> Result<(), Error> {
+        if self.era() == Era::Modern {
+            // Stateless servers ask for the roots with each request that needs them.
+            return Ok(());
+        }
         self.notify("notifications/roots/list_changed", None)
+    }
+
+    /// The era the server speaks (legacy until the session start says otherwise).
+    pub fn era(&self) -> Era {
+        self.info.get().map_or(Era::Legacy, |info| info.era)
+    }
+
+    /// Starts the `{server}-listen` thread when the server says its lists
+    /// may change.
+    fn start_listening(&self, info: &ServerInfo) {
+        let (Some(filter), Some(meta)) = (listen::filter(&info.capabilities), self.meta.get())
+        else {
+            return;
+        };
+        let params = json!({"_meta": meta, "notifications": filter});
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+        let router = Arc::clone(&self.router);
+        // One shared stream (stdio) is told; over HTTP the stream just ends.
+        let cancel_by_notification = self.transport_name() != "http";
+        let thread = NamedThread::spawn(format!("{}-listen", self.router.server), move || {
+            listen::listen_loop(&router, &params, &stopped, cancel_by_notification);
+        });
+        match thread {
+            Ok(thread) => *lock(&self.listener) = Some((thread, stop)),
+            Err(err) => log::warn!("{}: cannot start the listen thread: {err}", self.router.server),
+        }
     }
 
     /// Closes the connection: pending requests fail at once, then the
@@ -555,6 +595,11 @@ impl Client {
     /// # Errors
     /// Errors from ending the transport (waiting for the process).
     pub fn close(&self) -> Result<(), Error> {
+        if let Some((thread, stop)) = lock(&self.listener).take() {
+            // Told while the connection is up, so that stdio can cancel it.
+            drop(stop);
+            thread.join_within(LISTEN_JOIN_WAIT);
+        }
         self.router.closed(CloseReason::Shutdown);
         let result = self.endpoint.close();
         let _ = self.router.events.try_send(Event::Stop);

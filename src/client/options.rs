@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::host::{DefaultHost, Host};
-use crate::protocol::Progress;
+use crate::protocol::{EraChoice, Progress};
 use crate::sync::lock;
 
 /// Settings of one connection: the defaults, changed with the `with_`
@@ -22,6 +22,11 @@ pub struct ClientOptions {
     pub max_total_timeout: Duration,
     /// Answers server→client requests and sees notifications.
     pub host: Arc<dyn Host>,
+    /// Which era to speak: found by probing (the default), or pinned.
+    pub era: EraChoice,
+    /// The least severe log message a stateless server should send with
+    /// each request (`debug` … `emergency`); `None` asks for none.
+    pub log_level: Option<String>,
 }
 
 impl Default for ClientOptions {
@@ -30,6 +35,8 @@ impl Default for ClientOptions {
             request_timeout: Duration::from_secs(60),
             max_total_timeout: Duration::from_secs(600),
             host: Arc::new(DefaultHost),
+            era: EraChoice::Auto,
+            log_level: None,
         }
     }
 }
@@ -50,6 +57,19 @@ impl ClientOptions {
     /// Who answers server→client requests and sees notifications.
     pub fn with_host(mut self, host: Arc<dyn Host>) -> ClientOptions {
         self.host = host;
+        self
+    }
+
+    /// Which era to speak (probe by default).
+    pub fn with_era(mut self, era: EraChoice) -> ClientOptions {
+        self.era = era;
+        self
+    }
+
+    /// The least severe log message a stateless server should send
+    /// (`debug`, `info`, `notice`, `warning`, `error`, …).
+    pub fn with_log_level(mut self, level: &str) -> ClientOptions {
+        self.log_level = Some(level.to_owned());
         self
     }
 }

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crossbeam_channel::{select, Receiver, Sender, TrySendError};
 use serde_json::{json, Value};
 
+use super::cache::ListCache;
 use super::PROGRESS_QUEUE;
 use crate::error::{CloseReason, Error};
 use crate::host::{self, Host};
@@ -75,6 +76,8 @@ pub(super) struct Router {
     pub(super) skipped: AtomicU64,
     /// Said once a second at most, however many notifications a flood drops.
     pub(super) dropped: Occasional,
+    /// Lists a stateless server said may be kept; forgotten when they change.
+    pub(super) lists: ListCache,
     pub(super) events: Sender<Event>,
     /// Sees the server's stderr lines, on the transport's stderr thread.
     pub(super) host: Arc<dyn Host>,
@@ -177,6 +180,7 @@ impl Inbox for Router {
                 }
             }
             Message::Notification(notification) => {
+                self.lists.changed(&notification.method);
                 if self.events.try_send(Event::Notification(notification)).is_err() {
                     self.dropped.warn(|| {
                         format!("{}: too many notifications queued; dropping some", self.server)

@@ -12,6 +12,7 @@ use super::*;
 use crate::error::Step;
 use crate::host::{Host, Root};
 use crate::jsonrpc::{Notification, RpcError};
+use crate::protocol::EraChoice;
 use crate::transport::memory::{self, MemoryServer};
 
 #[derive(Default)]
@@ -49,12 +50,43 @@ fn initialize_result(version: &str) -> Value {
            "serverInfo": {"name": "mem", "version": "1.0"}})
 }
 
+/// Answers the era probe as a handshake-era server does: method not found.
+fn refuse_probe(server: &MemoryServer) {
+    let probe = server.next();
+    assert_eq!(probe["method"], "server/discover");
+    assert_eq!(probe["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    server.fail(&probe["id"], -32601, "Method not found", None);
+}
+
+fn discover_result(capabilities: Value) -> Value {
+    json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+           "capabilities": capabilities, "ttlMs": 0, "cacheScope": "public",
+           "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "modern", "version": "2.0"}}})
+}
+
+/// A client started against a stateless server offering `capabilities`.
+fn connect_modern(capabilities: Value) -> (Client, MemoryServer) {
+    let (client, server) = connect_with(
+        ClientOptions::default()
+            .with_request_timeout(Duration::from_secs(5))
+            .with_host(Arc::new(RecordingHost::default())),
+    );
+    thread::scope(|scope| {
+        let started = scope.spawn(|| client.initialize(Duration::from_secs(5)).map(|_| ()));
+        let probe = server.next();
+        server.answer(&probe["id"], discover_result(capabilities));
+        started.join().unwrap().unwrap();
+    });
+    (client, server)
+}
+
 #[test]
 fn initialize_then_initialized_before_anything_else() {
     let (client, server) = connect();
     thread::scope(|scope| {
         let started =
             scope.spawn(|| client.initialize(Duration::from_secs(5)).map(|info| info.name.clone()));
+        refuse_probe(&server);
         let request = server.next();
         assert_eq!(request["method"], "initialize");
         assert_eq!(request["params"]["protocolVersion"], "2025-11-25");
@@ -72,6 +104,7 @@ fn a_revision_tether_does_not_speak_is_refused() {
     let (client, server) = connect();
     thread::scope(|scope| {
         let started = scope.spawn(|| client.initialize(Duration::from_secs(5)).map(|_| ()));
+        refuse_probe(&server);
         let request = server.next();
         server.answer(&request["id"], initialize_result("1999-01-01"));
         let err = started.join().unwrap().unwrap_err();
@@ -272,4 +305,186 @@ fn lists_follow_cursors_to_the_end_and_refuse_a_repeated_one() {
         }
         assert!(matches!(listing.join().unwrap(), Err(Error::Protocol(_))));
     });
+}
+
+#[test]
+fn a_discover_result_makes_every_request_stateless() {
+    let (client, server) = connect_modern(json!({"tools": {}}));
+    let info = client.server_info().unwrap();
+    assert_eq!((info.era, info.protocol_version.as_str()), (Era::Modern, "2026-07-28"));
+    assert_eq!((info.name.as_str(), info.version.as_str()), ("modern", "2.0"));
+    thread::scope(|scope| {
+        let call =
+            scope.spawn(|| client.call_tool("echo", json!({"x": 1}), &CallOptions::default()));
+        let request = server.next();
+        assert_eq!(request["method"], "tools/call");
+        let meta = &request["params"]["_meta"];
+        assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+        assert_eq!(meta["io.modelcontextprotocol/clientCapabilities"]["roots"], json!({}));
+        assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "tether");
+        assert!(meta.get("progressToken").is_some(), "the progress token stays");
+        server.answer(&request["id"], json!({"resultType": "complete", "content": []}));
+        call.join().unwrap().unwrap();
+    });
+    // No listChanged declared: no listen stream, nothing more on the wire.
+    assert!(server.is_quiet_for(Duration::from_millis(50)));
+}
+
+#[test]
+fn an_unsupported_version_with_a_handshake_revision_means_the_handshake() {
+    let (client, server) = connect();
+    thread::scope(|scope| {
+        let started = scope.spawn(|| client.initialize(Duration::from_secs(5)).map(|_| ()));
+        let probe = server.next();
+        let data = json!({"supported": ["2025-11-25"], "requested": "2026-07-28"});
+        server.fail(&probe["id"], -32022, "Unsupported protocol version", Some(data));
+        let request = server.next();
+        assert_eq!(request["method"], "initialize");
+        server.answer(&request["id"], initialize_result("2025-11-25"));
+        assert_eq!(server.next()["method"], "notifications/initialized");
+        started.join().unwrap().unwrap();
+    });
+    assert_eq!(client.era(), Era::Legacy);
+}
+
+#[test]
+fn an_unsupported_version_with_nothing_in_common_is_no_fallback() {
+    let (client, server) = connect();
+    thread::scope(|scope| {
+        let started = scope.spawn(|| client.initialize(Duration::from_secs(5)).map(|_| ()));
+        let probe = server.next();
+        let data = json!({"supported": ["2031-01-01"], "requested": "2026-07-28"});
+        server.fail(&probe["id"], -32022, "Unsupported protocol version", Some(data));
+        let err = started.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::UnsupportedProtocol(ref v) if v == "2031-01-01"), "{err:?}");
+    });
+    assert!(server.is_quiet_for(Duration::from_millis(50)), "no initialize after -32022");
+}
+
+#[test]
+fn a_pinned_handshake_sends_no_probe() {
+    let (client, server) = connect_with(ClientOptions::default().with_era(EraChoice::Legacy));
+    thread::scope(|scope| {
+        let started = scope.spawn(|| client.initialize(Duration::from_secs(5)).map(|_| ()));
+        let request = server.next();
+        assert_eq!(request["method"], "initialize");
+        server.answer(&request["id"], initialize_result("2025-11-25"));
+        assert_eq!(server.next()["method"], "notifications/initialized");
+        started.join().unwrap().unwrap();
+    });
+}
+
+#[test]
+fn input_required_goes_to_the_host_and_the_request_is_sent_again() {
+    let (client, server) = connect_modern(json!({"tools": {}}));
+    thread::scope(|scope| {
+        let call = scope.spawn(|| client.call_tool("ask", json!({}), &CallOptions::default()));
+        let first = server.next();
+        server.answer(
+            &first["id"],
+            json!({"resultType": "input_required", "requestState": "round-1",
+                   "inputRequests": {"where": {"method": "roots/list", "params": {}}}}),
+        );
+        let second = server.next();
+        assert_ne!(first["id"], second["id"], "a retry is a new request");
+        assert_eq!(second["params"]["name"], "ask");
+        assert_eq!(second["params"]["requestState"], "round-1");
+        assert_eq!(
+            second["params"]["inputResponses"]["where"],
+            json!({"roots": [{"uri": "file:///work"}]})
+        );
+        assert_eq!(
+            second["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        // A round with state only, and the answer.
+        server.answer(
+            &second["id"],
+            json!({"resultType": "input_required", "requestState": "round-2"}),
+        );
+        let third = server.next();
+        assert_eq!(third["params"]["requestState"], "round-2");
+        assert!(third["params"].get("inputResponses").is_none(), "no stale answers");
+        server.answer(&third["id"], json!({"content": [{"type": "text", "text": "ok"}]}));
+        assert_eq!(call.join().unwrap().unwrap().to_text(), "ok");
+    });
+}
+
+#[test]
+fn a_declined_input_request_fails_the_call_and_odd_results_are_errors() {
+    let (client, server) = connect_modern(json!({"tools": {}}));
+    thread::scope(|scope| {
+        let call = scope.spawn(|| client.call_tool("ask", json!({}), &CallOptions::default()));
+        let first = server.next();
+        let elicit = json!({"method": "elicitation/create", "params": {"message": "name?"}});
+        server.answer(
+            &first["id"],
+            json!({"resultType": "input_required", "inputRequests": {"n": elicit}}),
+        );
+        let err = call.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::Rpc(_)), "the host declined: {err:?}");
+
+        let list = scope.spawn(|| client.list_tools(&CallOptions::default()));
+        let request = server.next();
+        server.answer(&request["id"], json!({"resultType": "input_required", "requestState": "x"}));
+        let err = list.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::Protocol(_)), "tools/list may not ask: {err:?}");
+
+        let list = scope.spawn(|| client.list_tools(&CallOptions::default()));
+        let request = server.next();
+        server.answer(&request["id"], json!({"resultType": "later", "tools": []}));
+        let err = list.join().unwrap().unwrap_err();
+        assert!(err.to_string().contains("unknown resultType"), "{err}");
+    });
+}
+
+#[test]
+fn a_list_is_kept_for_its_ttl_until_the_server_says_it_changed() {
+    let (client, server) = connect_modern(json!({"tools": {}}));
+    let tools = json!([{"name": "a", "inputSchema": {"type": "object"}}]);
+    thread::scope(|scope| {
+        let list = scope.spawn(|| client.list_tools(&CallOptions::default()));
+        let request = server.next();
+        server.answer(
+            &request["id"],
+            json!({"tools": tools, "ttlMs": 60_000, "cacheScope": "public"}),
+        );
+        assert_eq!(list.join().unwrap().unwrap().len(), 1);
+    });
+    // Kept: no request goes out.
+    assert_eq!(client.list_tools(&CallOptions::default()).unwrap().len(), 1);
+    assert!(server.is_quiet_for(Duration::from_millis(50)));
+    server.send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    thread::scope(|scope| {
+        let list = scope.spawn(|| client.list_tools(&CallOptions::default()));
+        let request = server.next();
+        assert_eq!(request["method"], "tools/list", "a change makes the list stale");
+        server.answer(&request["id"], json!({"tools": [], "ttlMs": 0}));
+        assert_eq!(list.join().unwrap().unwrap().len(), 0);
+    });
+    // ttlMs 0 keeps nothing.
+    thread::scope(|scope| {
+        let list = scope.spawn(|| client.list_tools(&CallOptions::default()));
+        let request = server.next();
+        server.answer(&request["id"], json!({"tools": []}));
+        list.join().unwrap().unwrap();
+    });
+}
+
+#[test]
+fn list_changes_are_listened_for_and_the_listen_is_cancelled_on_close() {
+    let (client, server) = connect_modern(json!({"tools": {"listChanged": true}}));
+    let listen = server.next();
+    assert_eq!(listen["method"], "subscriptions/listen");
+    assert_eq!(listen["params"]["notifications"], json!({"toolsListChanged": true}));
+    assert_eq!(listen["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    // The server ends it gracefully: it is opened again.
+    server.answer(&listen["id"], json!({"resultType": "complete"}));
+    let again = server.next();
+    assert_eq!(again["method"], "subscriptions/listen");
+    assert_ne!(again["id"], listen["id"]);
+    client.close().unwrap();
+    let cancelled = server.next();
+    assert_eq!(cancelled["method"], "notifications/cancelled");
+    assert_eq!(cancelled["params"]["requestId"], again["id"]);
 }

@@ -15,6 +15,7 @@ use super::{
     Exposure, HttpConfig, HttpKind, Scope, ServerConfig, StdioConfig, TransportConfig,
     DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT,
 };
+use crate::protocol::EraChoice;
 use crate::spelling::closest;
 
 /// Fields tether understands.
@@ -38,6 +39,7 @@ pub(crate) const KNOWN_FIELDS: &[&str] = &[
     "startTimeout",
     "shutdownTimeout",
     "tools",
+    "protocol",
     "exposure",
     "toolExposure",
     "description",
@@ -360,6 +362,12 @@ pub(crate) fn parse(
     if let TransportConfig::Stdio(stdio) = &mut transport {
         stdio.shutdown_timeout = seconds("shutdownTimeout")?;
     }
+    let protocol = match fields.get("protocol") {
+        None | Some(Value::Null) => EraChoice::Auto,
+        Some(value) => value.as_str().and_then(|word| word.parse().ok()).ok_or_else(|| {
+            field("protocol", format!("must be \"auto\", \"legacy\" or \"modern\", not {value}"))
+        })?,
+    };
     let tools = match fields.get("tools") {
         None | Some(Value::Null) => None,
         Some(_) => Some(string_list(fields, "tools").map_err(|why| field("tools", why))?),
@@ -373,6 +381,7 @@ pub(crate) fn parse(
         max_total_timeout,
         start_timeout,
         tools,
+        protocol,
         exposure: exposure.unwrap_or_default(),
         tool_exposure: tool_exposure.unwrap_or_default(),
         description: optional_string(fields, "description")

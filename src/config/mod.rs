@@ -33,6 +33,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::auth::OAuthSettings;
+use crate::protocol::EraChoice;
 
 pub(crate) use entry::check_name;
 pub use import::ImportReport;
@@ -115,6 +116,8 @@ pub struct ServerConfig {
     pub start_timeout: Duration,
     /// Keep only these tools, when set.
     pub tools: Option<Vec<String>>,
+    /// Which era of MCP to speak (`"protocol"`): probed unless pinned.
+    pub protocol: EraChoice,
     /// How the server's tools reach the model.
     pub exposure: Exposure,
     /// Per-tool exposure: exact names win over `*` patterns; the first
@@ -303,6 +306,7 @@ impl ServerConfig {
             max_total_timeout: DEFAULT_TIMEOUT * 10,
             start_timeout: DEFAULT_START_TIMEOUT,
             tools: None,
+            protocol: EraChoice::Auto,
             exposure: Exposure::Direct,
             tool_exposure: Vec::new(),
             description: None,

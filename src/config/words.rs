@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{Exposure, HttpKind, Scope};
+use crate::protocol::EraChoice;
 
 /// A word that names none of an enum's values.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +100,30 @@ impl FromStr for HttpKind {
             "http" | "streamable-http" | "streamableHttp" => Ok(HttpKind::Streamable),
             "sse" => Ok(HttpKind::Sse),
             _ => Err(unknown(word, "http, sse")),
+        }
+    }
+}
+
+impl EraChoice {
+    /// `auto`, `legacy` or `modern`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EraChoice::Auto => "auto",
+            EraChoice::Legacy => "legacy",
+            EraChoice::Modern => "modern",
+        }
+    }
+}
+
+impl FromStr for EraChoice {
+    type Err = UnknownWord;
+
+    fn from_str(word: &str) -> Result<EraChoice, UnknownWord> {
+        match word {
+            "auto" => Ok(EraChoice::Auto),
+            "legacy" => Ok(EraChoice::Legacy),
+            "modern" => Ok(EraChoice::Modern),
+            _ => Err(unknown(word, "auto, legacy, modern")),
         }
     }
 }

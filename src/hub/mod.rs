@@ -199,7 +199,9 @@ pub struct ServerStatus {
     pub transport: &'static str,
     /// The state.
     pub state: ServerState,
-    /// The negotiated protocol revision, once connected.
+    /// The era the server speaks, once connected.
+    pub era: Option<crate::Era>,
+    /// The protocol revision in use, once connected.
     pub protocol_version: Option<String>,
     /// The server's own name.
     pub server_name: Option<String>,
@@ -240,6 +242,7 @@ impl ServerStatus {
             scope,
             transport: "-",
             state,
+            era: None,
             protocol_version: None,
             server_name: None,
             server_version: None,
@@ -569,6 +572,7 @@ fn slot_status(config: &ServerConfig, phase: &Phase, since: SystemTime) -> Serve
         Phase::Ready(connected) => {
             let (client, info) = (&connected.client, &connected.info);
             status.transport = client.transport_name();
+            status.era = Some(info.era);
             status.protocol_version = Some(info.protocol_version.clone());
             status.server_name = Some(info.name.clone());
             status.server_version = Some(info.version.clone());

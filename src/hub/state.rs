@@ -355,6 +355,9 @@ impl Shared {
                 relist: self.events.relist_queue(),
                 log_sink: self.options.log_sink.clone(),
             }),
+            era: config.protocol,
+            // Stateless servers log only when asked, request by request.
+            log_level: self.options.log_sink.as_ref().map(|_| "info".to_owned()),
         };
         let client = transport::for_entry(config, &self.options.lent)
             .and_then(|transport| Client::start(&config.name, &transport, client_options))

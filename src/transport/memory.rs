@@ -63,6 +63,15 @@ impl MemoryServer {
     }
 
     /// Answers request `id` with `result`.
+    /// Answers a request with a JSON-RPC error.
+    pub(crate) fn fail(&self, id: &Value, code: i64, message: &str, data: Option<Value>) {
+        let mut error = serde_json::json!({"code": code, "message": message});
+        if let Some(data) = data {
+            error["data"] = data;
+        }
+        self.send(serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error}));
+    }
+
     pub(crate) fn answer(&self, id: &Value, result: Value) {
         self.send(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}));
     }

@@ -148,8 +148,25 @@ pub(crate) trait Inbox: Send + Sync {
     }
 }
 
+/// How requests travel beyond their bodies: in a session opened by the
+/// `initialize` handshake, or statelessly (2026-07-28: over HTTP no session
+/// id and no GET stream, the version and the method mirrored in headers,
+/// no resumption of a broken response stream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect<'a> {
+    Handshake,
+    Stateless { version: &'a str },
+}
+
 /// Where the client writes frames: a pipe, or HTTP requests.
 pub(crate) trait Outlet: Send + Sync {
+    /// Switches how the frames that follow travel (the era probe speaks
+    /// stateless first, and a fallback to `initialize` switches back). A
+    /// pipe carries both alike.
+    fn speak(&self, dialect: Dialect<'_>) {
+        let _ = dialect;
+    }
+
     /// Sends one message. Returns once it is written (stdio) or handed to
     /// a worker (HTTP); frames sent one after another from one thread may
     /// still travel side by side over HTTP.

@@ -158,7 +158,7 @@ impl HttpTransport {
         };
         self.with_retries(method != Some("tools/call"), deadline, || {
             let ceiling = self.ceiling(false, deadline);
-            match self.send_post(&endpoint, frame, ceiling, true, self.bearer().as_deref()) {
+            match self.send_post(&endpoint, frame, None, ceiling, true, self.bearer().as_deref()) {
                 Ok(mut response) if response.status().is_success() => {
                     let _ = response
                         .body_mut()

@@ -43,7 +43,7 @@ use crate::jsonrpc::Frame;
 use crate::sync::{lock, Occasional};
 use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
-use crate::transport::{Endpoint, Inbox, Outlet};
+use crate::transport::{Dialect, Endpoint, Inbox, Outlet};
 
 use wire::LiteralFirstResolver;
 
@@ -206,6 +206,9 @@ struct State {
     mode: Mode,
     session_id: Option<String>,
     protocol_version: Option<String>,
+    /// The server speaks the stateless revision (2026-07-28): no session,
+    /// no GET stream, the method and name mirrored in headers.
+    stateless: bool,
     initialize_frame: Option<Vec<u8>>,
     get_stream_started: bool,
     legacy_endpoint: Option<String>,
@@ -439,6 +442,20 @@ impl Outlet for HttpTransport {
             }
         }
         Ok(())
+    }
+
+    fn speak(&self, dialect: Dialect<'_>) {
+        let mut state = lock(&self.state);
+        match dialect {
+            Dialect::Handshake => {
+                state.stateless = false;
+                state.protocol_version = None;
+            }
+            Dialect::Stateless { version } => {
+                state.stateless = true;
+                state.protocol_version = Some(version.to_owned());
+            }
+        }
     }
 
     /// `initialized` is POSTed on the caller's thread, so it is answered

@@ -13,7 +13,7 @@ use crossbeam_channel::{RecvTimeoutError, Sender};
 use ureq::http::Response;
 use ureq::Body;
 
-use super::wire::{http_error, is_transient, unauthorized, Attempt};
+use super::wire::{http_error, is_transient, rpc_refusal, unauthorized, Attempt};
 use super::{HttpTransport, Mode, DEFAULT_RETRY, MAX_GET_BACKOFF, MAX_RESUMES, MAX_RETRY};
 use crate::auth::Challenge;
 use crate::error::{CloseReason, Error};
@@ -63,6 +63,7 @@ impl HttpTransport {
             let sent = self.send_post(
                 url,
                 &frame.bytes,
+                Some(frame),
                 self.ceiling(frame.is_request(), deadline),
                 true,
                 bearer.as_deref(),
@@ -95,12 +96,14 @@ impl HttpTransport {
                     }
                 }
                 200..=299 => {
-                    if frame.is("initialize") {
+                    if frame.is("initialize") || frame.is("server/discover") {
                         lock(&self.state).mode = Mode::Streamable;
                     }
-                    self.remember_session(&response);
+                    if !lock(&self.state).stateless {
+                        self.remember_session(&response);
+                    }
                     Attempt::Done(if frame.is_request() {
-                        self.read_answer(&mut response, frame.id)
+                        self.read_answer(&mut response, frame.id, method)
                     } else {
                         Ok(())
                     })
@@ -152,6 +155,19 @@ impl HttpTransport {
                     "the server still refuses the token after signing in".into(),
                 ))),
                 401 => Attempt::Done(Err(unauthorized(&response, &redact_url(&self.target.url)))),
+                // A stateless server refuses with a JSON-RPC error in the
+                // body (version, capability, headers, method): the caller
+                // gets that error, to retry or fall back on.
+                status @ 400..=499
+                    if !is_transient(status)
+                        && lock(&self.state).stateless
+                        && frame.is_request() =>
+                {
+                    Attempt::Done(Err(match rpc_refusal(&mut response) {
+                        Ok(error) => Error::Rpc(error),
+                        Err(refusal) => refusal,
+                    }))
+                }
                 status if is_transient(status) => Attempt::Transient(http_error(&mut response)),
                 _ => Attempt::Done(Err(http_error(&mut response))),
             }
@@ -234,7 +250,7 @@ impl HttpTransport {
         let bearer = self.bearer();
         let ceiling = self.ceiling(true, None);
         let mut response = self
-            .send_post(&self.target.url, &initialize, ceiling, false, bearer.as_deref())
+            .send_post(&self.target.url, &initialize, None, ceiling, false, bearer.as_deref())
             .map_err(failed)?;
         if !response.status().is_success() {
             return Err(http_error(&mut response));
@@ -274,6 +290,7 @@ impl HttpTransport {
         &self,
         response: &mut Response<Body>,
         id: Option<i64>,
+        method: Option<&str>,
     ) -> Result<(), Error> {
         let content_type = response
             .headers()
@@ -303,6 +320,11 @@ impl HttpTransport {
                 }
                 if self.is_closing() {
                     return Ok(());
+                }
+                if lock(&self.state).stateless {
+                    // Not resumable: the caller sends the request anew.
+                    let method = method.unwrap_or_default().to_owned();
+                    return Err(Error::ResponseLost { method });
                 }
                 let Some(event_id) = last_id.clone() else {
                     return Err(Error::Http {
@@ -354,8 +376,9 @@ impl HttpTransport {
         if !content_type.starts_with("application/json") && body.iter().all(u8::is_ascii_whitespace)
         {
             // 202 Accepted for a request: the answer comes on the GET stream,
-            // if there is one; without it, it never comes.
-            if lock(&self.state).no_get_stream {
+            // if there is one; without it (or statelessly), it never comes.
+            let state = lock(&self.state);
+            if state.no_get_stream || state.stateless {
                 return Err(Error::Protocol(
                     "the server accepted the request without answering, and offers no stream to answer on".into(),
                 ));

@@ -11,7 +11,7 @@ use ureq::Body;
 
 use super::{HttpTransport, RETRY_PAUSES};
 use crate::error::{CloseReason, Error};
-use crate::jsonrpc::{Message, RequestId};
+use crate::jsonrpc::{Frame, Message, RequestId, RpcError};
 use crate::sync::lock;
 use crate::transport::sse::SseReader;
 use crate::url::redact_url;
@@ -80,11 +80,13 @@ impl HttpTransport {
         }
     }
 
-    /// One POST with every header the request needs.
+    /// One POST with every header the request needs; a stateless server
+    /// also gets the frame's method and name (`mirrored`) as headers.
     pub(super) fn send_post(
         &self,
         url: &str,
-        frame: &[u8],
+        body: &[u8],
+        mirrored: Option<&Frame>,
         ceiling: Duration,
         with_session: bool,
         bearer: Option<&str>,
@@ -95,7 +97,15 @@ impl HttpTransport {
             .header("Content-Type", "application/json")
             .header("Accept", "application/json, text/event-stream");
         request = self.with_common_headers(request, with_session, bearer);
-        request.config().timeout_global(Some(ceiling)).build().send(frame)
+        if let Some(frame) = mirrored.filter(|_| lock(&self.state).stateless) {
+            if let Some(method) = &frame.method {
+                request = request.header("Mcp-Method", method.as_str());
+            }
+            if let Some(name) = &frame.name {
+                request = request.header("Mcp-Name", header_value(name));
+            }
+        }
+        request.config().timeout_global(Some(ceiling)).build().send(body)
     }
 
     /// How long one POST may take: a request as long as its caller may
@@ -149,7 +159,7 @@ impl HttpTransport {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
         let state = lock(&self.state);
-        if let (Some(session), true) = (&state.session_id, with_session) {
+        if let (Some(session), true, false) = (&state.session_id, with_session, state.stateless) {
             request = request.header("Mcp-Session-Id", session.as_str());
         }
         if let Some(version) =
@@ -276,6 +286,42 @@ impl ureq::unversioned::resolver::Resolver for LiteralFirstResolver {
             _ => self.names.resolve(uri, config, timeout),
         }
     }
+}
+
+/// A value as an HTTP header may carry it: as it is when it is plain
+/// visible ASCII with no space at either end, else (and when it looks like
+/// the sentinel itself) as `=?base64?…?=` of its UTF-8.
+pub(super) fn header_value(value: &str) -> String {
+    let plain = value.bytes().all(|byte| byte == b'\t' || (0x20..0x7f).contains(&byte))
+        && value.trim() == value
+        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    if plain {
+        value.to_owned()
+    } else {
+        use base64::Engine;
+        format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(value))
+    }
+}
+
+/// A refusal whose body is a JSON-RPC error (a stateless server answers
+/// 400 or 404 so: an unsupported version, a missing capability, an
+/// unknown method): the error itself, for the caller to act on.
+pub(super) fn rpc_refusal(response: &mut Response<Body>) -> Result<RpcError, Error> {
+    let mut body = Vec::new();
+    let _ = response.body_mut().as_reader().take(ERROR_BODY * 64).read_to_end(&mut body);
+    let error = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|mut message| serde_json::from_value(message.get_mut("error")?.take()).ok());
+    error.ok_or_else(|| {
+        let status = response.status();
+        let text = String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY as usize)])
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let reason = status.canonical_reason().unwrap_or("error");
+        let message = if text.is_empty() { reason.to_owned() } else { format!("{reason}: {text}") };
+        Error::Http { status: Some(status.as_u16()), message }
+    })
 }
 
 /// An error from a status and (the start of) the body.

@@ -1,0 +1,288 @@
+//! Which era a server speaks, and the session start of each: the stateless
+//! revision's `server/discover`, or the `initialize` handshake.
+//!
+//! Detection follows the 2026-07-28 `basic/versioning.mdx`. tether probes
+//! with `server/discover` at the stateless version. A result that lists
+//! that version makes the server modern. An `UnsupportedProtocolVersionError`
+//! (-32022) names the versions the server does speak: a handshake-era one
+//! among them means the handshake, none means no common version (never a
+//! fallback on a guess). Anything else — another JSON-RPC error, an HTTP
+//! 4xx, a result that is not a `DiscoverResult`, or on stdio silence until
+//! the probe's wait runs out — makes it a handshake-era server. A -32022 to
+//! `initialize` after a probe that timed out is a slow modern server: it is
+//! probed once more. Network failures and 5xx are no verdict: they fail the
+//! start as before.
+//!
+//! The era belongs to the server process (stdio: found again by every new
+//! connection) or its URL (HTTP: remembered for the life of this process, so
+//! a reconnect to a handshake-era server skips the probe; forgotten as soon
+//! as the handshake is refused). An entry may pin the era (`"protocol"`).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use super::{CallOptions, Client};
+use crate::error::{CloseReason, Error};
+use crate::host::{self, Host};
+use crate::jsonrpc::{Frame, RpcError};
+use crate::protocol::{
+    Era, EraChoice, ServerInfo, LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSION,
+    SUPPORTED_PROTOCOL_VERSIONS,
+};
+use crate::sync::lock;
+use crate::transport::outbox::Closed;
+use crate::transport::Dialect;
+
+/// `UnsupportedProtocolVersionError`.
+pub(super) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// The error codes only a stateless server sends (header mismatch, missing
+/// client capability, unsupported version): proof of the modern era.
+const MODERN_ERRORS: [i64; 3] = [-32020, -32021, UNSUPPORTED_PROTOCOL_VERSION];
+/// The most a stdio probe waits for an answer before the handshake is
+/// tried: a handshake-era server may ignore what comes before `initialize`.
+const PROBE_WAIT: Duration = Duration::from_secs(5);
+
+/// What the probe found.
+enum Verdict {
+    Modern(ServerInfo),
+    /// Handshake-era; `timed_out` when the probe went unanswered.
+    Legacy {
+        timed_out: bool,
+    },
+}
+
+/// The era of each HTTP server this process has spoken to, by URL.
+fn http_eras() -> &'static Mutex<HashMap<String, Era>> {
+    static ERAS: OnceLock<Mutex<HashMap<String, Era>>> = OnceLock::new();
+    ERAS.get_or_init(Mutex::default)
+}
+
+impl Client {
+    /// Opens the session in the server's era within `timeout`: probes with
+    /// `server/discover` and falls back to the `initialize` handshake (and
+    /// `notifications/initialized`; over HTTP, the GET stream answered), or
+    /// speaks only the era the options pin.
+    ///
+    /// # Errors
+    /// A failed or timed-out start, a malformed result, or no revision in
+    /// common (the connection is then closed).
+    pub fn initialize(&self, timeout: Duration) -> Result<&ServerInfo, Error> {
+        let deadline = Instant::now() + timeout;
+        let info = match self.options.era {
+            EraChoice::Legacy => self.handshake(deadline)?,
+            EraChoice::Modern => match self.probe(deadline)? {
+                Verdict::Modern(info) => info,
+                Verdict::Legacy { .. } => {
+                    return Err(Error::Protocol(format!(
+                        "the entry pins \"protocol\": \"modern\", but the server does not \
+                         answer server/discover for {MODERN_PROTOCOL_VERSION}"
+                    )))
+                }
+            },
+            EraChoice::Auto => self.detect(deadline)?,
+        };
+        if info.era == Era::Modern {
+            self.adopt(&info);
+        }
+        if let Some(url) = &self.http_url {
+            lock(http_eras()).insert(url.clone(), info.era);
+        }
+        log::info!(
+            "{}: connected to {} {} (protocol {})",
+            self.router.server,
+            info.name,
+            info.version,
+            info.protocol_version
+        );
+        Ok(self.info.get_or_init(|| info))
+    }
+
+    /// The probe, the handshake as its fallback, and one more probe when
+    /// the handshake proves the server modern after all.
+    fn detect(&self, deadline: Instant) -> Result<ServerInfo, Error> {
+        let known = self.http_url.as_ref().and_then(|url| lock(http_eras()).get(url).copied());
+        let mut probed_in_time = false;
+        if known != Some(Era::Legacy) {
+            match self.probe(deadline)? {
+                Verdict::Modern(info) => return Ok(info),
+                Verdict::Legacy { timed_out } => probed_in_time = !timed_out,
+            }
+        }
+        let error = match self.handshake(deadline) {
+            Ok(info) => return Ok(info),
+            Err(error) => error,
+        };
+        // A -32022 to `initialize` after an unanswered probe is a slow
+        // modern server that answered it after all; a remembered era that
+        // the server now refuses is forgotten. Either way: probe once more.
+        let refused = match &error {
+            Error::Rpc(_) => true,
+            Error::Http { status: Some(status), .. } => (400..500).contains(status),
+            _ => false,
+        };
+        let modern_evidence =
+            matches!(&error, Error::Rpc(rpc) if rpc.code == UNSUPPORTED_PROTOCOL_VERSION);
+        let again = (modern_evidence && !probed_in_time) || (known == Some(Era::Legacy) && refused);
+        if !again {
+            return Err(error);
+        }
+        if let Some(url) = &self.http_url {
+            lock(http_eras()).remove(url);
+        }
+        log::info!("{}: initialize refused ({error}); probing again", self.router.server);
+        match self.probe(deadline)? {
+            Verdict::Modern(info) => Ok(info),
+            Verdict::Legacy { .. } => Err(error),
+        }
+    }
+
+    /// Sends `server/discover` at the stateless version and judges the answer.
+    fn probe(&self, deadline: Instant) -> Result<Verdict, Error> {
+        let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
+        outlet.speak(Dialect::Stateless { version: MODERN_PROTOCOL_VERSION });
+        let stdio = self.transport_name() == "stdio";
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let wait = if stdio { (wait / 2).min(PROBE_WAIT) } else { wait };
+        let options = CallOptions {
+            timeout: Some(wait),
+            max_total_timeout: Some(wait),
+            deadline: Some(Instant::now() + wait),
+            ..CallOptions::default()
+        };
+        let meta = self.request_meta(MODERN_PROTOCOL_VERSION);
+        let mut params = Some(json!({"_meta": meta}));
+        let verdict = match self.exchange("server/discover", &mut params, &options) {
+            Ok(result) => {
+                match ServerInfo::from_discover_result(&result, MODERN_PROTOCOL_VERSION) {
+                    Some(info) => Verdict::Modern(info),
+                    None => {
+                        log::debug!(
+                            "{}: server/discover answered without {MODERN_PROTOCOL_VERSION}",
+                            self.router.server
+                        );
+                        Verdict::Legacy { timed_out: false }
+                    }
+                }
+            }
+            Err(Error::Rpc(error)) if error.code == UNSUPPORTED_PROTOCOL_VERSION => {
+                let supported = supported_versions(&error);
+                if !supported.iter().any(|version| SUPPORTED_PROTOCOL_VERSIONS.contains(version)) {
+                    return Err(Error::UnsupportedProtocol(if supported.is_empty() {
+                        error.message
+                    } else {
+                        supported.join(", ")
+                    }));
+                }
+                Verdict::Legacy { timed_out: false }
+            }
+            Err(Error::Rpc(error)) if MODERN_ERRORS.contains(&error.code) => {
+                // A stateless server refused the probe itself: that is no
+                // era to fall back to.
+                return Err(Error::Rpc(error));
+            }
+            Err(Error::Rpc(error)) => {
+                log::debug!("{}: server/discover refused: {error}", self.router.server);
+                Verdict::Legacy { timed_out: false }
+            }
+            Err(Error::Http { status: Some(status), .. }) if (400..500).contains(&status) => {
+                Verdict::Legacy { timed_out: false }
+            }
+            Err(Error::Timeout(_)) if stdio && Instant::now() < deadline => {
+                log::info!(
+                    "{}: no answer to server/discover in {:.1} s; trying initialize \
+                     (\"protocol\": \"legacy\" in the entry skips the probe)",
+                    self.router.server,
+                    wait.as_secs_f64()
+                );
+                Verdict::Legacy { timed_out: true }
+            }
+            Err(other) => return Err(self.explain_silence(other)),
+        };
+        if let Verdict::Legacy { .. } = verdict {
+            outlet.speak(Dialect::Handshake);
+        }
+        Ok(verdict)
+    }
+
+    /// The `initialize` handshake: `initialize`, a revision tether speaks,
+    /// then `notifications/initialized` and whatever the transport's session
+    /// needs before the first request.
+    fn handshake(&self, deadline: Instant) -> Result<ServerInfo, Error> {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let params = json!({
+            "protocolVersion": LATEST_PROTOCOL_VERSION,
+            "capabilities": host::client_capabilities(&*self.options.host),
+            "clientInfo": {"name": "tether", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let options = CallOptions {
+            timeout: Some(timeout),
+            max_total_timeout: Some(timeout),
+            deadline: Some(deadline),
+            ..CallOptions::default()
+        };
+        let result = self
+            .exchange("initialize", &mut Some(params), &options)
+            .map_err(|err| self.explain_silence(err))?;
+        let info = ServerInfo::from_initialize_result(&result).map_err(Error::Protocol)?;
+        if !SUPPORTED_PROTOCOL_VERSIONS.contains(&info.protocol_version.as_str()) {
+            let _ = self.close();
+            return Err(Error::UnsupportedProtocol(info.protocol_version));
+        }
+        let initialized = Frame::notification("notifications/initialized", None);
+        let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
+        outlet.begin_session(initialized, &info.protocol_version, deadline)?;
+        Ok(info)
+    }
+
+    /// From now on every request carries the stateless `_meta`; list
+    /// changes come on a `subscriptions/listen` stream.
+    fn adopt(&self, info: &ServerInfo) {
+        let _ = self.meta.set(self.request_meta(&info.protocol_version));
+        self.start_listening(info);
+    }
+
+    /// The `_meta` of every stateless request: the version, the client's
+    /// capabilities and name, and the log level the host wants.
+    pub(super) fn request_meta(&self, version: &str) -> Value {
+        let mut meta = Map::new();
+        meta.insert("io.modelcontextprotocol/protocolVersion".into(), version.into());
+        meta.insert(
+            "io.modelcontextprotocol/clientCapabilities".into(),
+            stateless_capabilities(&*self.options.host),
+        );
+        meta.insert(
+            "io.modelcontextprotocol/clientInfo".into(),
+            json!({"name": "tether", "version": env!("CARGO_PKG_VERSION")}),
+        );
+        if let Some(level) = &self.options.log_level {
+            meta.insert("io.modelcontextprotocol/logLevel".into(), level.as_str().into());
+        }
+        Value::Object(meta)
+    }
+
+    pub(super) fn disconnected(&self) -> Error {
+        Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof))
+    }
+}
+
+/// The client capabilities of the stateless revision: as the handshake's,
+/// less `roots.listChanged` (that notification is gone).
+fn stateless_capabilities(host: &dyn Host) -> Value {
+    let mut capabilities = host::client_capabilities(host);
+    capabilities["roots"] = json!({});
+    capabilities
+}
+
+/// The versions an `UnsupportedProtocolVersionError` says the server speaks.
+fn supported_versions(error: &RpcError) -> Vec<&str> {
+    error
+        .data
+        .as_ref()
+        .and_then(|data| data.get("supported"))
+        .and_then(Value::as_array)
+        .map(|versions| versions.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,104 @@
+//! `subscriptions/listen`: how a stateless (2026-07-28) server says that its
+//! lists changed, in place of the unprompted notifications of the handshake
+//! era.
+//!
+//! When the server declares `listChanged` for tools, prompts or resources,
+//! the `{server}-listen` thread keeps one `subscriptions/listen` request
+//! open for those. Its notifications arrive like any other and reach the
+//! host (and so the hub's re-listing) the same way as in the handshake era;
+//! the listen request itself only ever waits. When the server ends it or
+//! the stream drops (an HTTP stream cut off, say), it is opened again after
+//! a pause that grows while it keeps dropping; a server that does not know
+//! the method is not asked again. The thread ends when the connection
+//! closes, or when the client is closed (stdio: the server is told with
+//! `notifications/cancelled`).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, Receiver};
+use serde_json::{json, Map, Value};
+
+use super::router::{PendingGuard, Reply, Router, Waiter};
+use crate::jsonrpc::{Frame, METHOD_NOT_FOUND};
+
+/// The first pause before a dropped stream is opened again.
+const FIRST_PAUSE: Duration = Duration::from_millis(500);
+/// The longest pause.
+const MAX_PAUSE: Duration = Duration::from_secs(30);
+/// A stream that stayed open this long dropped by chance: start over.
+const STEADY: Duration = Duration::from_secs(60);
+
+/// The `notifications` filter for what the server's capabilities say may
+/// change; `None` when nothing may.
+pub(super) fn filter(capabilities: &Value) -> Option<Value> {
+    let mut filter = Map::new();
+    for (capability, key) in [
+        ("tools", "toolsListChanged"),
+        ("prompts", "promptsListChanged"),
+        ("resources", "resourcesListChanged"),
+    ] {
+        if capabilities.pointer(&format!("/{capability}/listChanged")) == Some(&json!(true)) {
+            filter.insert(key.to_owned(), Value::Bool(true));
+        }
+    }
+    (!filter.is_empty()).then_some(Value::Object(filter))
+}
+
+/// Keeps a `subscriptions/listen` request with `params` open until the
+/// connection closes or `stop` does; `cancel_by_notification` on stdio.
+pub(super) fn listen_loop(
+    router: &Router,
+    params: &Value,
+    stop: &Receiver<()>,
+    cancel_by_notification: bool,
+) {
+    let server = &router.server;
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let id = router.next_id.fetch_add(1, Ordering::Relaxed) as i64;
+        let (sender, replies) = crossbeam_channel::unbounded();
+        let waiter = Waiter { replies: sender, queued_progress: Arc::new(AtomicUsize::new(0)) };
+        if router.register(id, waiter).is_err() {
+            return; // Closed.
+        }
+        let _pending = PendingGuard { router, id };
+        if router.send(Frame::request(id, "subscriptions/listen", Some(params))).is_err() {
+            return;
+        }
+        log::debug!("{server}: listening for list changes ({params})");
+        let opened = Instant::now();
+        loop {
+            select! {
+                recv(replies) -> reply => match reply {
+                    Ok(Reply::Progress(_)) => continue,
+                    Ok(Reply::Closed(_)) | Err(_) => return,
+                    Ok(Reply::Done(Ok(_))) => log::debug!("{server}: the server ended the listen stream"),
+                    Ok(Reply::Done(Err(error))) if error.code == METHOD_NOT_FOUND => {
+                        log::info!("{server}: the server does not offer subscriptions/listen; list changes will not be seen");
+                        return;
+                    }
+                    Ok(Reply::Done(Err(error))) => log::warn!("{server}: subscriptions/listen refused: {error}"),
+                    Ok(Reply::Failed(error)) => log::debug!("{server}: the listen stream dropped: {error}"),
+                },
+                recv(stop) -> _ => {
+                    if cancel_by_notification {
+                        let params = json!({"requestId": id, "reason": "the client closed"});
+                        let _ = router.send(Frame::notification("notifications/cancelled", Some(&params)));
+                    }
+                    return;
+                }
+            }
+            break;
+        }
+        if opened.elapsed() >= STEADY {
+            pause = FIRST_PAUSE;
+        }
+        select! {
+            recv(stop) -> _ => return,
+            default(pause) => {}
+        }
+        pause = (pause * 2).min(MAX_PAUSE);
+    }
+}

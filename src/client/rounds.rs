@@ -1,0 +1,163 @@
+//! A request to a stateless (2026-07-28) server: its `_meta`, the rounds of
+//! a Multi Round-Trip Request, and a resend when the answer is lost.
+//!
+//! A stateless server never sends the client a request. When it needs the
+//! host (an elicitation, a sampling, the roots), it ends the request with an
+//! `input_required` result listing what it needs; the client asks the same
+//! [`Host`](crate::Host) a handshake-era server's own requests go to, on the
+//! caller's thread, and sends the original request again with the answers
+//! (`inputResponses`) and the server's `requestState`, under a new id. The
+//! rounds are bounded in number and by the call's own deadline, so a host
+//! written for the handshake era works unchanged and no server can keep a
+//! caller forever.
+//!
+//! A broken response stream (HTTP) loses its request: it is sent again
+//! under a new id, except `tools/call`, which may have run.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+
+use super::{CallOptions, Client};
+use crate::error::Error;
+use crate::host;
+
+/// Rounds of input one request may ask for before tether gives up on it.
+const MAX_ROUNDS: usize = 16;
+/// Times a request whose answer was lost is sent again.
+const MAX_RESENDS: usize = 2;
+/// Requests that may end with `input_required`.
+const MAY_ASK: [&str; 3] = ["tools/call", "resources/read", "prompts/get"];
+
+impl Client {
+    /// Sends `method` statelessly with `meta`, through as many rounds of
+    /// input as the server asks for.
+    pub(super) fn stateless_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        meta: &Value,
+        options: &CallOptions,
+    ) -> Result<Value, Error> {
+        let mut params = with_meta(params, meta);
+        // Every round shares the call's ceiling (as progress does).
+        let timeout = options.timeout.unwrap_or(self.options.request_timeout);
+        let ceiling =
+            options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
+        let mut round_options = options.clone();
+        if let Some(ceiling_at) = Instant::now().checked_add(ceiling) {
+            round_options.deadline =
+                Some(options.deadline.map_or(ceiling_at, |deadline| deadline.min(ceiling_at)));
+        }
+        for _ in 0..MAX_ROUNDS {
+            let mut result = self.resending(method, &mut params, &round_options)?;
+            match result.get("resultType").map(|kind| kind.as_str()) {
+                None | Some(Some("complete")) => return Ok(result),
+                Some(Some("input_required")) if MAY_ASK.contains(&method) => {
+                    self.answer_round(&mut params, &mut result)?;
+                }
+                Some(Some("input_required")) => {
+                    return Err(Error::Protocol(format!(
+                        "the server asked for input in answer to {method}, which may not"
+                    )))
+                }
+                Some(other) => {
+                    return Err(Error::Protocol(format!(
+                        "{method} result has an unknown resultType {}",
+                        other.map_or_else(|| "(not a string)".to_owned(), str::to_owned)
+                    )))
+                }
+            }
+        }
+        Err(Error::Protocol(format!(
+            "the server still asked for input after {MAX_ROUNDS} rounds of {method}"
+        )))
+    }
+
+    /// One request, sent again under a new id when its answer was lost
+    /// (never a `tools/call`).
+    fn resending(
+        &self,
+        method: &str,
+        params: &mut Option<Value>,
+        options: &CallOptions,
+    ) -> Result<Value, Error> {
+        let mut resends = 0;
+        loop {
+            match self.exchange(method, params, options) {
+                Err(Error::ResponseLost { .. })
+                    if method != "tools/call" && resends < MAX_RESENDS =>
+                {
+                    resends += 1;
+                    log::debug!(
+                        "{}: the answer to {method} was lost; sending it again",
+                        self.router.server
+                    );
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Answers one `input_required` result's requests through the host and
+    /// puts the answers and the server's state into the next round's params.
+    fn answer_round(&self, params: &mut Option<Value>, result: &mut Value) -> Result<(), Error> {
+        let server = &self.router.server;
+        let mut answers = Map::new();
+        if let Some(requests) = result.get("inputRequests") {
+            let Some(requests) = requests.as_object() else {
+                return Err(Error::Protocol("inputRequests is not an object".into()));
+            };
+            for (key, request) in requests {
+                let Some(method) = request.get("method").and_then(Value::as_str) else {
+                    return Err(Error::Protocol(format!("input request {key:?} has no method")));
+                };
+                let input = request.get("params").unwrap_or(&Value::Null);
+                log::debug!("{server}: the server asks for {method} ({key})");
+                let answer =
+                    host::answer(&*self.options.host, server, method, input).map_err(Error::Rpc)?;
+                answers.insert(key.clone(), answer);
+            }
+        }
+        let state = match result.get_mut("requestState").map(Value::take) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(state)) => Some(state),
+            Some(_) => return Err(Error::Protocol("requestState is not a string".into())),
+        };
+        if answers.is_empty() && state.is_none() {
+            return Err(Error::Protocol(
+                "an input_required result with neither inputRequests nor requestState".into(),
+            ));
+        }
+        let Some(Value::Object(map)) = params else {
+            return Err(Error::Protocol("the request's params are not an object".into()));
+        };
+        map.remove("inputResponses");
+        map.remove("requestState");
+        if !answers.is_empty() {
+            map.insert("inputResponses".into(), Value::Object(answers));
+        }
+        if let Some(state) = state {
+            map.insert("requestState".into(), Value::String(state));
+        }
+        Ok(())
+    }
+}
+
+/// `params` (an object, made one if absent) with the stateless keys added
+/// to its `_meta`, keeping any already there.
+pub(super) fn with_meta(params: Option<Value>, meta: &Value) -> Option<Value> {
+    let mut params = match params {
+        Some(Value::Object(map)) => map,
+        None | Some(Value::Null) => Map::new(),
+        Some(other) => return Some(other),
+    };
+    let slot = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+    if let (Value::Object(slot), Value::Object(meta)) = (slot, meta) {
+        for (key, value) in meta {
+            slot.insert(key.clone(), value.clone());
+        }
+    }
+    Some(Value::Object(params))
+}
