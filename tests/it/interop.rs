@@ -546,3 +546,101 @@ fn issue_8_server_everything_resumes_a_broken_response_stream() {
     }
     assert_eq!(proxy.cuts.load(std::sync::atomic::Ordering::SeqCst), 20, "every round was cut");
 }
+
+// Issue 10: the Python SDK 2.3 speaks 2026-07-28, server-everything stays
+// on 2025-11-25; the CLI's list shows each era and the browsing commands
+// work against both, over stdio and over Streamable HTTP.
+#[test]
+fn issue_10_each_server_in_its_own_era_over_stdio_and_http() {
+    let everything = interop_setup::everything_server();
+    let python = interop_setup::python_server("stdio");
+    let (argv, env) = interop_setup::everything_server_http("streamableHttp");
+    let everything_http = interop_setup::spawn_http_server(&argv, &env);
+    let python_http = interop_setup::spawn_http_server(&interop_setup::python_server("http"), &[]);
+    let dir = crate::support::config_dir(json!({
+        "ev": {"command": everything[0], "args": everything[1..]},
+        "py": {"command": python[0], "args": python[1..]},
+        "evh": {"url": everything_http.url("/mcp")},
+        "pyh": {"url": python_http.url("/mcp")},
+    }));
+    let run = |args: &[&str]| {
+        let (output, _) = crate::support::run_tether(dir.path(), args, Duration::from_secs(60));
+        let stderr = crate::support::stderr_of(&output);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        crate::support::stdout_of(&output)
+    };
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&run(&["list", "--json"])).unwrap();
+    let era = |name: &str| {
+        let entry = listed.iter().find(|entry| entry["name"] == name).unwrap();
+        assert_eq!(entry["state"], "connected", "{entry}");
+        (entry["era"].as_str().unwrap(), entry["protocolVersion"].as_str().unwrap())
+    };
+    assert_eq!(era("ev"), ("legacy", "2025-11-25"));
+    assert_eq!(era("evh"), ("legacy", "2025-11-25"));
+    assert_eq!(era("py"), ("modern", "2026-07-28"));
+    assert_eq!(era("pyh"), ("modern", "2026-07-28"));
+    for py in ["py", "pyh"] {
+        assert_eq!(run(&["call", py, "add", r#"{"a": 2, "b": 40}"#]).trim(), "42");
+        assert!(run(&["resources", py]).contains("fixture://greeting"));
+        assert_eq!(
+            run(&["read", py, "fixture://greeting"]).trim(),
+            "Hello from the tether Python fixture"
+        );
+        assert!(run(&["prompts", py]).contains("greet name"));
+        assert_eq!(
+            run(&["prompt", py, "greet", r#"{"name": "Ada"}"#]).trim(),
+            "user: Please greet Ada."
+        );
+    }
+    for ev in ["ev", "evh"] {
+        assert!(run(&["call", ev, "get-sum", r#"{"a": 2, "b": 40}"#]).contains("42"));
+        assert!(run(&["resources", ev]).contains("demo://resource/static/document/architecture.md"));
+        let text = run(&["read", ev, "demo://resource/static/document/architecture.md"]);
+        assert!(text.starts_with("# Everything Server"), "{text}");
+        assert!(run(&["prompts", ev]).contains("args-prompt city"));
+        assert!(run(&["prompt", ev, "args-prompt", r#"{"city": "Lyon"}"#]).contains("Lyon"));
+    }
+}
+
+// Issue 10: an elicitation from a stateless server (an input_required
+// round) reaches the host and the call completes; a list change comes on
+// the subscriptions/listen stream and the hub re-lists. Over both
+// transports.
+#[test]
+fn issue_10_python_sdk_asks_and_announces_statelessly() {
+    let python_http = interop_setup::spawn_http_server(&interop_setup::python_server("http"), &[]);
+    let python = interop_setup::python_server("stdio");
+    let config = tether::Config::new()
+        .with_server(tether::ServerConfig::stdio(
+            "py",
+            &python[0],
+            &python[1..].iter().map(String::as_str).collect::<Vec<_>>(),
+        ))
+        .with_server(tether::ServerConfig::http(
+            "pyh",
+            &python_http.url("/mcp"),
+            HttpKind::Streamable,
+        ));
+    let host = std::sync::Arc::new(FullHost::default());
+    let hub = tether::Hub::start(config, tether::HubOptions::default().with_host(host.clone()));
+    for server in ["py", "pyh"] {
+        let greeting = hub
+            .call(&format!("mcp__{server}__greet_me"), json!({}), &CallOptions::default())
+            .unwrap();
+        assert_eq!(greeting.to_text(), "Hello, Ada Lovelace!", "{server}");
+        hub.call(&format!("mcp__{server}__grow"), json!({"name": "newt"}), &CallOptions::default())
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let wanted = format!("mcp__{server}__newt");
+        while !hub.tools().iter().any(|tool| tool.qualified_name == wanted) {
+            assert!(std::time::Instant::now() < deadline, "{server}: no re-list after grow");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let called = hub.call(&wanted, json!({}), &CallOptions::default()).unwrap();
+        assert_eq!(called.to_text(), "called newt");
+    }
+    let asked = host.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked.iter().all(|ask| ask.contains("What is your name?")), "{asked:?}");
+    hub.shutdown();
+}
