@@ -4,7 +4,10 @@
 //! cargo run --release --example bench -- <cold|seq|conc> <N> <server-cmd> [args…]
 //! ```
 //!
-//! - `cold`: N times spawn + initialize + tools/list (then close, timed apart).
+//! - `cold`: N times spawn + the session start + tools/list (then close,
+//!   timed apart), alternating tether's default (the `server/discover`
+//!   probe first) with the era pinned to the handshake (no probe, as before
+//!   the probe existed), so that the probe's cost is measured in one run.
 //! - `http-seq`, `http-conc`: as `seq` and `conc` over Streamable HTTP; the
 //!   server command must print its URL as its first stdout line (as
 //!   `http-server` does). The raw baseline is hand-written HTTP/1.1 POSTs
@@ -25,13 +28,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether::{CallOptions, Client, ClientOptions, StdioCommand, Transport};
+use tether::{CallOptions, Client, ClientOptions, EraChoice, StdioCommand, Transport};
 
 const IN_FLIGHT: usize = 16;
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 const TOOLS_LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+const DISCOVER: &str = r#"{"jsonrpc":"2.0","id":-1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -44,9 +48,20 @@ fn main() {
     let server: Vec<String> = args[2..].to_vec();
     let (raw, tether, errors, inflight) = match mode {
         "cold" => {
-            let raw = best_of(n, || raw_cold(&server));
-            let (tether, close) = tether_cold(n, &server);
+            // Alternated, so that the two medians see the same machine.
+            let (raw, raw_probe) = raw_pair(n, &server);
+            println!(
+                "raw pipe cold start with a probe first: {:.3} ms (one round trip {:+.3} ms)",
+                ms(raw_probe),
+                ms(raw_probe) - ms(raw)
+            );
+            let (tether, pinned, close) = tether_cold(n, &server);
             println!("tether close (stdin EOF, wait, reap, join): {:.3} ms median", ms(close));
+            println!(
+                "tether   cold start, handshake pinned (no probe): {:.3} ms (median of {n})",
+                ms(pinned)
+            );
+            println!("probe cost (default − pinned): {:+.3} ms", ms(tether) - ms(pinned));
             (raw, tether, 0, 1)
         }
         "seq" => {
@@ -100,10 +115,17 @@ fn transport(server: &[String]) -> Transport {
 }
 
 /// The median of `n` runs of `run`.
-fn best_of(n: usize, mut run: impl FnMut() -> Duration) -> Duration {
-    let mut times: Vec<Duration> = (0..n).map(|_| run()).collect();
-    times.sort();
-    times[times.len() / 2]
+/// Raw cold starts without and with a probe, alternated; their medians.
+fn raw_pair(n: usize, server: &[String]) -> (Duration, Duration) {
+    let mut plain = Vec::new();
+    let mut probed = Vec::new();
+    for _ in 0..n {
+        plain.push(raw_cold(server, false));
+        probed.push(raw_cold(server, true));
+    }
+    plain.sort();
+    probed.sort();
+    (plain[n / 2], probed[n / 2])
 }
 
 struct RawServer {
@@ -163,33 +185,46 @@ fn call_line(id: usize) -> String {
     )
 }
 
-fn raw_cold(server: &[String]) -> Duration {
+/// A raw cold start; with `probe`, a `server/discover` line and its
+/// answer first (the tight measure of one round trip in a fresh process).
+fn raw_cold(server: &[String], probe: bool) -> Duration {
     let started = Instant::now();
     let mut raw = RawServer::spawn(server);
+    if probe {
+        raw.send(DISCOVER);
+        assert!(raw.receive().contains("\"id\":-1"));
+    }
     raw.handshake();
     let elapsed = started.elapsed();
     raw.finish();
     elapsed
 }
 
-fn tether_cold(n: usize, server: &[String]) -> (Duration, Duration) {
+fn tether_cold(n: usize, server: &[String]) -> (Duration, Duration, Duration) {
     let transport = transport(server);
     let mut ready = Vec::new();
+    let mut pinned = Vec::new();
     let mut closing = Vec::new();
-    for _ in 0..n {
+    for round in 0..2 * n {
+        let (era, times) = if round % 2 == 0 {
+            (EraChoice::Auto, &mut ready)
+        } else {
+            (EraChoice::Legacy, &mut pinned)
+        };
         let started = Instant::now();
-        let client =
-            Client::connect("bench", &transport, ClientOptions::default()).expect("connects");
+        let options = ClientOptions::default().with_era(era);
+        let client = Client::connect("bench", &transport, options).expect("connects");
         let tools = client.list_tools(&CallOptions::default()).expect("lists tools");
         assert!(tools.iter().any(|tool| tool.name == "echo"));
-        ready.push(started.elapsed());
+        times.push(started.elapsed());
         let started = Instant::now();
         client.close().expect("closes");
         closing.push(started.elapsed());
     }
     ready.sort();
+    pinned.sort();
     closing.sort();
-    (ready[n / 2], closing[n / 2])
+    (ready[n / 2], pinned[n / 2], closing[n])
 }
 
 fn raw_seq(n: usize, server: &[String]) -> Duration {

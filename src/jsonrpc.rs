@@ -185,6 +185,8 @@ pub struct Frame {
     /// What a `tools/call`, `prompts/get` or `resources/read` names (its
     /// `name` or `uri`), which Streamable HTTP mirrors into `Mcp-Name`.
     pub name: Option<String>,
+    /// `Mcp-Param-*` headers a stateless HTTP server asked for (`x-mcp-header`).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Frame {
@@ -202,13 +204,13 @@ impl Frame {
             _ => None,
         };
         let name = key.and_then(|key| params?.get(key)?.as_str()).map(str::to_owned);
-        Frame { bytes, id: Some(id), method: Some(method.to_owned()), name }
+        Frame { bytes, id: Some(id), method: Some(method.to_owned()), name, headers: Vec::new() }
     }
 
     /// A notification.
     pub fn notification(method: &str, params: Option<&Value>) -> Frame {
         let bytes = to_bytes(&OutgoingNotification { jsonrpc: "2.0", method, params });
-        Frame { bytes, id: None, method: Some(method.to_owned()), name: None }
+        Frame { bytes, id: None, method: Some(method.to_owned()), name: None, headers: Vec::new() }
     }
 
     /// A response to a server's request.
@@ -217,7 +219,7 @@ impl Frame {
             Ok(result) => to_bytes(&OutgoingResult { jsonrpc: "2.0", id, result }),
             Err(error) => to_bytes(&OutgoingError { jsonrpc: "2.0", id, error }),
         };
-        Frame { bytes, id: None, method: None, name: None }
+        Frame { bytes, id: None, method: None, name: None, headers: Vec::new() }
     }
 
     /// True for a request (it expects an answer).

@@ -15,7 +15,7 @@
 //! dropped. When the transport closes, every waiter is woken at once with the
 //! reason, and later requests fail without being sent.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -36,6 +36,7 @@ mod cache;
 mod era;
 mod listen;
 mod options;
+mod param_headers;
 mod rounds;
 mod router;
 
@@ -77,6 +78,9 @@ pub struct Client {
     http_url: Option<String>,
     /// The `{server}-listen` thread of a stateless server, and what stops it.
     listener: Mutex<Option<(NamedThread, Sender<()>)>>,
+    /// A stateless HTTP server's tools whose parameters go into headers
+    /// (`x-mcp-header`), as its last tool list said.
+    param_headers: Mutex<HashMap<String, Vec<param_headers::ParamHeader>>>,
 }
 
 impl Client {
@@ -154,6 +158,7 @@ impl Client {
             meta: OnceLock::new(),
             http_url: None,
             listener: Mutex::new(None),
+            param_headers: Mutex::default(),
         };
         match events_thread {
             Ok(thread) => {
@@ -252,7 +257,15 @@ impl Client {
         // Whatever happens from here (even a panicking progress callback),
         // the pending entry goes when this call does.
         let _pending = PendingGuard { router: &self.router, id };
-        let frame = Frame::request(id, method, params.as_ref());
+        let mut frame = Frame::request(id, method, params.as_ref());
+        if method == "tools/call" && self.mirrors_params() {
+            if let Some(params) = params {
+                let tools = lock(&self.param_headers);
+                if let Some(headers) = params["name"].as_str().and_then(|name| tools.get(name)) {
+                    frame.headers = param_headers::for_call(headers, &params["arguments"]);
+                }
+            }
+        }
         if self.router.send(frame).is_err() {
             // The server stopped reading: the reader says why (how it
             // exited) as soon as its output ends, which is at once.
@@ -388,13 +401,41 @@ impl Client {
     /// 1000 pages.
     pub fn list_tools(&self, options: &CallOptions) -> Result<Vec<Tool>, Error> {
         let pages = self.list_all("tools/list", "tools", options)?;
-        pages
+        let tools = pages
             .into_iter()
             .map(|tool| {
                 serde_json::from_value(tool)
                     .map_err(|err| Error::Protocol(format!("bad tool in tools/list: {err}")))
             })
-            .collect()
+            .collect::<Result<Vec<Tool>, Error>>()?;
+        if !self.mirrors_params() {
+            return Ok(tools);
+        }
+        // A stateless HTTP server's tools may ask for parameters in headers;
+        // one whose annotations break the rules is left out.
+        let mut annotated = HashMap::new();
+        let mut valid = Vec::with_capacity(tools.len());
+        for tool in tools {
+            match param_headers::annotations(&tool.input_schema) {
+                Ok(headers) => {
+                    if !headers.is_empty() {
+                        annotated.insert(tool.name.clone(), headers);
+                    }
+                    valid.push(tool);
+                }
+                Err(why) => {
+                    log::warn!("{}: tool {:?} left out: {why}", self.router.server, tool.name)
+                }
+            }
+        }
+        *lock(&self.param_headers) = annotated;
+        Ok(valid)
+    }
+
+    /// True for a stateless server over HTTP, whose tools may want their
+    /// parameters mirrored into headers.
+    fn mirrors_params(&self) -> bool {
+        self.meta.get().is_some() && self.transport_name() == "http"
     }
 
     /// Runs a paginated list request and gathers the `key` arrays of all pages.

@@ -26,6 +26,8 @@ use crate::host;
 const MAX_ROUNDS: usize = 16;
 /// Times a request whose answer was lost is sent again.
 const MAX_RESENDS: usize = 2;
+/// `HeaderMismatchError`: the headers do not match the body.
+const HEADER_MISMATCH: i64 = -32020;
 /// Requests that may end with `input_required`.
 const MAY_ASK: [&str; 3] = ["tools/call", "resources/read", "prompts/get"];
 
@@ -83,8 +85,21 @@ impl Client {
         options: &CallOptions,
     ) -> Result<Value, Error> {
         let mut resends = 0;
+        let mut relisted = false;
         loop {
             match self.exchange(method, params, options) {
+                // The tool's parameter headers changed: list again, once.
+                Err(Error::Rpc(error))
+                    if error.code == HEADER_MISMATCH && method == "tools/call" && !relisted =>
+                {
+                    relisted = true;
+                    log::debug!(
+                        "{}: header mismatch ({error}); listing tools again",
+                        self.router.server
+                    );
+                    self.router.lists.changed("notifications/tools/list_changed");
+                    self.list_tools(options)?;
+                }
                 Err(Error::ResponseLost { .. })
                     if method != "tools/call" && resends < MAX_RESENDS =>
                 {

@@ -488,3 +488,25 @@ fn list_changes_are_listened_for_and_the_listen_is_cancelled_on_close() {
     assert_eq!(cancelled["method"], "notifications/cancelled");
     assert_eq!(cancelled["params"]["requestId"], again["id"]);
 }
+
+#[test]
+fn a_lost_answer_is_asked_for_again_except_a_tool_call() {
+    let (client, server) = connect_modern(json!({"tools": {}}));
+    thread::scope(|scope| {
+        let list = scope.spawn(|| client.list_tools(&CallOptions::default()));
+        let first = server.next();
+        server.lose(&first["id"], "tools/list");
+        let second = server.next();
+        assert_eq!(second["method"], "tools/list");
+        assert_ne!(second["id"], first["id"], "sent again under a new id");
+        server.answer(&second["id"], json!({"tools": []}));
+        assert!(list.join().unwrap().unwrap().is_empty());
+
+        let call = scope.spawn(|| client.call_tool("t", json!({}), &CallOptions::default()));
+        let request = server.next();
+        server.lose(&request["id"], "tools/call");
+        let err = call.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::ResponseLost { .. }), "{err:?}");
+        assert!(server.is_quiet_for(Duration::from_millis(100)), "a tool call is never repeated");
+    });
+}

@@ -63,6 +63,15 @@ impl MemoryServer {
     }
 
     /// Answers request `id` with `result`.
+    /// Fails a request as a broken response stream does (the transport
+    /// lost its answer).
+    pub(crate) fn lose(&self, id: &Value, method: &str) {
+        let id = id.as_i64().expect("tether's ids are numbers");
+        if let Some(inbox) = lock(&self.inbox).clone() {
+            inbox.failed(id, crate::error::Error::ResponseLost { method: method.to_owned() });
+        }
+    }
+
     /// Answers a request with a JSON-RPC error.
     pub(crate) fn fail(&self, id: &Value, code: i64, message: &str, data: Option<Value>) {
         let mut error = serde_json::json!({"code": code, "message": message});

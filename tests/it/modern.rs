@@ -280,3 +280,21 @@ fn over_http_a_broken_stream_loses_a_tool_call_with_a_clear_error() {
     assert_quick(started, Duration::from_secs(3), "a lost answer");
     client.close().unwrap();
 }
+
+#[test]
+fn over_http_annotated_parameters_travel_as_headers_and_broken_tools_are_left_out() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--era", "modern"]);
+    let client = server.connect(HttpKind::Streamable, quick(5_000)).unwrap();
+    let tools = client.list_tools(&CallOptions::default()).unwrap();
+    assert!(tools.iter().any(|tool| tool.name == "route"));
+    assert!(!tools.iter().any(|tool| tool.name == "broken_header"), "an invalid annotation");
+    let seen = text(&client, "route", json!({"region": "eu-wëst", "limits": {"max": 7}}));
+    // Checked by the server against the body: a non-ASCII value came
+    // base64-encoded, the nested integer as decimal.
+    assert_eq!(seen, "region=eu-wëst max=7");
+    // Without its header the server refuses (-32020); absent values send none.
+    let seen = text(&client, "route", json!({"region": "us"}));
+    assert_eq!(seen, "region=us max=");
+    client.close().unwrap();
+}

@@ -5,6 +5,12 @@
 //! Network errors and 408/429/5xx are retried twice for requests that are
 //! safe to repeat (never `tools/call`). An `initialize` answered 400, 404 or
 //! 405 on a URL of no fixed type falls back to the legacy transport.
+//!
+//! Spoken statelessly (2026-07-28, after the client's `speak`), there is no
+//! session, no GET stream and no resumption: a response stream that breaks
+//! fails its request with `ResponseLost` (the client sends it again), and a
+//! 4xx whose body is a JSON-RPC error is that error for the caller, which
+//! is how the era probe tells a modern server's refusal from an old one's.
 
 use std::io::{self, BufReader, Read};
 use std::time::{Duration, Instant};

@@ -104,6 +104,9 @@ impl HttpTransport {
             if let Some(name) = &frame.name {
                 request = request.header("Mcp-Name", header_value(name));
             }
+            for (name, value) in &frame.headers {
+                request = request.header(name.as_str(), header_value(value));
+            }
         }
         request.config().timeout_global(Some(ceiling)).build().send(body)
     }
