@@ -187,6 +187,9 @@ pub struct Frame {
     pub name: Option<String>,
     /// `Mcp-Param-*` headers a stateless HTTP server asked for (`x-mcp-header`).
     pub headers: Vec<(String, String)>,
+    /// When the caller gives up on a request whatever happens (its
+    /// ceiling): an HTTP exchange ends then too.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl Frame {
@@ -204,13 +207,27 @@ impl Frame {
             _ => None,
         };
         let name = key.and_then(|key| params?.get(key)?.as_str()).map(str::to_owned);
-        Frame { bytes, id: Some(id), method: Some(method.to_owned()), name, headers: Vec::new() }
+        Frame {
+            bytes,
+            id: Some(id),
+            method: Some(method.to_owned()),
+            name,
+            headers: Vec::new(),
+            deadline: None,
+        }
     }
 
     /// A notification.
     pub fn notification(method: &str, params: Option<&Value>) -> Frame {
         let bytes = to_bytes(&OutgoingNotification { jsonrpc: "2.0", method, params });
-        Frame { bytes, id: None, method: Some(method.to_owned()), name: None, headers: Vec::new() }
+        Frame {
+            bytes,
+            id: None,
+            method: Some(method.to_owned()),
+            name: None,
+            headers: Vec::new(),
+            deadline: None,
+        }
     }
 
     /// A response to a server's request.
@@ -219,7 +236,7 @@ impl Frame {
             Ok(result) => to_bytes(&OutgoingResult { jsonrpc: "2.0", id, result }),
             Err(error) => to_bytes(&OutgoingError { jsonrpc: "2.0", id, error }),
         };
-        Frame { bytes, id: None, method: None, name: None, headers: Vec::new() }
+        Frame { bytes, id: None, method: None, name: None, headers: Vec::new(), deadline: None }
     }
 
     /// True for a request (it expects an answer).

@@ -297,6 +297,9 @@ impl OAuth {
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
             "token_endpoint_auth_method": wanted,
+            // 2026-07-28 requires it: a client on the user's machine with a
+            // loopback redirect is a native application (OpenID DCR).
+            "application_type": "native",
         });
         let answer = self.web.post_json(endpoint, &request)?;
         if !answer.is_success() {

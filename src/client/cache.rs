@@ -10,6 +10,7 @@
 //! matter here: one connection is one authorization context.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,9 @@ use crate::sync::lock;
 #[derive(Default)]
 pub(super) struct ListCache {
     lists: Mutex<HashMap<&'static str, Kept>>,
+    /// Counts the changes the server announced, so that a list fetched
+    /// while one arrived is not kept (it may be the old one).
+    changes: AtomicU64,
 }
 
 struct Kept {
@@ -44,11 +48,20 @@ impl ListCache {
         (Instant::now() < kept.fresh_until).then(|| kept.items.clone())
     }
 
-    /// Keeps `items` for `ttl`, when the method is a list.
-    pub(super) fn keep(&self, method: &str, items: &[Value], ttl: Duration) {
+    /// How many changes were announced so far: read before fetching a list.
+    pub(super) fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    /// Keeps `items` for `ttl`, when the method is a list and no change was
+    /// announced since `changes` was read.
+    pub(super) fn keep(&self, method: &str, items: &[Value], ttl: Duration, changes: u64) {
         if let Some((method, _)) = LISTS.iter().find(|(list, _)| *list == method) {
             if let Some(fresh_until) = Instant::now().checked_add(ttl) {
-                lock(&self.lists).insert(method, Kept { items: items.to_vec(), fresh_until });
+                let mut lists = lock(&self.lists);
+                if self.changes.load(Ordering::Acquire) == changes {
+                    lists.insert(method, Kept { items: items.to_vec(), fresh_until });
+                }
             }
         }
     }
@@ -59,6 +72,8 @@ impl ListCache {
             return;
         }
         let mut lists = lock(&self.lists);
+        // Under the lock, so that a `keep` either sees the change or is undone.
+        self.changes.fetch_add(1, Ordering::AcqRel);
         for (method, _) in LISTS.iter().filter(|(_, says)| *says == notification) {
             lists.remove(method);
         }

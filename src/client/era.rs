@@ -45,6 +45,16 @@ const MODERN_ERRORS: [i64; 3] = [-32020, -32021, UNSUPPORTED_PROTOCOL_VERSION];
 /// tried: a handshake-era server may ignore what comes before `initialize`.
 const PROBE_WAIT: Duration = Duration::from_secs(5);
 
+/// How much of the time left a probe may wait.
+#[derive(Clone, Copy)]
+enum ProbeWait {
+    /// On stdio, half of it and 5 s at most (the server may be of the
+    /// handshake era and ignore the probe).
+    Part,
+    /// All of it (the era is pinned, or a second probe).
+    Whole,
+}
+
 /// What the probe found.
 enum Verdict {
     Modern(ServerInfo),
@@ -71,9 +81,11 @@ impl Client {
     /// common (the connection is then closed).
     pub fn initialize(&self, timeout: Duration) -> Result<&ServerInfo, Error> {
         let deadline = Instant::now() + timeout;
-        let info = match self.options.era {
+        // The 2024-11-05 HTTP+SSE transport belongs to the handshake era.
+        let era = if self.transport_name() == "sse" { EraChoice::Legacy } else { self.options.era };
+        let info = match era {
             EraChoice::Legacy => self.handshake(deadline)?,
-            EraChoice::Modern => match self.probe(deadline)? {
+            EraChoice::Modern => match self.probe_within(deadline, ProbeWait::Whole)? {
                 Verdict::Modern(info) => info,
                 Verdict::Legacy { .. } => {
                     return Err(Error::Protocol(format!(
@@ -115,9 +127,10 @@ impl Client {
             Ok(info) => return Ok(info),
             Err(error) => error,
         };
-        // A -32022 to `initialize` after an unanswered probe is a slow
-        // modern server that answered it after all; a remembered era that
-        // the server now refuses is forgotten. Either way: probe once more.
+        // A refused `initialize` after an unanswered probe may be a slow
+        // modern server that took the probe after all (its refusal's code
+        // is its own choice); a remembered era that the server now refuses
+        // is forgotten. Either way: probe once more, with the time left.
         let refused = match &error {
             Error::Rpc(_) => true,
             Error::Http { status: Some(status), .. } => (400..500).contains(status),
@@ -125,7 +138,10 @@ impl Client {
         };
         let modern_evidence =
             matches!(&error, Error::Rpc(rpc) if rpc.code == UNSUPPORTED_PROTOCOL_VERSION);
-        let again = (modern_evidence && !probed_in_time) || (known == Some(Era::Legacy) && refused);
+        let unanswered = !probed_in_time && known != Some(Era::Legacy);
+        let again = (unanswered && matches!(error, Error::Rpc(_)))
+            || (modern_evidence && !probed_in_time)
+            || (known == Some(Era::Legacy) && refused);
         if !again {
             return Err(error);
         }
@@ -133,19 +149,28 @@ impl Client {
             lock(http_eras()).remove(url);
         }
         log::info!("{}: initialize refused ({error}); probing again", self.router.server);
-        match self.probe(deadline)? {
+        match self.probe_within(deadline, ProbeWait::Whole)? {
             Verdict::Modern(info) => Ok(info),
             Verdict::Legacy { .. } => Err(error),
         }
     }
 
-    /// Sends `server/discover` at the stateless version and judges the answer.
+    /// Sends `server/discover` at the stateless version and judges the
+    /// answer; on stdio waits only part of what is left (a handshake-era
+    /// server may stay silent).
     fn probe(&self, deadline: Instant) -> Result<Verdict, Error> {
+        self.probe_within(deadline, ProbeWait::Part)
+    }
+
+    fn probe_within(&self, deadline: Instant, wait: ProbeWait) -> Result<Verdict, Error> {
         let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
         outlet.speak(Dialect::Stateless { version: MODERN_PROTOCOL_VERSION });
         let stdio = self.transport_name() == "stdio";
-        let wait = deadline.saturating_duration_since(Instant::now());
-        let wait = if stdio { (wait / 2).min(PROBE_WAIT) } else { wait };
+        let left = deadline.saturating_duration_since(Instant::now());
+        let wait = match wait {
+            ProbeWait::Part if stdio => (left / 2).min(PROBE_WAIT),
+            _ => left,
+        };
         let options = CallOptions {
             timeout: Some(wait),
             max_total_timeout: Some(wait),
@@ -154,7 +179,7 @@ impl Client {
         };
         let meta = self.request_meta(MODERN_PROTOCOL_VERSION);
         let mut params = Some(json!({"_meta": meta}));
-        let verdict = match self.exchange("server/discover", &mut params, &options) {
+        let verdict = match self.resending("server/discover", &mut params, &options) {
             Ok(result) => {
                 match ServerInfo::from_discover_result(&result, MODERN_PROTOCOL_VERSION) {
                     Some(info) => Verdict::Modern(info),
@@ -187,7 +212,11 @@ impl Client {
                 log::debug!("{}: server/discover refused: {error}", self.router.server);
                 Verdict::Legacy { timed_out: false }
             }
-            Err(Error::Http { status: Some(status), .. }) if (400..500).contains(&status) => {
+            // A 4xx without a modern error in its body; not 408 or 429,
+            // which say nothing of the era.
+            Err(Error::Http { status: Some(status), .. })
+                if (400..500).contains(&status) && status != 408 && status != 429 =>
+            {
                 Verdict::Legacy { timed_out: false }
             }
             Err(Error::Timeout(_)) if stdio && Instant::now() < deadline => {
@@ -241,6 +270,7 @@ impl Client {
     /// changes come on a `subscriptions/listen` stream.
     fn adopt(&self, info: &ServerInfo) {
         let _ = self.meta.set(self.request_meta(&info.protocol_version));
+        self.router.stateless.store(true, std::sync::atomic::Ordering::Release);
         self.start_listening(info);
     }
 

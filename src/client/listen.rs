@@ -21,6 +21,7 @@ use crossbeam_channel::{select, Receiver};
 use serde_json::{json, Map, Value};
 
 use super::router::{PendingGuard, Reply, Router, Waiter};
+use crate::error::Error;
 use crate::jsonrpc::{Frame, METHOD_NOT_FOUND};
 
 /// The first pause before a dropped stream is opened again.
@@ -64,6 +65,7 @@ pub(super) fn listen_loop(
             return; // Closed.
         }
         let _pending = PendingGuard { router, id };
+        router.listening.store(id, Ordering::Release);
         if router.send(Frame::request(id, "subscriptions/listen", Some(params))).is_err() {
             return;
         }
@@ -75,7 +77,9 @@ pub(super) fn listen_loop(
                     Ok(Reply::Progress(_)) => continue,
                     Ok(Reply::Closed(_)) | Err(_) => return,
                     Ok(Reply::Done(Ok(_))) => log::debug!("{server}: the server ended the listen stream"),
-                    Ok(Reply::Done(Err(error))) if error.code == METHOD_NOT_FOUND => {
+                    Ok(Reply::Done(Err(error))) | Ok(Reply::Failed(Error::Rpc(error)))
+                        if error.code == METHOD_NOT_FOUND =>
+                    {
                         log::info!("{server}: the server does not offer subscriptions/listen; list changes will not be seen");
                         return;
                     }

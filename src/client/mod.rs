@@ -126,7 +126,7 @@ impl Client {
         options: ClientOptions,
         open: impl FnOnce(Arc<dyn Inbox>) -> Result<Box<dyn Endpoint>, Error>,
     ) -> Result<Client, Error> {
-        let (events_sender, events) = crossbeam_channel::bounded(EVENTS_QUEUE);
+        let (events_sender, events) = router::EventQueue::new(EVENTS_QUEUE);
         let router = Arc::new(Router {
             server: server.to_owned(),
             next_id: AtomicU64::new(1),
@@ -135,6 +135,8 @@ impl Client {
             skipped: AtomicU64::new(0),
             dropped: Default::default(),
             lists: Default::default(),
+            stateless: Default::default(),
+            listening: Default::default(),
             events: events_sender,
             host: Arc::clone(&options.host),
         });
@@ -258,11 +260,13 @@ impl Client {
         // the pending entry goes when this call does.
         let _pending = PendingGuard { router: &self.router, id };
         let mut frame = Frame::request(id, method, params.as_ref());
+        frame.deadline = self.hard_deadline(options);
         if method == "tools/call" && self.mirrors_params() {
             if let Some(params) = params {
                 let tools = lock(&self.param_headers);
                 if let Some(headers) = params["name"].as_str().and_then(|name| tools.get(name)) {
-                    frame.headers = param_headers::for_call(headers, &params["arguments"]);
+                    frame.headers = param_headers::for_call(headers, &params["arguments"])
+                        .map_err(Error::Protocol)?;
                 }
             }
         }
@@ -276,6 +280,19 @@ impl Client {
             return Err(Error::Disconnected(reason));
         }
         self.wait(id, method, &replies, &queued_progress, options)
+    }
+
+    /// The instant a request with these options is given up whatever its
+    /// progress says (its ceiling, or its deadline if sooner).
+    fn hard_deadline(&self, options: &CallOptions) -> Option<Instant> {
+        let timeout = options.timeout.unwrap_or(self.options.request_timeout);
+        let ceiling =
+            options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
+        let at = Instant::now().checked_add(ceiling);
+        match (at, options.deadline) {
+            (Some(at), Some(deadline)) => Some(at.min(deadline)),
+            (at, deadline) => at.or(deadline),
+        }
     }
 
     fn wait(
@@ -373,7 +390,11 @@ impl Client {
         // must hear nothing before it (the probe); a stateless HTTP server
         // takes the end of the response stream as the cancellation.
         let stateless_http = self.meta.get().is_some() && self.transport_name() == "http";
-        if method != "initialize" && method != "server/discover" && !stateless_http {
+        if stateless_http {
+            if let Ok(outlet) = self.router.outlet() {
+                outlet.abandon(id);
+            }
+        } else if method != "initialize" && method != "server/discover" {
             let _ = self.notify(
                 "notifications/cancelled",
                 Some(json!({"requestId": id, "reason": reason})),
@@ -456,9 +477,10 @@ impl Client {
         let mut seen_cursors = HashSet::new();
         // A stateless server's list may be kept for its pages' shortest ttlMs.
         let mut keep_for = self.meta.get().map(|_| Duration::MAX);
+        let changes = self.router.lists.changes();
         let done = |items: Vec<Value>, keep_for: Option<Duration>| {
             if let Some(ttl) = keep_for {
-                self.router.lists.keep(method, &items, ttl);
+                self.router.lists.keep(method, &items, ttl, changes);
             }
             Ok(items)
         };

@@ -56,10 +56,12 @@ fn collect(
         }
         match schema.get("type").and_then(Value::as_str) {
             Some("string" | "integer" | "boolean") => {}
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "{KEY} {name:?} annotates a parameter of type {}, not string, integer or boolean",
                 other.unwrap_or("(none)")
-            )),
+            ))
+            }
         }
         found.push(ParamHeader { name: name.to_owned(), path: path.clone() });
     }
@@ -73,12 +75,23 @@ fn collect(
     Ok(())
 }
 
-/// How many `x-mcp-header` keys a schema holds, wherever they are.
+/// How many `x-mcp-header` annotations a schema holds, wherever they are
+/// (a parameter named `x-mcp-header`, a key of `properties`, is none).
 fn count_anywhere(value: &Value) -> usize {
     match value {
-        Value::Object(map) => {
-            usize::from(map.contains_key(KEY)) + map.values().map(count_anywhere).sum::<usize>()
-        }
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, child)| {
+                let below = match (key.as_str(), child) {
+                    // Its keys are parameter names, its values schemas.
+                    ("properties", Value::Object(properties)) => {
+                        properties.values().map(count_anywhere).sum()
+                    }
+                    _ => count_anywhere(child),
+                };
+                usize::from(key == KEY) + below
+            })
+            .sum(),
         Value::Array(items) => items.iter().map(count_anywhere).sum(),
         _ => 0,
     }
@@ -94,23 +107,40 @@ fn is_token(name: &str) -> bool {
 
 /// The headers a call with `arguments` carries: `(Mcp-Param-Name, value)`
 /// for each annotated parameter present (and not null).
-pub(super) fn for_call(headers: &[ParamHeader], arguments: &Value) -> Vec<(String, String)> {
-    headers
-        .iter()
-        .filter_map(|header| {
-            let value = header.path.iter().try_fold(arguments, |at, key| at.get(key))?;
-            let text = match value {
-                Value::String(text) => text.clone(),
-                Value::Bool(flag) => flag.to_string(),
-                Value::Number(number) => {
-                    let integer = number.as_i64().filter(|n| n.abs() <= SAFE_INTEGER)?;
-                    integer.to_string()
-                }
-                _ => return None,
-            };
-            Some((format!("Mcp-Param-{}", header.name), text))
-        })
-        .collect()
+///
+/// # Errors
+/// A present value a header cannot carry (not a string, a boolean or a
+/// safe integer): the server would refuse the call without its header.
+pub(super) fn for_call(
+    headers: &[ParamHeader],
+    arguments: &Value,
+) -> Result<Vec<(String, String)>, String> {
+    let mut sent = Vec::with_capacity(headers.len());
+    for header in headers {
+        let Some(value) = header.path.iter().try_fold(arguments, |at, key| at.get(key)) else {
+            continue;
+        };
+        let text = match value {
+            Value::Null => continue,
+            Value::String(text) => text.clone(),
+            Value::Bool(flag) => flag.to_string(),
+            Value::Number(number) => match number.as_i64().filter(|n| n.abs() <= SAFE_INTEGER) {
+                Some(integer) => integer.to_string(),
+                None => return Err(cannot_carry(header, value)),
+            },
+            other => return Err(cannot_carry(header, other)),
+        };
+        sent.push((format!("Mcp-Param-{}", header.name), text));
+    }
+    Ok(sent)
+}
+
+fn cannot_carry(header: &ParamHeader, value: &Value) -> String {
+    format!(
+        "the argument {} must also go in the header Mcp-Param-{} ({KEY}), which cannot carry {value}",
+        header.path.join("."),
+        header.name
+    )
 }
 
 #[cfg(test)]
@@ -129,7 +159,7 @@ mod tests {
         let headers = annotations(&schema).unwrap();
         assert_eq!(headers.len(), 3);
         let args = json!({"region": "us-west1", "limits": {"max": 42}, "dry": false, "query": "q"});
-        let mut sent = for_call(&headers, &args);
+        let mut sent = for_call(&headers, &args).unwrap();
         sent.sort();
         assert_eq!(
             sent,
@@ -140,7 +170,13 @@ mod tests {
             ]
         );
         // Absent or null: no header.
-        assert!(for_call(&headers, &json!({"region": null})).is_empty());
+        assert!(for_call(&headers, &json!({"region": null})).unwrap().is_empty());
+        // Present but not carriable: the call fails here, not at the server.
+        assert!(for_call(&headers, &json!({"limits": {"max": 1.5}})).is_err());
+        assert!(for_call(&headers, &json!({"region": ["a"]})).is_err());
+        // A parameter that is itself called x-mcp-header is no annotation.
+        let named = json!({"properties": {"x-mcp-header": {"type": "string"}}});
+        assert_eq!(annotations(&named).unwrap(), []);
     }
 
     #[test]

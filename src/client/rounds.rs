@@ -24,8 +24,10 @@ use crate::host;
 
 /// Rounds of input one request may ask for before tether gives up on it.
 const MAX_ROUNDS: usize = 16;
-/// Times a request whose answer was lost is sent again.
+/// Times a request whose answer was lost is sent again, and the pauses before.
 const MAX_RESENDS: usize = 2;
+const RESEND_PAUSES: [Duration; MAX_RESENDS] =
+    [Duration::from_millis(250), Duration::from_millis(1000)];
 /// `HeaderMismatchError`: the headers do not match the body.
 const HEADER_MISMATCH: i64 = -32020;
 /// Requests that may end with `input_required`.
@@ -76,9 +78,9 @@ impl Client {
         )))
     }
 
-    /// One request, sent again under a new id when its answer was lost
-    /// (never a `tools/call`).
-    fn resending(
+    /// One request, sent again under a new id when its answer was lost or
+    /// the server answered 408, 429 or 5xx (never a `tools/call`).
+    pub(super) fn resending(
         &self,
         method: &str,
         params: &mut Option<Value>,
@@ -100,15 +102,14 @@ impl Client {
                     self.router.lists.changed("notifications/tools/list_changed");
                     self.list_tools(options)?;
                 }
-                Err(Error::ResponseLost { .. })
-                    if method != "tools/call" && resends < MAX_RESENDS =>
+                Err(error)
+                    if method != "tools/call"
+                        && resends < MAX_RESENDS
+                        && worth_resending(&error) =>
                 {
+                    log::debug!("{}: {method}: {error}; sending it again", self.router.server);
+                    std::thread::sleep(RESEND_PAUSES[resends]);
                     resends += 1;
-                    log::debug!(
-                        "{}: the answer to {method} was lost; sending it again",
-                        self.router.server
-                    );
-                    std::thread::sleep(Duration::from_millis(50));
                 }
                 other => return other,
             }
@@ -175,4 +176,13 @@ pub(super) fn with_meta(params: Option<Value>, meta: &Value) -> Option<Value> {
         }
     }
     Some(Value::Object(params))
+}
+
+/// A lost answer, or a refusal another try may mend.
+fn worth_resending(error: &Error) -> bool {
+    match error {
+        Error::ResponseLost { .. } => true,
+        Error::Http { status: Some(status), .. } => matches!(status, 408 | 429 | 500..=599),
+        _ => false,
+    }
 }

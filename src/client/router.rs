@@ -10,7 +10,7 @@
 //! server's notifications are dropped and its requests refused.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_channel::{select, Receiver, Sender, TrySendError};
@@ -38,6 +38,44 @@ pub(super) enum Event {
     Request(Request),
     Notification(Notification),
     Stop,
+}
+
+/// The queue to the events thread: bounded by a count, not by a buffer
+/// allocated up front, so that an idle connection holds no slots (a bounded
+/// channel of 1024 events was a third of an idle server's memory).
+pub(super) struct EventQueue {
+    sender: Sender<Event>,
+    queued: AtomicUsize,
+    limit: usize,
+}
+
+impl EventQueue {
+    pub(super) fn new(limit: usize) -> (EventQueue, Receiver<Event>) {
+        let (sender, events) = crossbeam_channel::unbounded();
+        (EventQueue { sender, queued: AtomicUsize::new(0), limit }, events)
+    }
+
+    /// Queues an event, unless `limit` are waiting already (a `Stop` always goes).
+    // As crossbeam's own `try_send`: a refused request comes back, to be
+    // answered "busy".
+    #[allow(clippy::result_large_err)]
+    pub(super) fn try_send(&self, event: Event) -> Result<(), TrySendError<Event>> {
+        let counted = !matches!(event, Event::Stop);
+        if counted && self.queued.fetch_add(1, Ordering::AcqRel) >= self.limit {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(TrySendError::Full(event));
+        }
+        self.sender.try_send(event).inspect_err(|_| {
+            if counted {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+            }
+        })
+    }
+
+    /// The events thread took one counted event.
+    fn taken(&self) {
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A caller waiting for its answer.
@@ -78,7 +116,13 @@ pub(super) struct Router {
     pub(super) dropped: Occasional,
     /// Lists a stateless server said may be kept; forgotten when they change.
     pub(super) lists: ListCache,
-    pub(super) events: Sender<Event>,
+    /// The server speaks the stateless revision: it may not send requests
+    /// (its questions come as rounds of input), and none is answered.
+    pub(super) stateless: AtomicBool,
+    /// The id of the open `subscriptions/listen` request (0: none); list
+    /// changes tagged with another subscription are not this client's.
+    pub(super) listening: AtomicI64,
+    pub(super) events: EventQueue,
     /// Sees the server's stderr lines, on the transport's stderr thread.
     pub(super) host: Arc<dyn Host>,
 }
@@ -119,6 +163,34 @@ impl Router {
                 "{}: dropped a response to unknown or abandoned request {id}",
                 self.server
             ),
+        }
+    }
+
+    /// False for a notification tagged with a subscription other than the
+    /// open `subscriptions/listen` (a stale one, or another client's).
+    fn for_this_client(&self, notification: &Notification) -> bool {
+        let tag = notification
+            .params
+            .as_ref()
+            .and_then(|params| params.pointer("/_meta/io.modelcontextprotocol~1subscriptionId"));
+        match tag {
+            None => true,
+            Some(tag) => tag.as_i64() == Some(self.listening.load(Ordering::Acquire)),
+        }
+    }
+
+    /// A server that ends one of our requests itself (it ends a listen
+    /// stream so on stdio) fails that request's waiter.
+    fn server_cancelled(&self, notification: &Notification) {
+        if notification.method != "notifications/cancelled" {
+            return;
+        }
+        let id = notification.params.as_ref().and_then(|params| params["requestId"].as_i64());
+        if let Some(id) = id {
+            let waiter = lock(&self.state).waiters.remove(&id);
+            if let Some(waiter) = waiter {
+                let _ = waiter.replies.send(Reply::Failed(Error::Cancelled));
+            }
         }
     }
 
@@ -164,6 +236,14 @@ impl Inbox for Router {
             {
                 self.deliver_progress(notification.params);
             }
+            Message::Request(request) if self.stateless.load(Ordering::Acquire) => {
+                self.dropped.warn(|| {
+                    format!(
+                        "{}: a stateless server sent a request ({}); ignored, as the revision requires",
+                        self.server, request.method
+                    )
+                });
+            }
             Message::Request(request) if request.method == "ping" => {
                 let _ = self.send(Frame::response(&request.id, &Ok(json!({}))));
             }
@@ -179,7 +259,15 @@ impl Inbox for Router {
                     let _ = self.send(Frame::response(&request.id, &Err(busy)));
                 }
             }
+            Message::Notification(notification) if !self.for_this_client(&notification) => {
+                log::debug!(
+                    "{}: dropped {} of a subscription that is not open",
+                    self.server,
+                    notification.method
+                );
+            }
             Message::Notification(notification) => {
+                self.server_cancelled(&notification);
                 self.lists.changed(&notification.method);
                 if self.events.try_send(Event::Notification(notification)).is_err() {
                     self.dropped.warn(|| {
@@ -239,6 +327,9 @@ pub(super) fn events_loop(
             },
             recv(stopped) -> _ => return,
         };
+        if !matches!(event, Event::Stop) {
+            router.events.taken();
+        }
         match event {
             Event::Request(request) => {
                 let params = request.params.unwrap_or(Value::Null);

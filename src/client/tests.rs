@@ -510,3 +510,64 @@ fn a_lost_answer_is_asked_for_again_except_a_tool_call() {
         assert!(server.is_quiet_for(Duration::from_millis(100)), "a tool call is never repeated");
     });
 }
+
+#[test]
+fn a_stateless_server_gets_no_answer_to_a_request_of_its_own() {
+    let (client, server) = connect_modern(json!({"tools": {}}));
+    server.send(json!({"jsonrpc": "2.0", "id": "s1", "method": "ping"}));
+    server.send(json!({"jsonrpc": "2.0", "id": "s2", "method": "roots/list"}));
+    assert!(server.is_quiet_for(Duration::from_millis(100)), "the client writes no response");
+    client.close().unwrap();
+}
+
+#[test]
+fn the_listen_stream_is_reopened_when_the_server_cancels_it_and_other_subscriptions_are_dropped() {
+    let host = Arc::new(RecordingHost::default());
+    let (client, server) = connect_with(
+        ClientOptions::default()
+            .with_request_timeout(Duration::from_secs(5))
+            .with_host(Arc::clone(&host) as Arc<dyn Host>),
+    );
+    thread::scope(|scope| {
+        let started = scope.spawn(|| client.initialize(Duration::from_secs(5)).map(|_| ()));
+        let probe = server.next();
+        server.answer(&probe["id"], discover_result(json!({"tools": {"listChanged": true}})));
+        started.join().unwrap().unwrap();
+    });
+    let listen = server.next();
+    assert_eq!(listen["method"], "subscriptions/listen");
+    // Tagged with another subscription: not this client's, not delivered.
+    server.send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+                       "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 999}}}));
+    server.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": listen["id"], "reason": "shutting down"}}));
+    let again = server.next();
+    assert_eq!(again["method"], "subscriptions/listen", "reopened after the server ended it");
+    assert_ne!(again["id"], listen["id"]);
+    thread::sleep(Duration::from_millis(50));
+    let seen = host.notifications.lock().unwrap().clone();
+    assert!(!seen.iter().any(|method| method.ends_with("list_changed")), "{seen:?}");
+    client.close().unwrap();
+}
+
+#[test]
+fn a_list_fetched_while_it_changed_is_not_kept() {
+    let (client, server) = connect_modern(json!({"tools": {}}));
+    let tools = json!([{"name": "a", "inputSchema": {"type": "object"}}]);
+    thread::scope(|scope| {
+        let list = scope.spawn(|| client.list_tools(&CallOptions::default()));
+        let request = server.next();
+        // The change overtakes the (old) answer.
+        server.send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+        std::thread::sleep(Duration::from_millis(20));
+        server.answer(&request["id"], json!({"tools": tools, "ttlMs": 60_000}));
+        list.join().unwrap().unwrap();
+    });
+    thread::scope(|scope| {
+        let list = scope.spawn(|| client.list_tools(&CallOptions::default()));
+        let request = server.next();
+        assert_eq!(request["method"], "tools/list", "asked again: the kept list may be old");
+        server.answer(&request["id"], json!({"tools": []}));
+        list.join().unwrap().unwrap();
+    });
+}

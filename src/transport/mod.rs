@@ -160,6 +160,13 @@ pub(crate) enum Dialect<'a> {
 
 /// Where the client writes frames: a pipe, or HTTP requests.
 pub(crate) trait Outlet: Send + Sync {
+    /// The caller gave up on request `id`: over stateless HTTP, where
+    /// ending its response stream is the cancellation, the stream is
+    /// closed at its next event (or at the request's deadline).
+    fn abandon(&self, id: i64) {
+        let _ = id;
+    }
+
     /// Switches how the frames that follow travel (the era probe speaks
     /// stateless first, and a fallback to `initialize` switches back). A
     /// pipe carries both alike.

@@ -114,6 +114,7 @@ fn signs_in_with_registration_pkce_and_the_resource_then_calls() {
     assert!(token["code_verifier"].is_string());
     let register = server.requests_to("/register");
     assert_eq!(register.len(), 1);
+    assert_eq!(register[0]["registration"]["application_type"], "native", "{register:?}");
     // After the sign-in every MCP request carries the token.
     let mcp = server.requests_to("/mcp");
     assert!(mcp.iter().skip(1).all(|entry| entry["authorization"] == "Bearer"), "{mcp:?}");

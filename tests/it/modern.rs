@@ -298,3 +298,50 @@ fn over_http_annotated_parameters_travel_as_headers_and_broken_tools_are_left_ou
     assert_eq!(seen, "region=us max=");
     client.close().unwrap();
 }
+
+#[test]
+fn over_http_a_cancelled_call_closes_its_stream() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--era", "modern", "--answer", "sse"]);
+    let client = server.connect(HttpKind::Streamable, quick(5_000)).unwrap();
+    let cancel = tether::CancelHandle::new();
+    let options = CallOptions::default().with_cancel(cancel.clone());
+    let started = Instant::now();
+    thread::scope(|scope| {
+        let call = scope.spawn(|| {
+            client.call_tool("progress", json!({"steps": 15, "interval_ms": 100}), &options)
+        });
+        thread::sleep(Duration::from_millis(300));
+        cancel.cancel();
+        assert!(matches!(call.join().unwrap(), Err(Error::Cancelled)));
+    });
+    // No notifications/cancelled over HTTP: the stream's end says it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = http_log(&client);
+        assert!(!log.iter().any(|entry| entry["rpc_method"] == "notifications/cancelled"));
+        let closed = log
+            .iter()
+            .any(|entry| entry["rpc_method"] == "tools/call" && entry["closed_by_client"] == true);
+        if closed {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the stream was not closed: {log:?}");
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert_quick(started, Duration::from_secs(4), "closing a cancelled call's stream");
+    client.close().unwrap();
+}
+
+#[test]
+fn a_modern_server_slower_than_the_probe_is_probed_again_after_refusing_initialize() {
+    let tag = Tag::new();
+    let flags = ["--era", "modern", "--probe", "slow"];
+    let started = Instant::now();
+    // The probe waits half the 4 s start (2 s), the first answer comes at
+    // 2.5 s; initialize is refused (-32601), and the second probe is answered.
+    let client = Client::connect("slow", &misbehave(&tag, &flags), quick(4_000)).unwrap();
+    assert_eq!(client.era(), Era::Modern);
+    assert_quick(started, Duration::from_secs(4), "a slow modern start");
+    client.close().unwrap();
+}

@@ -221,6 +221,8 @@ struct State {
     renewing: bool,
     /// The expired session whose renewal failed: not tried again.
     renewal_failed: Option<String>,
+    /// Requests whose callers gave up (stateless: their streams are closed).
+    abandoned: std::collections::HashSet<i64>,
 }
 
 impl HttpTransport {
@@ -358,7 +360,11 @@ impl HttpTransport {
         if frame.is("initialize") {
             lock(&self.state).initialize_frame = Some(frame.bytes.clone());
         }
-        let Err(error) = self.post_now(frame, None) else { return };
+        let outcome = self.post_now(frame, None);
+        if let Some(id) = frame.id {
+            lock(&self.state).abandoned.remove(&id);
+        }
+        let Err(error) = outcome else { return };
         if self.is_closing() {
             return;
         }
@@ -444,6 +450,13 @@ impl Outlet for HttpTransport {
         Ok(())
     }
 
+    fn abandon(&self, id: i64) {
+        let mut state = lock(&self.state);
+        if state.stateless {
+            state.abandoned.insert(id);
+        }
+    }
+
     fn speak(&self, dialect: Dialect<'_>) {
         let mut state = lock(&self.state);
         match dialect {
@@ -454,6 +467,11 @@ impl Outlet for HttpTransport {
             Dialect::Stateless { version } => {
                 state.stateless = true;
                 state.protocol_version = Some(version.to_owned());
+                // A refused handshake may have settled on the legacy
+                // transport; a URL of no fixed type is tried afresh.
+                if self.target.kind == HttpKind::Auto && state.legacy_endpoint.is_none() {
+                    state.mode = Mode::Undecided;
+                }
             }
         }
     }

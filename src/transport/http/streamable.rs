@@ -32,6 +32,9 @@ use crate::url::{origin_of, redact_url};
 /// Sign-ins (and step-ups) for one request before it fails: a server that
 /// keeps asking for more is refused after the third.
 const MAX_SIGN_INS: usize = 3;
+/// How long a `subscriptions/listen` stream may stay open (close ends it
+/// at once; the server's keep-alive comments keep it from idling out).
+const LISTEN_CEILING: Duration = Duration::from_secs(24 * 3600);
 /// Same-origin 307/308 redirects followed for one request.
 const MAX_REDIRECTS: usize = 3;
 
@@ -66,14 +69,18 @@ impl HttpTransport {
             let sent_session = lock(&self.state).session_id.clone();
             let bearer = self.bearer();
             let url = redirected.as_deref().unwrap_or(&self.target.url);
-            let sent = self.send_post(
-                url,
-                &frame.bytes,
-                Some(frame),
-                self.ceiling(frame.is_request(), deadline),
-                true,
-                bearer.as_deref(),
-            );
+            // A listen stream stays open until it is closed; a request
+            // ends with its caller's ceiling at the latest.
+            let ceiling = if frame.is("subscriptions/listen") {
+                LISTEN_CEILING
+            } else {
+                // A second past the caller's own ceiling, so that the
+                // caller's timeout is what it hears, not this one.
+                let own = frame.deadline.map(|at| at + Duration::from_secs(1));
+                self.ceiling(frame.is_request(), deadline.or(own))
+            };
+            let sent =
+                self.send_post(url, &frame.bytes, Some(frame), ceiling, true, bearer.as_deref());
             let mut response = match sent {
                 Ok(response) => response,
                 Err(err) => return Attempt::Unreachable(super::wire::network_words(&err)),
@@ -173,6 +180,15 @@ impl HttpTransport {
                         Ok(error) => Error::Rpc(error),
                         Err(refusal) => refusal,
                     }))
+                }
+                // Statelessly a request the server saw is sent again only
+                // under a new id, by the client.
+                status
+                    if is_transient(status)
+                        && lock(&self.state).stateless
+                        && frame.is_request() =>
+                {
+                    Attempt::Done(Err(http_error(&mut response)))
                 }
                 status if is_transient(status) => Attempt::Transient(http_error(&mut response)),
                 _ => Attempt::Done(Err(http_error(&mut response))),

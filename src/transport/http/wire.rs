@@ -185,6 +185,13 @@ impl HttpTransport {
                 continue; // Priming events carry only an id.
             }
             *answered |= self.deliver_json(event.data.as_bytes(), id);
+            if let Some(id) = id.filter(|_| !*answered) {
+                if lock(&self.state).abandoned.contains(&id) {
+                    // Closing the stream is the cancellation (stateless).
+                    *answered = true;
+                    return Ok(());
+                }
+            }
         }
         Ok(())
     }
