@@ -34,6 +34,11 @@ impl From<io::Error> for FrameError {
     }
 }
 
+/// The frame buffer's first size; it grows with the frames.
+const INITIAL_CAPACITY: usize = 1024;
+/// A buffer bigger than this is let go once its frame is parsed.
+const KEPT_CAPACITY: usize = 1024 * 1024;
+
 /// Reads frames from a buffered byte stream.
 pub struct FrameReader<R> {
     input: R,
@@ -49,7 +54,15 @@ impl<R: BufRead> FrameReader<R> {
 
     /// A reader with another limit (tests use small ones).
     pub fn with_limit(input: R, limit: usize) -> Self {
-        FrameReader { input, limit, frame: Vec::with_capacity(8 * 1024) }
+        FrameReader { input, limit, frame: Vec::with_capacity(INITIAL_CAPACITY) }
+    }
+
+    /// Lets go of a buffer a big frame left behind, so that a 15 MiB
+    /// answer is not held twice (as bytes here and as the caller's value).
+    pub fn release_large(&mut self) {
+        if self.frame.capacity() > KEPT_CAPACITY {
+            self.frame = Vec::with_capacity(INITIAL_CAPACITY);
+        }
     }
 
     /// The next frame's bytes, without its line ending or headers.

@@ -185,23 +185,30 @@ impl ToolResult {
     /// The text blocks joined by newlines, with a one-line note for each
     /// block that is not text (what a terminal can show).
     pub fn to_text(&self) -> String {
-        let mut parts = Vec::new();
-        for block in self.content() {
-            parts.push(describe_block(block));
+        // Built in place: a big answer is copied once, not once per step.
+        let mut text = String::new();
+        for (at, block) in self.content().iter().enumerate() {
+            if at > 0 {
+                text.push('\n');
+            }
+            text.push_str(&describe_block(block));
         }
-        if parts.is_empty() {
+        if self.content().is_empty() {
             if let Some(structured) = self.structured_content() {
-                parts.push(structured.to_string());
+                text = structured.to_string();
             }
         }
-        parts.join("\n")
+        text
     }
 }
 
 /// A block's text, or a one-line note saying what it is.
-fn describe_block(block: &Value) -> String {
-    match Block::parse(block) {
-        Block::Text(Some(text)) => text.to_owned(),
+fn describe_block(block: &Value) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    let note = match Block::parse(block) {
+        Block::Text(Some(text)) | Block::Resource { text: Some(text), .. } => {
+            return Cow::Borrowed(text)
+        }
         Block::Image { mime_type, data } => {
             format!("[image: {mime_type}, {} bytes]", decoded_size(data))
         }
@@ -209,14 +216,14 @@ fn describe_block(block: &Value) -> String {
             format!("[audio: {mime_type}, {} bytes]", decoded_size(data))
         }
         Block::ResourceLink { uri, .. } => format!("[resource link: {uri}]"),
-        Block::Resource { text: Some(text), .. } => text.to_owned(),
         Block::Resource { uri, mime_type, .. } => {
             format!("[resource: {uri}, {}]", mime_type.unwrap_or("binary"))
         }
         Block::Text(None) => "[text block without text]".to_owned(),
         Block::Untyped => "[block without a type]".to_owned(),
         Block::Other(kind) => format!("[{kind} block]"),
-    }
+    };
+    Cow::Owned(note)
 }
 
 /// One content block of a result, read once: what a terminal's text and

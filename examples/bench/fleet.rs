@@ -95,6 +95,21 @@ fn rss_and_threads() -> (u64, u64) {
     (field("VmRSS:"), field("Threads:"))
 }
 
+/// Resident KiB of the mappings shaped like thread stacks (2 MiB), and how many.
+fn stack_rss() -> (u64, u64) {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let (mut total, mut count, mut in_stack) = (0, 0, false);
+    for line in smaps.lines() {
+        if let Some(size) = line.strip_prefix("Size:") {
+            in_stack = size.trim() == "2048 kB";
+            count += u64::from(in_stack);
+        } else if let Some(rss) = line.strip_prefix("Rss:").filter(|_| in_stack) {
+            total += rss.trim().trim_end_matches(" kB").parse::<u64>().unwrap_or(0);
+        }
+    }
+    (total, count)
+}
+
 /// Bytes malloc has handed out and not had back (glibc's count).
 fn heap_in_use() -> usize {
     // SAFETY: mallinfo2 only reads the allocator's counters.
@@ -108,10 +123,18 @@ pub fn idle(count: usize, server: &[String]) {
     // the TLS roots, code pages) is not counted per server.
     let (warm, _) = hub_start(1, server);
     thread::sleep(Duration::from_millis(500));
+    if std::env::var_os("BENCH_TRIM").is_some() {
+        // SAFETY: as below.
+        unsafe { libc::malloc_trim(0) };
+    }
     let (rss_before, threads_before) = rss_and_threads();
     let heap_before = heap_in_use();
     let (hub, _) = hub_start(count, server);
     thread::sleep(Duration::from_secs(1));
+    if std::env::var_os("BENCH_TRIM").is_some() {
+        // SAFETY: returns free heap pages to the system; no other effect.
+        unsafe { libc::malloc_trim(0) };
+    }
     let (rss_after, threads_after) = rss_and_threads();
     let heap = heap_in_use().saturating_sub(heap_before) as f64 / count as f64 / 1024.0;
     println!("per idle server: {heap:.1} KiB of it allocated on the heap (malloc's count)");
@@ -123,6 +146,11 @@ pub fn idle(count: usize, server: &[String]) {
         threads_after - threads_before
     );
     println!("per idle server: {rss:.1} KiB RSS, {threads:.2} threads");
+    let (stacks, count) = stack_rss();
+    println!(
+        "thread stacks resident: {stacks} KiB over {count} stacks ({:.1} KiB each)",
+        stacks as f64 / count.max(1) as f64
+    );
     hub.shutdown();
     warm.shutdown();
 }

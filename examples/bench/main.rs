@@ -26,6 +26,8 @@
 //!   to start, e.g. `sh -c 'sleep 0.3; exec echo-server'`).
 //! - `idle`: the RSS and threads N idle connected servers add to the process.
 //! - `flight`: CALLS checked calls over SERVERS servers, up to 256 at once.
+//! - `frame`: one N MiB answer (the `huge` tool of `misbehave`), and the
+//!   peak resident memory it took against its size.
 //!
 //! The ratio is the figure to compare across machines; absolute times are
 //! not. The last stdout line of the call modes is one JSON object.
@@ -71,6 +73,7 @@ fn main() {
             return;
         }
         "cold" => return cold(n, &server),
+        "frame" => return frame(n, &server),
         _ => {}
     }
     let (raw, threaded, tether, errors, inflight) = match mode {
@@ -114,6 +117,40 @@ fn main() {
         "{}",
         json!({"client": "tether", "mode": mode, "n": n, "inflight": inflight, "ms": ms(tether), "errors": errors})
     );
+}
+
+/// `frame MIB`: one answer of MIB MiB (the `huge` tool of `misbehave`),
+/// and the peak resident memory it took, against its size.
+fn frame(mib: usize, server: &[String]) {
+    let client =
+        Client::connect("bench", &transport(server), ClientOptions::default()).expect("connects");
+    let status = |field: &str| -> u64 {
+        let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        text.lines()
+            .find_map(|line| line.strip_prefix(field))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    // Resets the peak to what is resident now (Linux: write 5 to clear_refs).
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let before = status("VmRSS:");
+    let bytes = mib * 1024 * 1024;
+    let result = client
+        .call_tool("huge", json!({"bytes": bytes}), &CallOptions::default())
+        .expect("the call answers");
+    let text = result.to_text();
+    assert_eq!(text.len(), bytes);
+    let peak = status("VmHWM:");
+    let size_kib = bytes as f64 / 1024.0;
+    println!(
+        "{mib} MiB answer, read and turned into text: peak RSS {:.1} MiB above the {:.1} MiB before = {:.2}× its size",
+        (peak - before) as f64 / 1024.0,
+        before as f64 / 1024.0,
+        (peak - before) as f64 / size_kib
+    );
+    drop(text);
+    drop(result);
+    client.close().expect("closes");
 }
 
 /// `cold N`: the alternated starts, and their medians.

@@ -42,10 +42,8 @@ mod router;
 
 use crate::transport::{self, Endpoint, Inbox, Transport};
 pub use options::{CallOptions, CancelHandle, ClientOptions, ProgressCallback};
-use router::{events_loop, Event, PendingGuard, PendingState, Reply, Router, Waiter};
+use router::{PendingGuard, PendingState, Reply, Router, Waiter};
 
-/// How long `close` waits for the events thread (it may be inside the host).
-const EVENTS_JOIN_WAIT: Duration = Duration::from_secs(1);
 /// How long a caller whose frame could not be written waits for the
 /// reader to say why the connection ended (it ends at once when the server
 /// exited; the supervisor ends what the server left).
@@ -66,10 +64,6 @@ const LISTEN_JOIN_WAIT: Duration = Duration::from_secs(1);
 pub struct Client {
     router: Arc<Router>,
     endpoint: Box<dyn Endpoint>,
-    events_thread: Mutex<Option<NamedThread>>,
-    events_thread_id: OnceLock<std::thread::ThreadId>,
-    /// Dropped on close: ends the events thread even if its queue is full.
-    stop_events: Mutex<Option<Sender<()>>>,
     info: OnceLock<ServerInfo>,
     options: ClientOptions,
     /// The `_meta` every request carries, once the server proved stateless.
@@ -126,8 +120,7 @@ impl Client {
         options: ClientOptions,
         open: impl FnOnce(Arc<dyn Inbox>) -> Result<Box<dyn Endpoint>, Error>,
     ) -> Result<Client, Error> {
-        let (events_sender, events) = router::EventQueue::new(EVENTS_QUEUE);
-        let router = Arc::new(Router {
+        let router = Arc::new_cyclic(|myself| Router {
             server: server.to_owned(),
             next_id: AtomicU64::new(1),
             state: Mutex::new(PendingState::default()),
@@ -137,39 +130,22 @@ impl Client {
             lists: Default::default(),
             stateless: Default::default(),
             listening: Default::default(),
-            events: events_sender,
+            events: router::EventQueue::new(EVENTS_QUEUE),
+            myself: myself.clone(),
             host: Arc::clone(&options.host),
         });
         let inbox = Arc::clone(&router) as Arc<dyn Inbox>;
         let endpoint = open(inbox)?;
-        let (stop_events, events_stopped) = crossbeam_channel::bounded::<()>(0);
-        let events_thread = NamedThread::spawn(format!("{server}-events"), {
-            let server = server.to_owned();
-            let host = Arc::clone(&options.host);
-            let router = Arc::clone(&router);
-            move || events_loop(&server, &*host, &events, &events_stopped, &router)
-        });
-        let client = Client {
+        Ok(Client {
             router,
             endpoint,
-            events_thread: Mutex::new(None),
-            events_thread_id: OnceLock::new(),
-            stop_events: Mutex::new(Some(stop_events)),
             info: OnceLock::new(),
             options,
             meta: OnceLock::new(),
             http_url: None,
             listener: Mutex::new(None),
             param_headers: Mutex::default(),
-        };
-        match events_thread {
-            Ok(thread) => {
-                let _ = client.events_thread_id.set(thread.id());
-                *lock(&client.events_thread) = Some(thread);
-            }
-            Err(err) => return Err(Error::Io(err)),
-        }
-        Ok(client)
+        })
     }
 
     /// A server that sent only garbage times out; say so rather than just "timed out".
@@ -665,16 +641,7 @@ impl Client {
         }
         self.router.closed(CloseReason::Shutdown);
         let result = self.endpoint.close();
-        let _ = self.router.events.try_send(Event::Stop);
-        lock(&self.stop_events).take();
-        let on_events_thread = self.events_thread_id.get() == Some(&std::thread::current().id());
-        // A host may close from inside its own callback, on the events
-        // thread: that thread cannot join itself; it ends after the callback.
-        if !on_events_thread {
-            if let Some(thread) = lock(&self.events_thread).take() {
-                thread.join_within(EVENTS_JOIN_WAIT);
-            }
-        }
+        self.router.events.close();
         result.map_err(Error::Io)
     }
 }

@@ -11,9 +11,10 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
-use crossbeam_channel::{select, Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use serde_json::{json, Value};
 
 use super::cache::ListCache;
@@ -22,6 +23,7 @@ use crate::error::{CloseReason, Error};
 use crate::host::{self, Host};
 use crate::jsonrpc::{Frame, Message, Notification, Request, RequestId, RpcError};
 use crate::sync::{lock, Occasional};
+use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
 use crate::transport::{Inbox, Outlet};
 
@@ -41,25 +43,52 @@ pub(super) enum Event {
 }
 
 /// The queue to the events thread: bounded by a count, not by a buffer
-/// allocated up front, so that an idle connection holds no slots (a bounded
-/// channel of 1024 events was a third of an idle server's memory).
+/// allocated up front (a bounded channel of 1024 events was a third of an
+/// idle server's memory), and served by a `{server}-events` thread that is
+/// started by the first event and ends after [`EVENTS_IDLE`] without one, so
+/// that an idle connection has none.
 pub(super) struct EventQueue {
     sender: Sender<Event>,
+    events: Receiver<Event>,
     queued: AtomicUsize,
     limit: usize,
+    worker: Mutex<EventsWorker>,
+    /// Set by close: the thread stops at the next event, however many wait.
+    closing: AtomicBool,
 }
 
+/// The events thread, when one runs.
+#[derive(Default)]
+struct EventsWorker {
+    running: bool,
+    /// Set by close: no thread starts any more.
+    closed: bool,
+    thread: Option<NamedThread>,
+}
+
+/// How long the events thread waits for another event before it ends.
+const EVENTS_IDLE: Duration = Duration::from_secs(5);
+/// How long `close` waits for the events thread (it may be inside the host).
+const EVENTS_JOIN_WAIT: Duration = Duration::from_secs(1);
+
 impl EventQueue {
-    pub(super) fn new(limit: usize) -> (EventQueue, Receiver<Event>) {
+    pub(super) fn new(limit: usize) -> EventQueue {
         let (sender, events) = crossbeam_channel::unbounded();
-        (EventQueue { sender, queued: AtomicUsize::new(0), limit }, events)
+        EventQueue {
+            sender,
+            events,
+            queued: AtomicUsize::new(0),
+            limit,
+            worker: Mutex::default(),
+            closing: AtomicBool::new(false),
+        }
     }
 
     /// Queues an event, unless `limit` are waiting already (a `Stop` always goes).
     // As crossbeam's own `try_send`: a refused request comes back, to be
     // answered "busy".
     #[allow(clippy::result_large_err)]
-    pub(super) fn try_send(&self, event: Event) -> Result<(), TrySendError<Event>> {
+    fn try_send(&self, event: Event) -> Result<(), TrySendError<Event>> {
         let counted = !matches!(event, Event::Stop);
         if counted && self.queued.fetch_add(1, Ordering::AcqRel) >= self.limit {
             self.queued.fetch_sub(1, Ordering::AcqRel);
@@ -75,6 +104,24 @@ impl EventQueue {
     /// The events thread took one counted event.
     fn taken(&self) {
         self.queued.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Stops the events thread and joins it, unless this is that thread (a
+    /// host may close from inside its own callback; it ends after it).
+    pub(super) fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+        let thread = {
+            let mut worker = lock(&self.worker);
+            worker.closed = true;
+            worker.thread.take()
+        };
+        let _ = self.sender.try_send(Event::Stop);
+        if let Some(thread) = thread {
+            if thread.id() == std::thread::current().id() {
+                return;
+            }
+            thread.join_within(EVENTS_JOIN_WAIT);
+        }
     }
 }
 
@@ -123,6 +170,8 @@ pub(super) struct Router {
     /// changes tagged with another subscription are not this client's.
     pub(super) listening: AtomicI64,
     pub(super) events: EventQueue,
+    /// Itself, for the events thread it starts.
+    pub(super) myself: Weak<Router>,
     /// Sees the server's stderr lines, on the transport's stderr thread.
     pub(super) host: Arc<dyn Host>,
 }
@@ -130,6 +179,30 @@ pub(super) struct Router {
 impl Router {
     pub(super) fn outlet(&self) -> Result<&Arc<dyn Outlet>, Closed> {
         self.outlet.get().ok_or(Closed)
+    }
+
+    /// Queues a server request or notification for the host, starting the
+    /// events thread if none runs.
+    #[allow(clippy::result_large_err)]
+    fn queue(&self, event: Event) -> Result<(), TrySendError<Event>> {
+        self.events.try_send(event)?;
+        let mut worker = lock(&self.events.worker);
+        if worker.running || worker.closed {
+            return Ok(());
+        }
+        // The last thread left its loop already (it cleared `running`).
+        if let Some(done) = worker.thread.take() {
+            done.join_within(EVENTS_JOIN_WAIT);
+        }
+        let Some(router) = self.myself.upgrade() else { return Ok(()) };
+        match NamedThread::spawn(format!("{}-events", self.server), move || events_loop(&router)) {
+            Ok(thread) => {
+                worker.running = true;
+                worker.thread = Some(thread);
+            }
+            Err(err) => log::warn!("{}: cannot start the events thread: {err}", self.server),
+        }
+        Ok(())
     }
 
     pub(super) fn send(&self, frame: Frame) -> Result<(), Closed> {
@@ -249,7 +322,7 @@ impl Inbox for Router {
             }
             Message::Request(request) => {
                 if let Err(TrySendError::Full(Event::Request(request))) =
-                    self.events.try_send(Event::Request(request))
+                    self.queue(Event::Request(request))
                 {
                     let busy = RpcError {
                         code: -32603,
@@ -269,7 +342,7 @@ impl Inbox for Router {
             Message::Notification(notification) => {
                 self.server_cancelled(&notification);
                 self.lists.changed(&notification.method);
-                if self.events.try_send(Event::Notification(notification)).is_err() {
+                if self.queue(Event::Notification(notification)).is_err() {
                     self.dropped.warn(|| {
                         format!("{}: too many notifications queued; dropping some", self.server)
                     });
@@ -312,23 +385,30 @@ impl Inbox for Router {
     }
 }
 
-pub(super) fn events_loop(
-    server: &str,
-    host: &dyn Host,
-    events: &Receiver<Event>,
-    stopped: &Receiver<()>,
-    router: &Router,
-) {
+/// The `{server}-events` thread: hands server requests and notifications to
+/// the host, in order, until the connection closes or none came for a while.
+fn events_loop(router: &Router) {
+    let (server, host, queue) = (&router.server, &*router.host, &router.events);
     loop {
-        let event = select! {
-            recv(events) -> event => match event {
-                Ok(event) => event,
-                Err(_) => return,
-            },
-            recv(stopped) -> _ => return,
+        let event = match queue.events.recv_timeout(EVENTS_IDLE) {
+            Ok(event) => event,
+            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {
+                // Under the worker's lock: an event queued after this check
+                // starts a new thread.
+                let mut worker = lock(&queue.worker);
+                if queue.events.is_empty() {
+                    worker.running = false;
+                    return;
+                }
+                continue;
+            }
         };
+        if queue.closing.load(Ordering::Acquire) {
+            return;
+        }
         if !matches!(event, Event::Stop) {
-            router.events.taken();
+            queue.taken();
         }
         match event {
             Event::Request(request) => {

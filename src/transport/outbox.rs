@@ -5,9 +5,11 @@
 //! and a caller writes its frame straight into it when nothing is queued
 //! ahead: the lock is held across one non-blocking `write`, which never waits
 //! on the server. Only when the pipe is full (a server that does not read, or
-//! a burst) does the rest go to the backlog, and the `{server}-writer` thread
-//! owns the pipe until the backlog is empty, waiting with `poll` in short
-//! slices so that `close` is never stuck behind a server that stopped reading.
+//! a burst) does the rest go to the backlog, and a `{server}-writer` thread,
+//! started then, owns the pipe until the backlog is empty, waiting with
+//! `poll` in short slices so that `close` is never stuck behind a server that
+//! stopped reading; it ends when the backlog is empty, so an idle connection
+//! has no writer thread.
 //! Frames are written whole and in order: while the writer owns the pipe,
 //! every caller queues behind it. The backlog is bounded: a server that stops
 //! reading while more than 64 MiB waits for it is failed, not fed forever. A
@@ -19,15 +21,19 @@ use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use crate::error::CloseReason;
 use crate::jsonrpc::Frame;
 use crate::sync::lock;
+use crate::threads::NamedThread;
 use crate::transport::{Inbox, Outlet};
 
 /// How long the writer waits for room in the pipe before checking for close.
 const POLL_SLICE_MS: libc::c_int = 100;
+/// How long `close` waits for the writer thread.
+const JOIN_WAIT: Duration = Duration::from_secs(2);
 /// The most that may wait for a server that does not read.
 const MAX_BACKLOG: usize = 64 * 1024 * 1024;
 
@@ -37,6 +43,10 @@ pub(crate) struct Outbox {
     state: Mutex<State>,
     backlog_ready: Condvar,
     closed: AtomicBool,
+    /// The writer thread while there is a backlog (and the last one, until
+    /// it is joined).
+    writer: Mutex<Option<NamedThread>>,
+    myself: Weak<Outbox>,
 }
 
 #[derive(Default)]
@@ -45,6 +55,8 @@ struct State {
     backlog: VecDeque<Vec<u8>>,
     backlog_bytes: usize,
     writer_owns_pipe: bool,
+    /// A writer thread is running (or starting) for the backlog.
+    writer_running: bool,
     /// Told when writing fails; taken on close, which breaks the cycle
     /// between the connection's router and its outbox.
     inbox: Option<Arc<dyn Inbox>>,
@@ -56,12 +68,45 @@ pub(crate) struct Closed;
 
 impl Outbox {
     /// An outbox with no pipe yet; frames sent before `attach` are queued.
-    pub(crate) fn new(server: &str) -> Outbox {
-        Outbox {
+    pub(crate) fn new(server: &str) -> Arc<Outbox> {
+        Arc::new_cyclic(|myself| Outbox {
             server: server.to_owned(),
             state: Mutex::new(State::default()),
             backlog_ready: Condvar::new(),
             closed: AtomicBool::new(false),
+            writer: Mutex::new(None),
+            myself: myself.clone(),
+        })
+    }
+
+    /// Starts the writer thread for the backlog, unless one runs; called
+    /// with the state locked (`state`), which it releases.
+    fn wake_writer(&self, mut state: MutexGuard<'_, State>) {
+        if state.writer_running {
+            self.backlog_ready.notify_one();
+            return;
+        }
+        state.writer_running = true;
+        drop(state);
+        let Some(me) = self.myself.upgrade() else { return };
+        let mut writer = lock(&self.writer);
+        // The last writer has left its loop already (it cleared the flag).
+        if let Some(done) = writer.take() {
+            done.join_within(JOIN_WAIT);
+        }
+        match NamedThread::spawn(format!("{}-writer", self.server), move || me.run_writer()) {
+            Ok(thread) => *writer = Some(thread),
+            Err(err) => {
+                drop(writer);
+                self.fail(Some(CloseReason::Io(format!("cannot start the writer thread: {err}"))));
+            }
+        }
+    }
+
+    /// Joins the writer thread, if one ran (after `close`).
+    pub(crate) fn join_writer(&self) {
+        if let Some(thread) = lock(&self.writer).take() {
+            thread.join_within(JOIN_WAIT);
         }
     }
 
@@ -73,7 +118,7 @@ impl Outbox {
         state.pipe = Some(Arc::new(pipe));
         state.inbox = Some(inbox);
         if !state.backlog.is_empty() {
-            self.backlog_ready.notify_one();
+            self.wake_writer(state);
         }
         Ok(())
     }
@@ -120,7 +165,7 @@ impl Outbox {
         }
         state.backlog_bytes += frame.len();
         state.backlog.push_back(frame);
-        self.backlog_ready.notify_one();
+        self.wake_writer(state);
         Ok(())
     }
 
@@ -152,21 +197,23 @@ impl Outbox {
         self.backlog_ready.notify_all();
     }
 
-    /// The body of the `{server}-writer` thread: drains the backlog whenever
-    /// there is one, until the outbox closes.
-    pub(crate) fn run_writer(&self) {
+    /// The body of the `{server}-writer` thread: drains the backlog, and
+    /// ends when it is empty or the outbox closes.
+    fn run_writer(&self) {
         loop {
             let (pipe, batch) = {
                 let mut state = lock(&self.state);
                 loop {
-                    if self.closed.load(Ordering::Acquire) {
+                    if self.closed.load(Ordering::Acquire) || state.backlog.is_empty() {
+                        // Under the lock: a frame queued after this starts a
+                        // new writer.
                         state.writer_owns_pipe = false;
+                        state.writer_running = false;
                         return;
                     }
-                    if !state.backlog.is_empty() && state.pipe.is_some() {
+                    if state.pipe.is_some() {
                         break;
                     }
-                    state.writer_owns_pipe = false;
                     state = self.backlog_ready.wait(state).unwrap();
                 }
                 state.writer_owns_pipe = true;

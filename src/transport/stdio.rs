@@ -108,7 +108,7 @@ pub(crate) fn spawn(
     command: &StdioCommand,
     inbox: Arc<dyn Inbox>,
 ) -> Result<StdioEndpoint, Error> {
-    let outbox = Arc::new(Outbox::new(server));
+    let outbox = Outbox::new(server);
     inbox.attach(Arc::clone(&outbox) as Arc<dyn Outlet>);
     let spawn_error = |source| Error::Spawn { command: command.program.clone(), source };
     if let Some(cwd) = &command.cwd {
@@ -157,7 +157,6 @@ pub(crate) fn spawn(
                 }
             }
         }),
-        NamedThread::spawn(format!("{server}-writer"), move || outbox.run_writer()),
         NamedThread::spawn(format!("{server}-stderr"), {
             let server = server.to_owned();
             move || drain_stderr(&server, stderr, &stderr_tail, &*stderr_inbox)
@@ -219,6 +218,7 @@ impl Endpoint for StdioEndpoint {
         for thread in threads {
             thread.join_within(JOIN_WAIT);
         }
+        self.process.outbox.join_writer();
         result
     }
 
@@ -294,12 +294,15 @@ fn set_parent_death_signal(command: &mut Command) {
 fn set_parent_death_signal(_command: &mut Command) {}
 
 fn read_loop(server: &str, pid: i32, stdout: ChildStdout, inbox: &dyn Inbox) {
-    let mut reader = FrameReader::new(BufReader::with_capacity(64 * 1024, stdout));
+    let mut reader = FrameReader::new(BufReader::with_capacity(READ_BUFFER, stdout));
     let reason = loop {
         match reader.next_frame() {
             Ok(Some(frame)) => match Message::parse(frame) {
                 Ok(message) => {
                     log::trace!("{server} <- {}", String::from_utf8_lossy(frame));
+                    // The bytes are parsed: a big buffer goes before the
+                    // caller wakes up with the value.
+                    reader.release_large();
                     inbox.deliver(message);
                 }
                 Err(why) => {
@@ -330,11 +333,16 @@ fn read_loop(server: &str, pid: i32, stdout: ChildStdout, inbox: &dyn Inbox) {
     inbox.closed(reason);
 }
 
+/// The reader's buffer: big frames come in several reads, small ones in
+/// one; an idle connection should hold little.
+const READ_BUFFER: usize = 8 * 1024;
+/// What the stderr thread reads at a time.
+const STDERR_CHUNK: usize = 4 * 1024;
 /// How long the reader waits, at end of output, for the server to exit.
 const EXIT_PEEK: Duration = Duration::from_millis(100);
 
 fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &StderrTail, inbox: &dyn Inbox) {
-    let mut chunk = vec![0u8; 16 * 1024];
+    let mut chunk = vec![0u8; STDERR_CHUNK];
     let mut lines = StderrLines::new(server, inbox);
     loop {
         let n = match stderr.read(&mut chunk) {
