@@ -239,6 +239,11 @@ Options:
       --bearer-token-env-var VAR
                                send the variable VAR as a bearer token
       --description TEXT       one sentence: what the server is for
+      --timeout SECS           per-request timeout (default 60)
+      --start-timeout SECS     start, first handshake and tool list (default 30)
+      --protocol auto|legacy|modern
+                               which era of MCP to speak (default auto: probe
+                               with server/discover, then fall back)
 
 Example:
   tether add fs -- npx -y @modelcontextprotocol/server-filesystem .

@@ -27,6 +27,10 @@ pub(super) struct AddArgs {
     pub(super) url: Option<String>,
     pub(super) transport: Option<String>,
     pub(super) command: Vec<String>,
+    /// `timeout`, `startTimeout` (seconds, as given) and `protocol`.
+    pub(super) timeout: Option<String>,
+    pub(super) start_timeout: Option<String>,
+    pub(super) protocol: Option<String>,
 }
 
 /// `add`'s options and positionals; `after_dashes` is what followed `--`
@@ -62,6 +66,9 @@ fn parse_add_options(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Err
             }
             Long("bearer-token-env-var") => add.bearer_token_env = Some(parser.value()?.string()?),
             Long("description") => add.description = Some(parser.value()?.string()?),
+            Long("timeout") => add.timeout = Some(parser.value()?.string()?),
+            Long("start-timeout") => add.start_timeout = Some(parser.value()?.string()?),
+            Long("protocol") => add.protocol = Some(parser.value()?.string()?),
             Long("url") if add.url.is_none() => add.url = Some(parser.value()?.string()?),
             Short('t') | Long("transport") => add.transport = Some(parser.value()?.string()?),
             Value(word) if add.name.is_none() => {
@@ -147,7 +154,43 @@ fn key_value(text: &str, option: &str) -> Result<(String, String), lexopt::Error
     }
 }
 
-pub(super) fn add(files: &ConfigFiles, mut add: AddArgs) -> u8 {
+/// `tether` with the global options that chose the files (`--config-dir`,
+/// `--project`), so that a hint's command reaches the same entry.
+pub(super) struct Again(String);
+
+impl Again {
+    pub(super) fn new(
+        config_dir: Option<&std::path::Path>,
+        project: Option<&std::path::Path>,
+    ) -> Again {
+        let mut command = String::from("tether");
+        for (option, path) in [("--config-dir", config_dir), ("--project", project)] {
+            if let Some(path) = path {
+                command.push_str(&format!(" {option} {}", shell_word(&path.display().to_string())));
+            }
+        }
+        Again(command)
+    }
+}
+
+impl std::fmt::Display for Again {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A word as a POSIX shell reads it back: as it is when plain, else quoted.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:,@%=".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+pub(super) fn add(files: &ConfigFiles, mut add: AddArgs, again: &Again) -> u8 {
     if add.name.is_none() {
         if !io::stdin().is_terminal() {
             eprintln!(
@@ -185,7 +228,7 @@ pub(super) fn add(files: &ConfigFiles, mut add: AddArgs) -> u8 {
                     "Project entries start once approved; review and approve with: tether trust"
                 );
             }
-            println!("Check it with: tether list {name}");
+            println!("Check it with: {again} list {}", shell_word(&name));
             EXIT_OK
         }
         Err(err) => report(&err),
@@ -259,6 +302,28 @@ fn entry_of(add: &AddArgs) -> Result<Value, String> {
     }
     if let Some(description) = &add.description {
         entry.insert("description".into(), json!(description));
+    }
+    for (option, field, given) in [
+        ("--timeout", "timeout", &add.timeout),
+        ("--start-timeout", "startTimeout", &add.start_timeout),
+    ] {
+        if let Some(given) = given {
+            match given.parse::<f64>() {
+                Ok(seconds) if seconds > 0.0 && seconds.is_finite() => {
+                    entry.insert(field.into(), json!(seconds));
+                }
+                _ => {
+                    return Err(format!(
+                        "{option} takes a positive number of seconds, not {given:?}"
+                    ))
+                }
+            }
+        }
+    }
+    if let Some(protocol) = &add.protocol {
+        let era: tether::EraChoice =
+            protocol.parse().map_err(|err| format!("--protocol: {err}"))?;
+        entry.insert("protocol".into(), json!(era.as_str()));
     }
     Ok(Value::Object(entry))
 }
@@ -435,7 +500,13 @@ fn ask_choice(question: &str) -> Option<char> {
     Some(answer.trim().chars().next().unwrap_or('n').to_ascii_lowercase())
 }
 
-pub(super) fn enable(files: &ConfigFiles, name: &str, enabled: bool, scope: Option<Scope>) -> u8 {
+pub(super) fn enable(
+    files: &ConfigFiles,
+    name: &str,
+    enabled: bool,
+    scope: Option<Scope>,
+    again: &Again,
+) -> u8 {
     if let Err(code) = check_defined(files, name, scope) {
         return code;
     }
@@ -443,7 +514,7 @@ pub(super) fn enable(files: &ConfigFiles, name: &str, enabled: bool, scope: Opti
         Ok((_, path)) => {
             let done = if enabled { "Enabled" } else { "Disabled" };
             println!("{done} server {name:?} in {}.", path.display());
-            println!("Check it with: tether list {name}");
+            println!("Check it with: {again} list {}", shell_word(name));
             EXIT_OK
         }
         Err(err) => report(&err),
@@ -562,6 +633,7 @@ pub(super) fn expose(
     mode: tether::Exposure,
     tool: Option<&str>,
     scope: Option<Scope>,
+    again: &Again,
 ) -> u8 {
     // A project file may override a user server it does not define.
     let defined = if scope == Some(Scope::Project) { None } else { scope };
@@ -585,7 +657,7 @@ pub(super) fn expose(
                     path.display()
                 ),
             }
-            println!("Check it with: tether tools {name}");
+            println!("Check it with: {again} tools {}", shell_word(name));
             EXIT_OK
         }
         Err(err) => report(&err),

@@ -89,6 +89,8 @@ pub fn main() -> ExitCode {
         eprint!("{}", help::GLOBAL);
         return ExitCode::from(EXIT_USAGE);
     };
+    // How to run tether again on the same files, for the hints.
+    let again = manage::Again::new(args.config_dir.as_deref(), args.project.as_deref());
     let Some(config_dir) = args.config_dir.or_else(tether::default_config_dir) else {
         eprintln!(
             "error: no configuration folder: set HOME, TETHER_CONFIG_DIR or pass --config-dir"
@@ -111,13 +113,15 @@ pub fn main() -> ExitCode {
     };
     let files = ConfigFiles::new(config_dir, project);
     let code = match command {
-        Command::Add(add) => manage::add(&files, add),
+        Command::Add(add) => manage::add(&files, add, &again),
         Command::Remove { name, scope } => manage::remove(&files, &name, scope),
-        Command::Enable { name, enabled, scope } => manage::enable(&files, &name, enabled, scope),
+        Command::Enable { name, enabled, scope } => {
+            manage::enable(&files, &name, enabled, scope, &again)
+        }
         Command::Trust { dir, trusted, yes } => manage::trust(&files, dir, trusted, yes),
         Command::Import { file } => manage::import(&files, &file),
         Command::Expose { name, mode, tool, scope } => {
-            manage::expose(&files, &name, mode, tool.as_deref(), scope)
+            manage::expose(&files, &name, mode, tool.as_deref(), scope, &again)
         }
         Command::Logs { server, lines, follow } => {
             if let Some(name) = &server {

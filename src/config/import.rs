@@ -144,6 +144,7 @@ fn translate(
             notes.push(format!("{name}: dropped the unknown field {key:?}"));
         }
     }
+    split_command_line(name, &mut out, notes)?;
     let out = Value::Object(out);
     let variables = variables_named(&out.to_string());
     if !variables.is_empty() {
@@ -157,6 +158,91 @@ fn translate(
         (false, false) => Err("it has neither \"command\" nor \"url\"".into()),
         _ => Ok(out),
     }
+}
+
+/// Other clients accept a whole command line in `command` (`"npx -y
+/// server"`, `"bash -c 'serve --port 3'"`); tether takes a program and its
+/// arguments. A line of plain words and quotes is split as a shell would
+/// (into `command` and `args`); one with shell operators is refused, since
+/// tether never runs a shell line. An existing file with spaces in its
+/// name is left alone.
+fn split_command_line(
+    name: &str,
+    out: &mut Map<String, Value>,
+    notes: &mut Vec<String>,
+) -> Result<(), String> {
+    let Some(line) = out.get("command").and_then(Value::as_str).map(str::to_owned) else {
+        return Ok(());
+    };
+    let has_args = out.get("args").and_then(Value::as_array).is_some_and(|args| !args.is_empty());
+    if has_args || !line.trim().contains(char::is_whitespace) || Path::new(&line).exists() {
+        return Ok(());
+    }
+    let words = shell_words(&line).ok_or_else(|| {
+        format!("its command {line:?} is a shell line tether cannot split (quotes or shell operators); add it by hand")
+    })?;
+    notes.push(format!("{name}: split the command line {line:?} into a program and its arguments"));
+    out.insert("command".into(), Value::String(words[0].clone()));
+    out.insert(
+        "args".into(),
+        Value::Array(words[1..].iter().cloned().map(Value::String).collect()),
+    );
+    Ok(())
+}
+
+/// Splits a line into words as a POSIX shell does for plain words, single
+/// and double quotes and backslashes; `None` for unbalanced quotes or any
+/// shell operator (`|`, `&`, `;`, `<`, `>`, `$(`, backquotes) outside quotes.
+fn shell_words(line: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\n' => words.extend(word.take()),
+            '\'' => {
+                let text = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        other => text.push(other),
+                    }
+                }
+            }
+            '"' => {
+                let text = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '\\' => text.push(chars.next()?),
+                        '$' | '`' => return None,
+                        other => text.push(other),
+                    }
+                }
+            }
+            '\\' => word.get_or_insert_with(String::new).push(chars.next()?),
+            '|' | '&' | ';' | '<' | '>' | '`' | '(' | ')' => return None,
+            // `${VAR}` is tether's own expansion, kept as written; any
+            // other `$` is the shell's.
+            '$' => {
+                let text = word.get_or_insert_with(String::new);
+                if chars.next()? != '{' {
+                    return None;
+                }
+                text.push_str("${");
+                loop {
+                    let next = chars.next()?;
+                    text.push(next);
+                    if next == '}' {
+                        break;
+                    }
+                }
+            }
+            other => word.get_or_insert_with(String::new).push(other),
+        }
+    }
+    words.extend(word);
+    (!words.is_empty()).then_some(words)
 }
 
 /// The `${NAME…}` variables a text names.
@@ -298,5 +384,28 @@ mod tests {
             &serde_json::json!({"env": {"T": "${env:TOKEN}", "H": "${userHome}/x"}}),
         );
         assert_eq!(value, serde_json::json!({"env": {"T": "${TOKEN}", "H": "${HOME}/x"}}));
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::shell_words;
+
+    #[test]
+    fn command_lines_split_as_a_shell_would_or_not_at_all() {
+        assert_eq!(shell_words("npx -y server").unwrap(), ["npx", "-y", "server"]);
+        assert_eq!(
+            shell_words("bash -c 'serve --port 3'").unwrap(),
+            ["bash", "-c", "serve --port 3"]
+        );
+        assert_eq!(shell_words(r#"run "a b" c\ d"#).unwrap(), ["run", "a b", "c d"]);
+        assert_eq!(
+            shell_words("node ${HOME}/server.js").unwrap(),
+            ["node", "${HOME}/server.js"],
+            "tether's own expansion stays"
+        );
+        for refused in ["a | b", "a && b", "a > f", "a $(b)", "a 'b", "echo $HOME"] {
+            assert!(shell_words(refused).is_none(), "{refused}");
+        }
     }
 }

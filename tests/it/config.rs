@@ -389,9 +389,13 @@ fn add_writes_both_forms_and_refuses_duplicates() {
         &[],
     );
     assert_eq!(code, 0, "{err}");
+    // The hint names the same files (the test passes --config-dir), so
+    // that running it shows this entry.
+    let hint = format!("Check it with: tether --config-dir {} ", setup.config.path().display());
     assert!(
         out.contains("Added stdio server \"local-one\" to")
-            && out.contains("Check it with: tether list local-one"),
+            && out.contains(&hint)
+            && out.contains(" list local-one\n"),
         "{out}"
     );
     let (code, _, err) = setup.run(
@@ -555,6 +559,24 @@ fn import_translates_other_clients_files_and_reports_what_it_skipped() {
         }})
         .to_string(),
     );
+    let lines = other.write(
+        "lines.json",
+        &json!({"mcpServers": {
+            "line": {"command": "bash -c 'serve --port 3'"},
+            "piped": {"command": "serve | tee log"},
+        }})
+        .to_string(),
+    );
+    let (code, out, err) = setup.run(&["import", lines.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Imported 1 server") && out.contains("line"), "{out}");
+    assert!(out.contains("split the command line"), "{out}");
+    assert!(out.contains("Skipped piped:") && out.contains("shell line"), "{out}");
+    let line = &setup.user_file()["mcpServers"]["line"];
+    assert_eq!(
+        (line["command"].clone(), line["args"].clone()),
+        (json!("bash"), json!(["-c", "serve --port 3"]))
+    );
     let (code, out, err) = setup.run(&["import", literal.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Imported 1 server") && out.contains("lit"), "{out}");
@@ -578,7 +600,7 @@ fn import_translates_other_clients_files_and_reports_what_it_skipped() {
     let config =
         ConfigLoader::new().config_dir(setup.config.path()).environment(environment).load();
     assert!(config.failed.is_empty(), "{:?}", config.failed);
-    assert_eq!(config.servers.len(), 12);
+    assert_eq!(config.servers.len(), 13);
 }
 
 #[test]
@@ -756,4 +778,43 @@ fn tether_creates_private_folders_and_logs_and_cleans_stale_temporaries() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
     assert_eq!(mode(&config.join("mcp.log")), 0o600);
     tag.assert_gone();
+}
+
+#[test]
+fn add_sets_timeouts_and_the_protocol_and_refuses_bad_ones() {
+    let setup = Setup::new(None, None);
+    let (code, out, err) = setup.run(
+        &[
+            "add",
+            "slowpoke",
+            "--timeout",
+            "90",
+            "--start-timeout",
+            "7.5",
+            "--protocol",
+            "legacy",
+            "--",
+            "node",
+            "server.js",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Added stdio server"), "{out}");
+    let entry = &setup.user_file()["mcpServers"]["slowpoke"];
+    assert_eq!(entry["timeout"], 90.0);
+    assert_eq!(entry["startTimeout"], 7.5);
+    assert_eq!(entry["protocol"], "legacy");
+    for bad in [["--timeout", "0"], ["--start-timeout", "soon"], ["--protocol", "2026"]] {
+        let mut args = vec!["add", "other"];
+        args.extend(bad);
+        args.extend(["--", "node", "server.js"]);
+        let (code, _, err) = setup.run(&args, &[]);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+        assert!(
+            err.contains(bad[0].trim_start_matches('-')) || err.contains(bad[0]),
+            "{bad:?}: {err}"
+        );
+    }
+    assert!(setup.user_file()["mcpServers"].get("other").is_none(), "nothing bad is written");
 }
