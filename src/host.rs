@@ -55,7 +55,12 @@ impl Root {
 /// Every method has a default: no roots, sampling and elicitation declined,
 /// notifications ignored. Methods run on the connection's `{server}-events`
 /// thread, never on its reader, so a slow answer (a person typing) blocks no
-/// response to another request.
+/// response to another request; calls for one server come one at a time, in
+/// the order the server sent them. That thread starts when the server first
+/// asks or notifies and ends after 5 s without, so two calls may come on
+/// different OS threads: keep no thread-local state across them. With a
+/// stateless (2026-07-28) server, elicitation, sampling and roots are asked
+/// on the thread of the call that needs them instead.
 pub trait Host: Send + Sync {
     /// The roots reported for `roots/list`.
     fn roots(&self) -> Vec<Root> {

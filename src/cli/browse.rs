@@ -111,7 +111,8 @@ pub(super) fn read(
         Err(err) => return report(&err),
     };
     if json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&contents).unwrap_or_default()));
+        let result = serde_json::json!({"contents": contents});
+        emit(&format!("{}\n", serde_json::to_string_pretty(&result).unwrap_or_default()));
         return EXIT_OK;
     }
     // With -o a file takes one part; a folder takes any number.

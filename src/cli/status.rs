@@ -88,6 +88,11 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
         Error::Timeout(Timeout { step: Step::Start { .. }, .. }) => {
             // What it was doing first: a server waiting for a download or a
             // password says so on stderr.
+            if status.transport != "stdio" {
+                return Some(format!(
+                    "the server did not answer in time; if it needs longer, raise \"startTimeout\" in {file}"
+                ));
+            }
             let doing = match status.stderr_tail.as_deref().map(|tail| last_lines(tail, 1)) {
                 Some(last) if !last.is_empty() => format!("its stderr last said {:?}", last[0]),
                 _ => "it printed nothing on stderr".to_owned(),
@@ -97,6 +102,13 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
             ))
         }
         Error::Timeout(_) => Some(format!("raise \"timeout\" in {file}")),
+        // MissingRequiredClientCapability: most often elicitation, which the
+        // CLI offers only on a terminal.
+        Error::Rpc(rpc) if rpc.code == -32021 => Some(
+            "the server needs something this client did not offer; tether answers questions \
+             (elicitation) only when it runs on a terminal"
+                .to_owned(),
+        ),
         // Only when there is something below to read.
         Error::Disconnected(_) if status.stderr_tail.is_some() => {
             Some("the server exited; the end of its stderr is below".to_owned())

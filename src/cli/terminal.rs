@@ -91,9 +91,9 @@ fn ask_url(params: &Value) -> Option<Value> {
     if open.eq_ignore_ascii_case("y") || open.eq_ignore_ascii_case("yes") {
         open_in_browser(url);
     }
-    match read_answer("When you are done: (a)ccept, (d)ecline or (c)ancel? ")?.chars().next() {
-        Some('a') | Some('A') => Some(json!({"action": "accept"})),
-        Some('d') | Some('D') => Some(json!({"action": "decline"})),
+    match choice(&read_answer("When you are done: (a)ccept, (d)ecline or (c)ancel? ")?) {
+        Some(Choice::Accept) => Some(json!({"action": "accept"})),
+        Some(Choice::Decline) => Some(json!({"action": "decline"})),
         _ => Some(json!({"action": "cancel"})),
     }
 }
@@ -183,10 +183,34 @@ fn ask_form(schema: &Value) -> Option<Value> {
             }
         }
     }
-    match read_answer("Send this? (a)ccept, (d)ecline or (c)ancel [a]: ")?.chars().next() {
-        None | Some('a') | Some('A') => Some(json!({"action": "accept", "content": content})),
-        Some('d') | Some('D') => Some(json!({"action": "decline"})),
-        _ => Some(json!({"action": "cancel"})),
+    loop {
+        let answer = read_answer("Send this? (a)ccept, (d)ecline or (c)ancel [a]: ")?;
+        match choice(&answer) {
+            Some(Choice::Accept) => return Some(json!({"action": "accept", "content": content})),
+            Some(Choice::Decline) => return Some(json!({"action": "decline"})),
+            Some(Choice::Cancel) => return Some(json!({"action": "cancel"})),
+            None if answer.trim().is_empty() => {
+                return Some(json!({"action": "accept", "content": content}))
+            }
+            None => eprintln!("  answer a (or y), d (or n) or c"),
+        }
+    }
+}
+
+enum Choice {
+    Accept,
+    Decline,
+    Cancel,
+}
+
+/// What a person typed at an accept/decline/cancel question; `y` and `yes`
+/// accept, `n` and `no` decline; anything else is no answer.
+fn choice(answer: &str) -> Option<Choice> {
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "a" | "accept" | "y" | "yes" => Some(Choice::Accept),
+        "d" | "decline" | "n" | "no" => Some(Choice::Decline),
+        "c" | "cancel" => Some(Choice::Cancel),
+        _ => None,
     }
 }
 

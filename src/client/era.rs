@@ -58,9 +58,11 @@ enum ProbeWait {
 /// What the probe found.
 enum Verdict {
     Modern(ServerInfo),
-    /// Handshake-era; `timed_out` when the probe went unanswered.
+    /// Handshake-era; `timed_out` when the probe went unanswered; `why`
+    /// says what the server did.
     Legacy {
         timed_out: bool,
+        why: String,
     },
 }
 
@@ -87,10 +89,10 @@ impl Client {
             EraChoice::Legacy => self.handshake(deadline)?,
             EraChoice::Modern => match self.probe_within(deadline, ProbeWait::Whole)? {
                 Verdict::Modern(info) => info,
-                Verdict::Legacy { .. } => {
+                Verdict::Legacy { why, .. } => {
                     return Err(Error::Protocol(format!(
                         "the entry pins \"protocol\": \"modern\", but the server does not \
-                         answer server/discover for {MODERN_PROTOCOL_VERSION}"
+                         speak {MODERN_PROTOCOL_VERSION}: {why}"
                     )))
                 }
             },
@@ -120,7 +122,7 @@ impl Client {
         if known != Some(Era::Legacy) {
             match self.probe(deadline)? {
                 Verdict::Modern(info) => return Ok(info),
-                Verdict::Legacy { timed_out } => probed_in_time = !timed_out,
+                Verdict::Legacy { timed_out, .. } => probed_in_time = !timed_out,
             }
         }
         let error = match self.handshake(deadline) {
@@ -149,9 +151,12 @@ impl Client {
             lock(http_eras()).remove(url);
         }
         log::info!("{}: initialize refused ({error}); probing again", self.router.server);
-        match self.probe_within(deadline, ProbeWait::Whole)? {
-            Verdict::Modern(info) => Ok(info),
-            Verdict::Legacy { .. } => Err(error),
+        // A server that refused the handshake is up: a modern one answers
+        // the probe at once. Whatever else happens, the refusal is the news.
+        let wait = if modern_evidence { ProbeWait::Whole } else { ProbeWait::Part };
+        match self.probe_within(deadline, wait) {
+            Ok(Verdict::Modern(info)) => Ok(info),
+            Ok(Verdict::Legacy { .. }) | Err(_) => Err(error),
         }
     }
 
@@ -184,11 +189,11 @@ impl Client {
                 match ServerInfo::from_discover_result(&result, MODERN_PROTOCOL_VERSION) {
                     Some(info) => Verdict::Modern(info),
                     None => {
-                        log::debug!(
-                            "{}: server/discover answered without {MODERN_PROTOCOL_VERSION}",
-                            self.router.server
+                        let why = format!(
+                            "it answered server/discover without {MODERN_PROTOCOL_VERSION}"
                         );
-                        Verdict::Legacy { timed_out: false }
+                        log::debug!("{}: {why}", self.router.server);
+                        Verdict::Legacy { timed_out: false, why }
                     }
                 }
             }
@@ -201,7 +206,8 @@ impl Client {
                         supported.join(", ")
                     }));
                 }
-                Verdict::Legacy { timed_out: false }
+                let why = format!("it speaks {}", supported.join(", "));
+                Verdict::Legacy { timed_out: false, why }
             }
             Err(Error::Rpc(error)) if MODERN_ERRORS.contains(&error.code) => {
                 // A stateless server refused the probe itself: that is no
@@ -210,23 +216,34 @@ impl Client {
             }
             Err(Error::Rpc(error)) => {
                 log::debug!("{}: server/discover refused: {error}", self.router.server);
-                Verdict::Legacy { timed_out: false }
+                Verdict::Legacy {
+                    timed_out: false,
+                    why: format!("it refused server/discover ({error})"),
+                }
+            }
+            // A 200 that is no answer (not JSON-RPC, another id): no
+            // discovery result, so no modern server; the handshake says more.
+            Err(Error::Protocol(what)) if !stdio => {
+                log::debug!("{}: server/discover: {what}", self.router.server);
+                Verdict::Legacy { timed_out: false, why: what }
             }
             // A 4xx without a modern error in its body; not 408 or 429,
             // which say nothing of the era.
-            Err(Error::Http { status: Some(status), .. })
+            Err(Error::Http { status: Some(status), message })
                 if (400..500).contains(&status) && status != 408 && status != 429 =>
             {
-                Verdict::Legacy { timed_out: false }
+                Verdict::Legacy { timed_out: false, why: format!("HTTP {status}: {message}") }
             }
             Err(Error::Timeout(_)) if stdio && Instant::now() < deadline => {
-                log::info!(
+                // Said at warning level: every start of this server pays it.
+                log::warn!(
                     "{}: no answer to server/discover in {:.1} s; trying initialize \
                      (\"protocol\": \"legacy\" in the entry skips the probe)",
                     self.router.server,
                     wait.as_secs_f64()
                 );
-                Verdict::Legacy { timed_out: true }
+                let why = format!("no answer to server/discover in {:.1} s", wait.as_secs_f64());
+                Verdict::Legacy { timed_out: true, why }
             }
             Err(other) => return Err(self.explain_silence(other)),
         };

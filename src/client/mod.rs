@@ -152,8 +152,17 @@ impl Client {
     fn explain_silence(&self, err: Error) -> Error {
         let skipped = self.router.skipped.load(Ordering::Relaxed);
         match err {
-            Error::Timeout(_) if skipped > 0 => {
-                Error::Protocol(format!("no valid answer to initialize; the server wrote {skipped} lines that are not JSON-RPC"))
+            Error::Timeout(timeout) if skipped > 0 => {
+                let what = match (self.transport_name(), skipped) {
+                    ("stdio", 1) => "line that is",
+                    ("stdio", _) => "lines that are",
+                    (_, 1) => "message that is",
+                    _ => "messages that are",
+                };
+                Error::Protocol(format!(
+                    "no valid answer to {}; the server wrote {skipped} {what} not JSON-RPC",
+                    timeout.method
+                ))
             }
             other => other,
         }

@@ -107,8 +107,21 @@ impl Client {
                         && resends < MAX_RESENDS
                         && worth_resending(&error) =>
                 {
+                    // Not past the call's deadline, and not once it is cancelled.
+                    let pause = RESEND_PAUSES[resends];
+                    if options.deadline.is_some_and(|at| Instant::now() + pause >= at) {
+                        return Err(error);
+                    }
                     log::debug!("{}: {method}: {error}; sending it again", self.router.server);
-                    std::thread::sleep(RESEND_PAUSES[resends]);
+                    match &options.cancel {
+                        Some(cancel) => {
+                            if cancel.cancelled.recv_timeout(pause).is_ok() || cancel.is_cancelled()
+                            {
+                                return Err(Error::Cancelled);
+                            }
+                        }
+                        None => std::thread::sleep(pause),
+                    }
                     resends += 1;
                 }
                 other => return other,

@@ -66,6 +66,11 @@ struct EventsWorker {
     thread: Option<NamedThread>,
 }
 
+/// The answer to a server request the client cannot take now.
+fn busy() -> RpcError {
+    RpcError { code: -32603, message: "the client is busy; try again".into(), data: None }
+}
+
 /// How long the events thread waits for another event before it ends.
 const EVENTS_IDLE: Duration = Duration::from_secs(5);
 /// How long `close` waits for the events thread (it may be inside the host).
@@ -200,7 +205,20 @@ impl Router {
                 worker.running = true;
                 worker.thread = Some(thread);
             }
-            Err(err) => log::warn!("{}: cannot start the events thread: {err}", self.server),
+            Err(err) => {
+                drop(worker);
+                log::warn!("{}: cannot start the events thread: {err}", self.server);
+                // Nobody would take what waits: refuse it now rather than
+                // leave a server waiting for an answer.
+                while let Ok(event) = self.events.events.try_recv() {
+                    if let Event::Request(request) = event {
+                        self.events.taken();
+                        let _ = self.send(Frame::response(&request.id, &Err(busy())));
+                    } else if let Event::Notification(_) = event {
+                        self.events.taken();
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -324,12 +342,7 @@ impl Inbox for Router {
                 if let Err(TrySendError::Full(Event::Request(request))) =
                     self.queue(Event::Request(request))
                 {
-                    let busy = RpcError {
-                        code: -32603,
-                        message: "the client is busy; try again".into(),
-                        data: None,
-                    };
-                    let _ = self.send(Frame::response(&request.id, &Err(busy)));
+                    let _ = self.send(Frame::response(&request.id, &Err(busy())));
                 }
             }
             Message::Notification(notification) if !self.for_this_client(&notification) => {
@@ -389,6 +402,21 @@ impl Inbox for Router {
 /// the host, in order, until the connection closes or none came for a while.
 fn events_loop(router: &Router) {
     let (server, host, queue) = (&router.server, &*router.host, &router.events);
+    // However this thread ends (a host callback may panic), the next event
+    // starts another.
+    struct Running<'a> {
+        queue: &'a EventQueue,
+        /// False once the thread gave up its place itself (another may run).
+        armed: bool,
+    }
+    impl Drop for Running<'_> {
+        fn drop(&mut self) {
+            if self.armed {
+                lock(&self.queue.worker).running = false;
+            }
+        }
+    }
+    let mut running = Running { queue, armed: true };
     loop {
         let event = match queue.events.recv_timeout(EVENTS_IDLE) {
             Ok(event) => event,
@@ -399,6 +427,7 @@ fn events_loop(router: &Router) {
                 let mut worker = lock(&queue.worker);
                 if queue.events.is_empty() {
                     worker.running = false;
+                    running.armed = false;
                     return;
                 }
                 continue;

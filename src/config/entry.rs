@@ -118,7 +118,10 @@ pub(crate) fn parse(
             ));
             continue;
         }
-        let hint = closest(key, KNOWN_FIELDS)
+        // What `list --json` calls the era is set with `protocol`.
+        let synonym = matches!(key.as_str(), "era" | "protocolVersion").then_some("protocol");
+        let hint = synonym
+            .or_else(|| closest(key, KNOWN_FIELDS))
             .map(|known| format!(" (did you mean {known:?}?)"))
             .unwrap_or_default();
         return Err(format!("{shown}: server {name:?}: unknown field {key:?}{hint}"));
@@ -368,6 +371,16 @@ pub(crate) fn parse(
             field("protocol", format!("must be \"auto\", \"legacy\" or \"modern\", not {value}"))
         })?,
     };
+    let legacy_transport =
+        matches!(&transport, TransportConfig::Http(http) if http.kind == HttpKind::Sse);
+    if protocol == EraChoice::Modern && legacy_transport {
+        return Err(field(
+            "protocol",
+            "is \"modern\", but \"type\": \"sse\" is the 2024-11-05 transport, which only the \
+             handshake era speaks"
+                .into(),
+        ));
+    }
     let tools = match fields.get("tools") {
         None | Some(Value::Null) => None,
         Some(_) => Some(string_list(fields, "tools").map_err(|why| field("tools", why))?),

@@ -94,6 +94,11 @@ impl Outbox {
         if let Some(done) = writer.take() {
             done.join_within(JOIN_WAIT);
         }
+        if self.closed.load(Ordering::Acquire) {
+            // Closed meanwhile: close has joined, or will join, what is here.
+            lock(&self.state).writer_running = false;
+            return;
+        }
         match NamedThread::spawn(format!("{}-writer", self.server), move || me.run_writer()) {
             Ok(thread) => *writer = Some(thread),
             Err(err) => {

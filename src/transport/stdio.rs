@@ -309,6 +309,7 @@ fn read_loop(server: &str, pid: i32, stdout: ChildStdout, inbox: &dyn Inbox) {
                     let skipped = inbox.skipped();
                     let shown =
                         String::from_utf8_lossy(&frame[..frame.len().min(200)]).into_owned();
+                    reader.release_large();
                     if skipped <= 10 {
                         log::warn!(
                             "{server}: skipped a line that is not JSON-RPC ({why}): {shown}"

@@ -818,3 +818,27 @@ fn add_sets_timeouts_and_the_protocol_and_refuses_bad_ones() {
     }
     assert!(setup.user_file()["mcpServers"].get("other").is_none(), "nothing bad is written");
 }
+
+#[test]
+fn the_protocol_field_is_checked_and_era_points_to_it() {
+    let setup = Setup::new(
+        Some(json!({
+            "pinned": {"command": "srv", "protocol": "legacy"},
+            "sse-modern": {"url": "http://127.0.0.1:9/sse", "type": "sse", "protocol": "modern"},
+            "era-field": {"command": "srv", "era": "legacy"},
+            "bad-word": {"command": "srv", "protocol": "2026-07-28"},
+        })),
+        None,
+    );
+    let config = ConfigLoader::new().config_dir(setup.config.path()).load();
+    assert_eq!(config.server("pinned").unwrap().protocol, tether::EraChoice::Legacy);
+    let failed = |name: &str| {
+        config.failed.iter().find(|failed| failed.name == name).map(|f| f.error.clone())
+    };
+    let sse = failed("sse-modern").unwrap();
+    assert!(sse.contains("handshake era"), "{sse}");
+    let era = failed("era-field").unwrap();
+    assert!(era.contains("did you mean \"protocol\""), "{era}");
+    let word = failed("bad-word").unwrap();
+    assert!(word.contains("\"auto\", \"legacy\" or \"modern\""), "{word}");
+}

@@ -345,3 +345,17 @@ fn a_modern_server_slower_than_the_probe_is_probed_again_after_refusing_initiali
     assert_quick(started, Duration::from_secs(4), "a slow modern start");
     client.close().unwrap();
 }
+
+#[test]
+fn a_refused_handshake_after_a_silent_probe_reports_the_refusal() {
+    let tag = Tag::new();
+    // Never answers the probe, and refuses initialize: the refusal is what
+    // the user needs to read, not a timeout of a second probe.
+    let flags = ["--era", "modern", "--probe", "silent"];
+    let started = Instant::now();
+    let err = Client::connect("mute", &misbehave(&tag, &flags), quick(2_000)).err().unwrap();
+    assert!(matches!(err, Error::Rpc(ref rpc) if rpc.code == -32601), "{err:?}");
+    assert!(err.to_string().contains("speaks only 2026-07-28"), "{err}");
+    assert_quick(started, Duration::from_millis(1_900), "a refused start");
+    tag.assert_gone_within(Duration::from_secs(3));
+}

@@ -221,7 +221,10 @@ struct State {
     renewing: bool,
     /// The expired session whose renewal failed: not tried again.
     renewal_failed: Option<String>,
-    /// Requests whose callers gave up (stateless: their streams are closed).
+    /// Stateless requests sent and not yet done with (queued or posting).
+    pending: std::collections::HashSet<i64>,
+    /// Those of them whose callers gave up: not posted if still queued, their
+    /// streams closed if posting.
     abandoned: std::collections::HashSet<i64>,
 }
 
@@ -360,9 +363,19 @@ impl HttpTransport {
         if frame.is("initialize") {
             lock(&self.state).initialize_frame = Some(frame.bytes.clone());
         }
+        if let Some(id) = frame.id {
+            let mut state = lock(&self.state);
+            if state.abandoned.remove(&id) {
+                // Given up while it waited for a worker: never sent.
+                state.pending.remove(&id);
+                return;
+            }
+        }
         let outcome = self.post_now(frame, None);
         if let Some(id) = frame.id {
-            lock(&self.state).abandoned.remove(&id);
+            let mut state = lock(&self.state);
+            state.pending.remove(&id);
+            state.abandoned.remove(&id);
         }
         let Err(error) = outcome else { return };
         if self.is_closing() {
@@ -399,6 +412,12 @@ impl Outlet for HttpTransport {
         }
         log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
         let jobs = lock(&self.jobs).clone().ok_or(Closed)?;
+        if let Some(id) = frame.id {
+            let mut state = lock(&self.state);
+            if state.stateless {
+                state.pending.insert(id);
+            }
+        }
         self.queued.fetch_add(1, Ordering::AcqRel);
         let sent = if frame.method.is_none() {
             // An answer to the server's own request, from the reader's side:
@@ -452,7 +471,7 @@ impl Outlet for HttpTransport {
 
     fn abandon(&self, id: i64) {
         let mut state = lock(&self.state);
-        if state.stateless {
+        if state.pending.contains(&id) {
             state.abandoned.insert(id);
         }
     }

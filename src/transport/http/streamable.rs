@@ -136,6 +136,12 @@ impl HttpTransport {
                 status @ (400 | 404 | 405)
                     if frame.is("initialize") && self.mode() == Mode::Undecided =>
                 {
+                    // A JSON-RPC error is an answer from this endpoint (a
+                    // stateless server refusing the handshake, say), not an
+                    // old transport's missing POST endpoint.
+                    if let Ok(refusal) = rpc_refusal(&mut response) {
+                        return Attempt::Done(Err(Error::Rpc(refusal)));
+                    }
                     log::info!(
                         "{}: initialize got HTTP {status}; trying the legacy HTTP+SSE transport",
                         self.server
@@ -407,8 +413,15 @@ impl HttpTransport {
             }
             return Ok(());
         }
-        self.deliver_json(&body, None);
-        Ok(())
+        if self.deliver_json(&body, id) || id.is_none() {
+            return Ok(());
+        }
+        // A JSON answer is the response or nothing: waiting on would only
+        // end at the caller's timeout.
+        Err(Error::Protocol(format!(
+            "the server answered {} with a body that holds no response to it",
+            method.unwrap_or("a request")
+        )))
     }
 
     /// The connection is gone: every waiting caller fails, status shows it,
