@@ -4,13 +4,14 @@
 //! it started (`npx`, `uvx` and shell wrappers start the real server as a
 //! grandchild). On Linux it also gets `PR_SET_PDEATHSIG`, so a tether killed
 //! outright takes the server with it. That signal fires when the *thread* that
-//! forked dies, not the process, so every child is forked by one process-long
-//! thread, `tether-spawner`, instead of the short-lived thread that asked.
+//! forked dies, not the process, so every child is forked by one of four
+//! process-long threads, `tether-spawner-N`, instead of the short-lived thread
+//! that asked (four, so that many servers starting at once fork side by side).
 //!
-//! Each connection has three named threads: `{server}-reader` (frames from
-//! stdout, straight into the inbox), `{server}-writer` (drains the outbox's
-//! backlog when the pipe is full; see `outbox`) and `{server}-stderr` (drains
-//! stderr into a 64 KiB tail so that a chatty server never blocks). A blocking read cannot be
+//! Each connection has two named threads, `{server}-reader` (frames from
+//! stdout, straight into the inbox) and `{server}-stderr` (drains stderr into
+//! a 64 KiB tail so that a chatty server never blocks), and a third,
+//! `{server}-writer`, only while the outbox has a backlog (see `outbox`). A blocking read cannot be
 //! cancelled, so shutdown ends the process and the reads end with it.
 
 use std::collections::VecDeque;
@@ -244,7 +245,10 @@ struct SpawnJob {
     reply: Sender<io::Result<Child>>,
 }
 
-/// Forks on the long-lived spawner thread (see the module docs for why).
+/// How many spawner threads fork servers side by side.
+const SPAWNERS: usize = 4;
+
+/// Forks on a long-lived spawner thread (see the module docs for why).
 fn spawn_child(stdio_command: &StdioCommand) -> io::Result<Child> {
     let mut command = Command::new(&stdio_command.program);
     command
@@ -271,16 +275,26 @@ fn spawner() -> &'static Sender<SpawnJob> {
     static SPAWNER: OnceLock<Sender<SpawnJob>> = OnceLock::new();
     SPAWNER.get_or_init(|| {
         let (jobs, queue) = crossbeam_channel::unbounded::<SpawnJob>();
-        // This thread lives as long as the process: it must, for the parent
-        // death signal to mean "tether died". It is the one thread never joined.
-        thread::Builder::new()
-            .name("tether-spawner".to_owned())
-            .spawn(move || {
-                for mut job in queue {
-                    let _ = job.reply.send(job.command.spawn());
+        // These threads live as long as the process: they must, for the
+        // parent death signal to mean "tether died". They are the threads
+        // never joined. Several, so that the forks of many servers started
+        // at once (each waits for its server's exec) overlap.
+        for number in 1..=SPAWNERS {
+            let queue = queue.clone();
+            let started =
+                thread::Builder::new().name(format!("tether-spawner-{number}")).spawn(move || {
+                    for mut job in queue {
+                        let _ = job.reply.send(job.command.spawn());
+                    }
+                });
+            match started {
+                Ok(_) => {}
+                Err(err) if number == 1 => {
+                    panic!("the operating system refused to create the spawner thread: {err}")
                 }
-            })
-            .expect("the operating system refused to create the spawner thread");
+                Err(err) => log::warn!("cannot start another spawner thread: {err}"),
+            }
+        }
         jobs
     })
 }
