@@ -6,9 +6,10 @@
 //! that version makes the server modern. An `UnsupportedProtocolVersionError`
 //! (-32022) names the versions the server does speak: a handshake-era one
 //! among them means the handshake, none means no common version (never a
-//! fallback on a guess). Anything else — another JSON-RPC error, an HTTP
-//! 4xx, a result that is not a `DiscoverResult`, or on stdio silence until
-//! the probe's wait runs out — makes it a handshake-era server. A -32022 to
+//! fallback on a guess). Any other error reply (even another modern one:
+//! a dual-era server may still take the handshake), an HTTP 4xx, a result
+//! that is not a `DiscoverResult`, or on stdio silence until the probe's
+//! wait runs out makes it a handshake-era server. A -32022 to
 //! `initialize` after a probe that timed out is a slow modern server: it is
 //! probed once more. Network failures and 5xx are no verdict: they fail the
 //! start as before.
@@ -38,9 +39,6 @@ use crate::transport::Dialect;
 
 /// `UnsupportedProtocolVersionError`.
 pub(super) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-/// The error codes only a stateless server sends (header mismatch, missing
-/// client capability, unsupported version): proof of the modern era.
-const MODERN_ERRORS: [i64; 3] = [-32020, -32021, UNSUPPORTED_PROTOCOL_VERSION];
 /// The most a stdio probe waits for an answer before the handshake is
 /// tried: a handshake-era server may ignore what comes before `initialize`.
 const PROBE_WAIT: Duration = Duration::from_secs(5);
@@ -208,11 +206,6 @@ impl Client {
                 }
                 let why = format!("it speaks {}", supported.join(", "));
                 Verdict::Legacy { timed_out: false, why }
-            }
-            Err(Error::Rpc(error)) if MODERN_ERRORS.contains(&error.code) => {
-                // A stateless server refused the probe itself: that is no
-                // era to fall back to.
-                return Err(Error::Rpc(error));
             }
             Err(Error::Rpc(error)) => {
                 log::debug!("{}: server/discover refused: {error}", self.router.server);
