@@ -39,6 +39,9 @@ use crate::transport::Dialect;
 
 /// `UnsupportedProtocolVersionError`.
 pub(super) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// Refusals only a stateless server sends: a header that does not match
+/// its body, a client capability it needs.
+const MODERN_REFUSALS: [i64; 2] = [-32020, -32021];
 /// The most a stdio probe waits for an answer before the handshake is
 /// tried: a handshake-era server may ignore what comes before `initialize`.
 const PROBE_WAIT: Duration = Duration::from_secs(5);
@@ -57,10 +60,12 @@ enum ProbeWait {
 enum Verdict {
     Modern(ServerInfo),
     /// Handshake-era; `timed_out` when the probe went unanswered; `why`
-    /// says what the server did.
+    /// says what the server did; `refusal` keeps a refusal only a stateless
+    /// server sends, the cause to report if the handshake fails too.
     Legacy {
         timed_out: bool,
         why: String,
+        refusal: Option<RpcError>,
     },
 }
 
@@ -87,6 +92,7 @@ impl Client {
             EraChoice::Legacy => self.handshake(deadline)?,
             EraChoice::Modern => match self.probe_within(deadline, ProbeWait::Whole)? {
                 Verdict::Modern(info) => info,
+                Verdict::Legacy { refusal: Some(refusal), .. } => return Err(Error::Rpc(refusal)),
                 Verdict::Legacy { why, .. } => {
                     return Err(Error::Protocol(format!(
                         "the entry pins \"protocol\": \"modern\", but the server does not \
@@ -97,7 +103,7 @@ impl Client {
             EraChoice::Auto => self.detect(deadline)?,
         };
         if info.era == Era::Modern {
-            self.adopt(&info);
+            self.adopt(&info, deadline);
         }
         if let Some(url) = &self.http_url {
             lock(http_eras()).insert(url.clone(), info.era);
@@ -117,14 +123,23 @@ impl Client {
     fn detect(&self, deadline: Instant) -> Result<ServerInfo, Error> {
         let known = self.http_url.as_ref().and_then(|url| lock(http_eras()).get(url).copied());
         let mut probed_in_time = false;
+        let mut probe_refusal = None;
         if known != Some(Era::Legacy) {
             match self.probe(deadline)? {
                 Verdict::Modern(info) => return Ok(info),
-                Verdict::Legacy { timed_out, .. } => probed_in_time = !timed_out,
+                Verdict::Legacy { timed_out, refusal, .. } => {
+                    probed_in_time = !timed_out;
+                    probe_refusal = refusal;
+                }
             }
         }
         let error = match self.handshake(deadline) {
             Ok(info) => return Ok(info),
+            // A stateless server that refused the probe for a reason of its
+            // own, then the handshake: the first refusal is the cause.
+            Err(_) if probe_refusal.is_some() => {
+                return Err(Error::Rpc(probe_refusal.expect("checked")))
+            }
             Err(error) => error,
         };
         // A refused `initialize` after an unanswered probe may be a slow
@@ -191,7 +206,7 @@ impl Client {
                             "it answered server/discover without {MODERN_PROTOCOL_VERSION}"
                         );
                         log::debug!("{}: {why}", self.router.server);
-                        Verdict::Legacy { timed_out: false, why }
+                        Verdict::Legacy { timed_out: false, why, refusal: None }
                     }
                 }
             }
@@ -205,12 +220,17 @@ impl Client {
                     }));
                 }
                 let why = format!("it speaks {}", supported.join(", "));
-                Verdict::Legacy { timed_out: false, why }
+                Verdict::Legacy { timed_out: false, why, refusal: None }
             }
             Err(Error::Rpc(error)) => {
                 log::debug!("{}: server/discover refused: {error}", self.router.server);
+                // A refusal only a stateless server sends (header mismatch, a
+                // capability it needs) is kept: if the handshake fails too,
+                // it is the cause to report.
+                let refusal = MODERN_REFUSALS.contains(&error.code).then(|| error.clone());
                 Verdict::Legacy {
                     timed_out: false,
+                    refusal,
                     why: format!("it refused server/discover ({error})"),
                 }
             }
@@ -218,14 +238,15 @@ impl Client {
             // discovery result, so no modern server; the handshake says more.
             Err(Error::Protocol(what)) if !stdio => {
                 log::debug!("{}: server/discover: {what}", self.router.server);
-                Verdict::Legacy { timed_out: false, why: what }
+                Verdict::Legacy { timed_out: false, why: what, refusal: None }
             }
             // A 4xx without a modern error in its body; not 408 or 429,
             // which say nothing of the era.
             Err(Error::Http { status: Some(status), message })
                 if (400..500).contains(&status) && status != 408 && status != 429 =>
             {
-                Verdict::Legacy { timed_out: false, why: format!("HTTP {status}: {message}") }
+                let why = format!("HTTP {status}: {message}");
+                Verdict::Legacy { timed_out: false, why, refusal: None }
             }
             Err(Error::Timeout(_)) if stdio && Instant::now() < deadline => {
                 // Said at warning level: every start of this server pays it.
@@ -236,7 +257,7 @@ impl Client {
                     wait.as_secs_f64()
                 );
                 let why = format!("no answer to server/discover in {:.1} s", wait.as_secs_f64());
-                Verdict::Legacy { timed_out: true, why }
+                Verdict::Legacy { timed_out: true, why, refusal: None }
             }
             Err(other) => return Err(self.explain_silence(other)),
         };
@@ -277,11 +298,12 @@ impl Client {
     }
 
     /// From now on every request carries the stateless `_meta`; list
-    /// changes come on a `subscriptions/listen` stream.
-    fn adopt(&self, info: &ServerInfo) {
+    /// changes come on a `subscriptions/listen` stream, acknowledged before
+    /// the start ends (as the handshake era's GET stream is open by then).
+    fn adopt(&self, info: &ServerInfo, deadline: Instant) {
         let _ = self.meta.set(self.request_meta(&info.protocol_version));
         self.router.stateless.store(true, std::sync::atomic::Ordering::Release);
-        self.start_listening(info);
+        self.start_listening(info, deadline);
     }
 
     /// The `_meta` of every stateless request: the version, the client's

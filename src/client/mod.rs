@@ -57,6 +57,8 @@ pub(super) const PROGRESS_QUEUE: usize = 16;
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// A server that pages forever is cut off here.
 const MAX_PAGES: usize = 1000;
+/// The longest a start waits for the listen stream's acknowledgement.
+const LISTEN_ACK_WAIT: Duration = Duration::from_secs(2);
 /// How long `close` waits for the listen thread.
 const LISTEN_JOIN_WAIT: Duration = Duration::from_secs(1);
 
@@ -130,6 +132,7 @@ impl Client {
             lists: Default::default(),
             stateless: Default::default(),
             listening: Default::default(),
+            first_ack: Mutex::new(None),
             events: router::EventQueue::new(EVENTS_QUEUE),
             myself: myself.clone(),
             host: Arc::clone(&options.host),
@@ -617,7 +620,7 @@ impl Client {
 
     /// Starts the `{server}-listen` thread when the server says its lists
     /// may change.
-    fn start_listening(&self, info: &ServerInfo) {
+    fn start_listening(&self, info: &ServerInfo, deadline: Instant) {
         let (Some(filter), Some(meta)) = (listen::filter(&info.capabilities), self.meta.get())
         else {
             return;
@@ -630,9 +633,21 @@ impl Client {
         let thread = NamedThread::spawn(format!("{}-listen", self.router.server), move || {
             listen::listen_loop(&router, &params, &stopped, cancel_by_notification);
         });
+        let (acked, first_ack) = crossbeam_channel::bounded::<()>(1);
+        *lock(&self.router.first_ack) = Some(acked);
         match thread {
             Ok(thread) => *lock(&self.listener) = Some((thread, stop)),
-            Err(err) => log::warn!("{}: cannot start the listen thread: {err}", self.router.server),
+            Err(err) => {
+                log::warn!("{}: cannot start the listen thread: {err}", self.router.server);
+                return;
+            }
+        }
+        // No change may fall between the first list and the stream: the
+        // start waits for its acknowledgement (a server that never sends
+        // one is given up on at the start deadline, 2 s at most).
+        let wait = deadline.min(Instant::now() + LISTEN_ACK_WAIT);
+        if first_ack.recv_deadline(wait).is_err() {
+            log::debug!("{}: the listen stream was not acknowledged in time", self.router.server);
         }
     }
 

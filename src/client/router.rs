@@ -10,6 +10,7 @@
 //! server's notifications are dropped and its requests refused.
 
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -174,6 +175,8 @@ pub(super) struct Router {
     /// The id of the open `subscriptions/listen` request (0: none); list
     /// changes tagged with another subscription are not this client's.
     pub(super) listening: AtomicI64,
+    /// Told when the first listen stream is acknowledged (the start waits).
+    pub(super) first_ack: Mutex<Option<Sender<()>>>,
     pub(super) events: EventQueue,
     /// Itself, for the events thread it starts.
     pub(super) myself: Weak<Router>,
@@ -206,17 +209,25 @@ impl Router {
                 worker.thread = Some(thread);
             }
             Err(err) => {
-                drop(worker);
                 log::warn!("{}: cannot start the events thread: {err}", self.server);
                 // Nobody would take what waits: refuse it now rather than
-                // leave a server waiting for an answer.
+                // leave a server waiting for an answer. Taken under the
+                // worker's lock (no thread can start meanwhile), answered
+                // after it.
+                let mut refused = Vec::new();
                 while let Ok(event) = self.events.events.try_recv() {
-                    if let Event::Request(request) = event {
-                        self.events.taken();
-                        let _ = self.send(Frame::response(&request.id, &Err(busy())));
-                    } else if let Event::Notification(_) = event {
-                        self.events.taken();
+                    match event {
+                        Event::Request(request) => {
+                            self.events.taken();
+                            refused.push(request.id);
+                        }
+                        Event::Notification(_) => self.events.taken(),
+                        Event::Stop => {}
                     }
+                }
+                drop(worker);
+                for id in refused {
+                    let _ = self.send(Frame::response(&id, &Err(busy())));
                 }
             }
         }
@@ -268,6 +279,32 @@ impl Router {
             None => true,
             Some(tag) => tag.as_i64() == Some(self.listening.load(Ordering::Acquire)),
         }
+    }
+
+    /// When a reopened `subscriptions/listen` stream is acknowledged, the
+    /// lists it covers may have changed while none was open: one
+    /// `list_changed` for each, so that they are listed again as if the
+    /// server had said so. (The first stream is acknowledged before the
+    /// start ends, so the first listing misses nothing.)
+    fn acknowledged(&self, notification: &Notification) -> Vec<Notification> {
+        if notification.method != "notifications/subscriptions/acknowledged" {
+            return Vec::new();
+        }
+        // The first stream is opened before the start ends: nothing to catch up.
+        if let Some(first) = lock(&self.first_ack).take() {
+            let _ = first.try_send(());
+            return Vec::new();
+        }
+        let filter = notification.params.as_ref().and_then(|params| params.get("notifications"));
+        [
+            ("toolsListChanged", "notifications/tools/list_changed"),
+            ("promptsListChanged", "notifications/prompts/list_changed"),
+            ("resourcesListChanged", "notifications/resources/list_changed"),
+        ]
+        .into_iter()
+        .filter(|(key, _)| filter.and_then(|filter| filter.get(key)) == Some(&Value::Bool(true)))
+        .map(|(_, method)| Notification { method: method.to_owned(), params: None })
+        .collect()
     }
 
     /// A server that ends one of our requests itself (it ends a listen
@@ -354,11 +391,14 @@ impl Inbox for Router {
             }
             Message::Notification(notification) => {
                 self.server_cancelled(&notification);
-                self.lists.changed(&notification.method);
-                if self.queue(Event::Notification(notification)).is_err() {
-                    self.dropped.warn(|| {
-                        format!("{}: too many notifications queued; dropping some", self.server)
-                    });
+                let caught_up = self.acknowledged(&notification);
+                for changed in std::iter::once(notification).chain(caught_up) {
+                    self.lists.changed(&changed.method);
+                    if self.queue(Event::Notification(changed)).is_err() {
+                        self.dropped.warn(|| {
+                            format!("{}: too many notifications queued; dropping some", self.server)
+                        });
+                    }
                 }
             }
         }
@@ -442,7 +482,19 @@ fn events_loop(router: &Router) {
         match event {
             Event::Request(request) => {
                 let params = request.params.unwrap_or(Value::Null);
-                let outcome = host::answer(host, server, &request.method, &params);
+                // A host that panics answers with an error; this thread and
+                // what waits behind the request go on.
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
+                    host::answer(host, server, &request.method, &params)
+                }))
+                .unwrap_or_else(|_| {
+                    log::warn!("{server}: the host panicked answering {}", request.method);
+                    Err(RpcError {
+                        code: -32603,
+                        message: "the client failed to answer".into(),
+                        data: None,
+                    })
+                });
                 if let Err(error) = &outcome {
                     log::debug!("{server}: answered {} with an error: {error}", request.method);
                 }
@@ -450,7 +502,11 @@ fn events_loop(router: &Router) {
             }
             Event::Notification(notification) => {
                 log::debug!("{server}: notification {}", notification.method);
-                host.notification(server, &notification);
+                let seen =
+                    catch_unwind(AssertUnwindSafe(|| host.notification(server, &notification)));
+                if seen.is_err() {
+                    log::warn!("{server}: the host panicked on {}", notification.method);
+                }
             }
             Event::Stop => return,
         }

@@ -80,6 +80,30 @@ fn connect_modern(capabilities: Value) -> (Client, MemoryServer) {
     (client, server)
 }
 
+/// A client started against a stateless server that declares list
+/// changes: the start ends once the listen stream is acknowledged; the
+/// listen request comes back too.
+fn connect_listening(host: Arc<dyn Host>) -> (Client, MemoryServer, Value) {
+    let (client, server) = connect_with(
+        ClientOptions::default().with_request_timeout(Duration::from_secs(5)).with_host(host),
+    );
+    let listen = thread::scope(|scope| {
+        let started = scope.spawn(|| client.initialize(Duration::from_secs(5)).map(|_| ()));
+        let probe = server.next();
+        server.answer(&probe["id"], discover_result(json!({"tools": {"listChanged": true}})));
+        let listen = server.next();
+        assert_eq!(listen["method"], "subscriptions/listen");
+        server.send(json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+            "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": listen["id"]},
+                       "notifications": {"toolsListChanged": true}}}));
+        let started_at = Instant::now();
+        started.join().unwrap().unwrap();
+        assert!(started_at.elapsed() < Duration::from_secs(1), "the start ended at the ack");
+        listen
+    });
+    (client, server, listen)
+}
+
 #[test]
 fn initialize_then_initialized_before_anything_else() {
     let (client, server) = connect();
@@ -473,9 +497,7 @@ fn a_list_is_kept_for_its_ttl_until_the_server_says_it_changed() {
 
 #[test]
 fn list_changes_are_listened_for_and_the_listen_is_cancelled_on_close() {
-    let (client, server) = connect_modern(json!({"tools": {"listChanged": true}}));
-    let listen = server.next();
-    assert_eq!(listen["method"], "subscriptions/listen");
+    let (client, server, listen) = connect_listening(Arc::new(RecordingHost::default()));
     assert_eq!(listen["params"]["notifications"], json!({"toolsListChanged": true}));
     assert_eq!(listen["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
     // The server ends it gracefully: it is opened again.
@@ -523,19 +545,7 @@ fn a_stateless_server_gets_no_answer_to_a_request_of_its_own() {
 #[test]
 fn the_listen_stream_is_reopened_when_the_server_cancels_it_and_other_subscriptions_are_dropped() {
     let host = Arc::new(RecordingHost::default());
-    let (client, server) = connect_with(
-        ClientOptions::default()
-            .with_request_timeout(Duration::from_secs(5))
-            .with_host(Arc::clone(&host) as Arc<dyn Host>),
-    );
-    thread::scope(|scope| {
-        let started = scope.spawn(|| client.initialize(Duration::from_secs(5)).map(|_| ()));
-        let probe = server.next();
-        server.answer(&probe["id"], discover_result(json!({"tools": {"listChanged": true}})));
-        started.join().unwrap().unwrap();
-    });
-    let listen = server.next();
-    assert_eq!(listen["method"], "subscriptions/listen");
+    let (client, server, listen) = connect_listening(Arc::clone(&host) as Arc<dyn Host>);
     // Tagged with another subscription: not this client's, not delivered.
     server.send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
                        "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 999}}}));
@@ -547,6 +557,14 @@ fn the_listen_stream_is_reopened_when_the_server_cancels_it_and_other_subscripti
     thread::sleep(Duration::from_millis(50));
     let seen = host.notifications.lock().unwrap().clone();
     assert!(!seen.iter().any(|method| method.ends_with("list_changed")), "{seen:?}");
+    // The reopened stream's acknowledgement catches up what may have
+    // changed meanwhile: the host hears of a tools list change.
+    server.send(json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+        "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": again["id"]},
+                   "notifications": {"toolsListChanged": true}}}));
+    thread::sleep(Duration::from_millis(50));
+    let seen = host.notifications.lock().unwrap().clone();
+    assert!(seen.iter().any(|method| method == "notifications/tools/list_changed"), "{seen:?}");
     client.close().unwrap();
 }
 
@@ -570,4 +588,31 @@ fn a_list_fetched_while_it_changed_is_not_kept() {
         server.answer(&request["id"], json!({"tools": []}));
         list.join().unwrap().unwrap();
     });
+}
+
+/// A host whose roots panic.
+struct PanickyHost;
+
+impl Host for PanickyHost {
+    fn roots(&self) -> Vec<Root> {
+        panic!("the host's roots are broken");
+    }
+}
+
+#[test]
+fn a_panicking_host_answers_with_an_error_and_later_requests_are_answered() {
+    let (client, server) = connect_with(
+        ClientOptions::default()
+            .with_request_timeout(Duration::from_secs(5))
+            .with_host(Arc::new(PanickyHost)),
+    );
+    server.send(json!({"jsonrpc": "2.0", "id": "r1", "method": "roots/list"}));
+    server.send(json!({"jsonrpc": "2.0", "id": "r2", "method": "elicitation/create",
+                       "params": {"message": "?"}}));
+    let first = server.next();
+    assert_eq!((first["id"].clone(), first["error"]["code"].clone()), (json!("r1"), json!(-32603)));
+    let second = server.next();
+    assert_eq!(second["id"], "r2", "the request behind the panic is answered too");
+    assert!(second.get("error").is_some(), "declined by the default: {second}");
+    client.close().unwrap();
 }

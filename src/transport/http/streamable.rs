@@ -139,7 +139,7 @@ impl HttpTransport {
                     // A JSON-RPC error is an answer from this endpoint (a
                     // stateless server refusing the handshake, say), not an
                     // old transport's missing POST endpoint.
-                    if let Ok(refusal) = rpc_refusal(&mut response) {
+                    if let Ok(refusal) = rpc_refusal(&mut response, frame.id) {
                         return Attempt::Done(Err(Error::Rpc(refusal)));
                     }
                     log::info!(
@@ -182,7 +182,7 @@ impl HttpTransport {
                         && lock(&self.state).stateless
                         && frame.is_request() =>
                 {
-                    Attempt::Done(Err(match rpc_refusal(&mut response) {
+                    Attempt::Done(Err(match rpc_refusal(&mut response, None) {
                         Ok(error) => Error::Rpc(error),
                         Err(refusal) => refusal,
                     }))
@@ -320,6 +320,7 @@ impl HttpTransport {
         id: Option<i64>,
         method: Option<&str>,
     ) -> Result<(), Error> {
+        let status = response.status().as_u16();
         let content_type = response
             .headers()
             .get("content-type")
@@ -401,8 +402,12 @@ impl HttpTransport {
                 limit: MAX_FRAME,
             }));
         }
-        if !content_type.starts_with("application/json") && body.iter().all(u8::is_ascii_whitespace)
-        {
+        let trimmed = body.trim_ascii();
+        let accepted = status == 202
+            || trimmed.is_empty()
+            || (content_type.starts_with("application/json")
+                && (trimmed == b"null" || trimmed == b"{}"));
+        if accepted {
             // 202 Accepted for a request: the answer comes on the GET stream,
             // if there is one; without it (or statelessly), it never comes.
             let state = lock(&self.state);
@@ -415,6 +420,18 @@ impl HttpTransport {
         }
         if self.deliver_json(&body, id) || id.is_none() {
             return Ok(());
+        }
+        // An error that names no request is this one's (a body answers the
+        // POST it came with).
+        let unaddressed = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .filter(|message| message.get("id").is_none_or(serde_json::Value::is_null))
+            .and_then(|mut message| {
+                serde_json::from_value::<crate::jsonrpc::RpcError>(message.get_mut("error")?.take())
+                    .ok()
+            });
+        if let Some(error) = unaddressed {
+            return Err(Error::Rpc(error));
         }
         // A JSON answer is the response or nothing: waiting on would only
         // end at the caller's timeout.

@@ -316,11 +316,20 @@ pub(super) fn header_value(value: &str) -> String {
 /// A refusal whose body is a JSON-RPC error (a stateless server answers
 /// 400 or 404 so: an unsupported version, a missing capability, an
 /// unknown method): the error itself, for the caller to act on.
-pub(super) fn rpc_refusal(response: &mut Response<Body>) -> Result<RpcError, Error> {
+///
+/// With `for_id`, only an error that names that id counts (one with a null
+/// id may come from anything in front of the endpoint).
+pub(super) fn rpc_refusal(
+    response: &mut Response<Body>,
+    for_id: Option<i64>,
+) -> Result<RpcError, Error> {
     let mut body = Vec::new();
     let _ = response.body_mut().as_reader().take(ERROR_BODY * 64).read_to_end(&mut body);
     let error = serde_json::from_slice::<Value>(&body)
         .ok()
+        .filter(|message| {
+            for_id.is_none_or(|id| message.get("id").and_then(Value::as_i64) == Some(id))
+        })
         .and_then(|mut message| serde_json::from_value(message.get_mut("error")?.take()).ok());
     error.ok_or_else(|| {
         let status = response.status();
