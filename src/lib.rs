@@ -52,6 +52,7 @@ mod protocol;
 mod registry;
 mod search;
 mod shaping;
+mod shell;
 mod spelling;
 #[cfg(target_os = "linux")]
 mod supervisor;

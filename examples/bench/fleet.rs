@@ -83,16 +83,19 @@ pub fn many(count: usize, server: &[String]) {
 
 /// This process's resident set (KiB) and thread count.
 fn rss_and_threads() -> (u64, u64) {
+    (status_field("VmRSS:"), status_field("Threads:"))
+}
+
+/// A number from this process's `/proc/self/status` (`VmRSS:`, `VmHWM:`,
+/// `Threads:`, …), 0 when missing.
+pub fn status_field(name: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("Threads:"))
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(name))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Resident KiB of the mappings shaped like thread stacks (2 MiB), and how many.

@@ -124,23 +124,16 @@ fn main() {
 fn frame(mib: usize, server: &[String]) {
     let client =
         Client::connect("bench", &transport(server), ClientOptions::default()).expect("connects");
-    let status = |field: &str| -> u64 {
-        let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        text.lines()
-            .find_map(|line| line.strip_prefix(field))
-            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
-    };
     // Resets the peak to what is resident now (Linux: write 5 to clear_refs).
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-    let before = status("VmRSS:");
+    let before = fleet::status_field("VmRSS:");
     let bytes = mib * 1024 * 1024;
     let result = client
         .call_tool("huge", json!({"bytes": bytes}), &CallOptions::default())
         .expect("the call answers");
     let text = result.to_text();
     assert_eq!(text.len(), bytes);
-    let peak = status("VmHWM:");
+    let peak = fleet::status_field("VmHWM:");
     let size_kib = bytes as f64 / 1024.0;
     println!(
         "{mib} MiB answer, read and turned into text: peak RSS {:.1} MiB above the {:.1} MiB before = {:.2}× its size",

@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 
 use tether::{ConfigFiles, Scope};
 
+use super::shell::shell_quote;
 use super::{report, EXIT_OK, EXIT_USAGE};
 
 /// What `tether add` was told.
@@ -166,7 +167,8 @@ impl Again {
         let mut command = String::from("tether");
         for (option, path) in [("--config-dir", config_dir), ("--project", project)] {
             if let Some(path) = path {
-                command.push_str(&format!(" {option} {}", shell_word(&path.display().to_string())));
+                command
+                    .push_str(&format!(" {option} {}", shell_quote(&path.display().to_string())));
             }
         }
         Again(command)
@@ -176,17 +178,6 @@ impl Again {
 impl std::fmt::Display for Again {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-/// A word as a POSIX shell reads it back: as it is when plain, else quoted.
-fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:,@%=".contains(c));
-    if plain {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 
@@ -228,7 +219,7 @@ pub(super) fn add(files: &ConfigFiles, mut add: AddArgs, again: &Again) -> u8 {
                     "Project entries start once approved; review and approve with: tether trust"
                 );
             }
-            println!("Check it with: {again} list {}", shell_word(&name));
+            println!("Check it with: {again} list {}", shell_quote(&name));
             EXIT_OK
         }
         Err(err) => report(&err),
@@ -514,7 +505,7 @@ pub(super) fn enable(
         Ok((_, path)) => {
             let done = if enabled { "Enabled" } else { "Disabled" };
             println!("{done} server {name:?} in {}.", path.display());
-            println!("Check it with: {again} list {}", shell_word(name));
+            println!("Check it with: {again} list {}", shell_quote(name));
             EXIT_OK
         }
         Err(err) => report(&err),
@@ -657,7 +648,7 @@ pub(super) fn expose(
                     path.display()
                 ),
             }
-            println!("Check it with: {again} tools {}", shell_word(name));
+            println!("Check it with: {again} tools {}", shell_quote(name));
             EXIT_OK
         }
         Err(err) => report(&err),

@@ -20,6 +20,8 @@ mod status;
 mod table;
 mod terminal;
 
+#[path = "../shell.rs"]
+mod shell;
 #[path = "../spelling.rs"]
 mod spelling;
 

@@ -45,14 +45,8 @@ impl Client {
     ) -> Result<Value, Error> {
         let mut params = with_meta(params, meta);
         // Every round shares the call's ceiling (as progress does).
-        let timeout = options.timeout.unwrap_or(self.options.request_timeout);
-        let ceiling =
-            options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
         let mut round_options = options.clone();
-        if let Some(ceiling_at) = Instant::now().checked_add(ceiling) {
-            round_options.deadline =
-                Some(options.deadline.map_or(ceiling_at, |deadline| deadline.min(ceiling_at)));
-        }
+        round_options.deadline = self.hard_deadline(options);
         for _ in 0..MAX_ROUNDS {
             let mut result = self.resending(method, &mut params, &round_options)?;
             match result.get("resultType").map(|kind| kind.as_str()) {

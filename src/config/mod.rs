@@ -34,6 +34,7 @@ use serde_json::Value;
 
 use crate::auth::OAuthSettings;
 use crate::protocol::EraChoice;
+use crate::shell::shell_quote;
 
 pub(crate) use entry::check_name;
 pub use import::ImportReport;
@@ -487,17 +488,6 @@ pub(crate) fn command_line_of(entry: &Value) -> Option<String> {
         return Some(words.join(" "));
     }
     entry.get("url").and_then(Value::as_str).map(|url| format!("connect to {url}"))
-}
-
-/// Quotes a word the way a person would type it into a shell.
-fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,~${}".contains(c));
-    if plain {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
 }
 
 /// `-` and `_` are the same in server names.
