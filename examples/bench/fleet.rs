@@ -1,16 +1,14 @@
 //! Many servers at once: how fast a hub connects them (`many`), what an
 //! idle one costs (`idle`), and many calls in flight over them (`flight`).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether::{CallOptions, Config, Hub, HubOptions, ServerConfig, ServerState, StdioCommand};
+use tether::{CallOptions, Config, Hub, HubOptions, ServerConfig, ServerState};
 
-use crate::raw::INITIALIZE;
+use crate::raw::{RawServer, INITIALIZE};
 
 /// `BENCH_ERA=legacy` (or `modern`) pins the servers' era, to see the probe's share.
 fn config(count: usize, server: &[String]) -> Config {
@@ -37,32 +35,19 @@ fn hub_start(count: usize, server: &[String]) -> (Hub, Duration) {
 /// answer. What any client must at least do.
 fn plain_loop(count: usize, server: &[String]) -> Duration {
     let started = Instant::now();
-    let mut children: Vec<_> = (0..count)
+    let mut servers: Vec<RawServer> = (0..count)
         .map(|_| {
-            let mut child = Command::new(&server[0])
-                .args(&server[1..])
-                .env_clear()
-                .envs(StdioCommand::new(&server[0], &[]).env)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("server starts");
-            let mut stdin = child.stdin.take().unwrap();
-            stdin.write_all(format!("{INITIALIZE}\n").as_bytes()).unwrap();
-            (child, stdin)
+            let mut raw = RawServer::spawn(server);
+            raw.send(INITIALIZE);
+            raw
         })
         .collect();
-    for (child, _) in &mut children {
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        assert!(line.contains("protocolVersion"));
+    for raw in &mut servers {
+        assert!(raw.receive().contains("protocolVersion"));
     }
     let elapsed = started.elapsed();
-    for (mut child, stdin) in children {
-        drop(stdin);
-        let _ = child.kill();
-        let _ = child.wait();
+    for raw in servers {
+        raw.finish();
     }
     elapsed
 }
