@@ -213,6 +213,13 @@ pub(super) fn add(files: &ConfigFiles, mut add: AddArgs, again: &Again) -> u8 {
             for warning in warnings {
                 eprintln!("warning: {}", super::shown::escaped(&warning));
             }
+            if let Some(program) = add.command.first().filter(|program| !findable(program)) {
+                eprintln!(
+                    "warning: {} is not found{}; the server will not start until it is",
+                    super::shown::escaped(program),
+                    if program.contains('/') { "" } else { " on PATH" }
+                );
+            }
             if scope == Scope::Project {
                 // A project entry starts once approved, also in a trusted project.
                 println!(
@@ -224,6 +231,19 @@ pub(super) fn add(files: &ConfigFiles, mut add: AddArgs, again: &Again) -> u8 {
         }
         Err(err) => report(&err),
     }
+}
+
+/// True when `program` names a file (a path), or one on PATH (a bare name);
+/// a `${VAR}` or `~` in it is the loader's to expand, so it passes.
+fn findable(program: &str) -> bool {
+    if program.contains('$') || program.starts_with('~') {
+        return true;
+    }
+    if program.contains('/') {
+        return Path::new(program).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// Builds the JSON entry `add` writes.

@@ -817,6 +817,10 @@ fn add_sets_timeouts_and_the_protocol_and_refuses_bad_ones() {
         );
     }
     assert!(setup.user_file()["mcpServers"].get("other").is_none(), "nothing bad is written");
+    // A program that is not there is written (it may be installed later), with a warning.
+    let (code, _, err) = setup.run(&["add", "ghost", "--", "/nonexistent/server"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("/nonexistent/server is not found"), "{err}");
 }
 
 #[test]
