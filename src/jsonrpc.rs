@@ -183,7 +183,8 @@ pub struct Frame {
     /// A request's or notification's method; `None` for a response.
     pub method: Option<String>,
     /// What a `tools/call`, `prompts/get` or `resources/read` names (its
-    /// `name` or `uri`), which Streamable HTTP mirrors into `Mcp-Name`.
+    /// `name` or `uri`), which stateless Streamable HTTP mirrors into
+    /// `Mcp-Name`; set by the client only then.
     pub name: Option<String>,
     /// `Mcp-Param-*` headers a stateless HTTP server asked for (`x-mcp-header`).
     pub headers: Vec<(String, String)>,
@@ -201,17 +202,11 @@ impl Frame {
             method,
             params,
         });
-        let key = match method {
-            "tools/call" | "prompts/get" => Some("name"),
-            "resources/read" => Some("uri"),
-            _ => None,
-        };
-        let name = key.and_then(|key| params?.get(key)?.as_str()).map(str::to_owned);
         Frame {
             bytes,
             id: Some(id),
             method: Some(method.to_owned()),
-            name,
+            name: None,
             headers: Vec::new(),
             deadline: None,
         }

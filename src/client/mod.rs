@@ -248,15 +248,8 @@ impl Client {
         // the pending entry goes when this call does.
         let _pending = PendingGuard { router: &self.router, id };
         let mut frame = Frame::request(id, method, params.as_ref());
-        frame.deadline = self.hard_deadline(options);
-        if method == "tools/call" && self.mirrors_params() {
-            if let Some(params) = params {
-                let tools = lock(&self.param_headers);
-                if let Some(headers) = params["name"].as_str().and_then(|name| tools.get(name)) {
-                    frame.headers = param_headers::for_call(headers, &params["arguments"])
-                        .map_err(Error::Protocol)?;
-                }
-            }
+        if self.http_url.is_some() {
+            self.route_over_http(&mut frame, method, params.as_ref(), options)?;
         }
         if self.router.send(frame).is_err() {
             // The server stopped reading: the reader says why (how it
@@ -268,6 +261,34 @@ impl Client {
             return Err(Error::Disconnected(reason));
         }
         self.wait(id, method, &replies, &queued_progress, options)
+    }
+
+    /// What only an HTTP exchange needs besides the body (the stdio path
+    /// does none of it): when to stop, and for a stateless server the name
+    /// and `x-mcp-header` parameters mirrored into headers.
+    fn route_over_http(
+        &self,
+        frame: &mut Frame,
+        method: &str,
+        params: Option<&Value>,
+        options: &CallOptions,
+    ) -> Result<(), Error> {
+        frame.deadline = self.hard_deadline(options);
+        let Some(params) = params.filter(|_| self.stateless_http()) else { return Ok(()) };
+        let key = match method {
+            "tools/call" | "prompts/get" => "name",
+            "resources/read" => "uri",
+            _ => return Ok(()),
+        };
+        frame.name = params[key].as_str().map(str::to_owned);
+        if method == "tools/call" {
+            let tools = lock(&self.param_headers);
+            if let Some(headers) = frame.name.as_deref().and_then(|name| tools.get(name)) {
+                frame.headers = param_headers::for_call(headers, &params["arguments"])
+                    .map_err(Error::Protocol)?;
+            }
+        }
+        Ok(())
     }
 
     /// The instant a request with these options is given up whatever its
@@ -377,8 +398,7 @@ impl Client {
         // The spec forbids cancelling initialize; a handshake-era server
         // must hear nothing before it (the probe); a stateless HTTP server
         // takes the end of the response stream as the cancellation.
-        let stateless_http = self.meta.get().is_some() && self.transport_name() == "http";
-        if stateless_http {
+        if self.stateless_http() {
             if let Ok(outlet) = self.router.outlet() {
                 outlet.abandon(id);
             }
@@ -417,7 +437,7 @@ impl Client {
                     .map_err(|err| Error::Protocol(format!("bad tool in tools/list: {err}")))
             })
             .collect::<Result<Vec<Tool>, Error>>()?;
-        if !self.mirrors_params() {
+        if !self.stateless_http() {
             return Ok(tools);
         }
         // A stateless HTTP server's tools may ask for parameters in headers;
@@ -441,9 +461,9 @@ impl Client {
         Ok(valid)
     }
 
-    /// True for a stateless server over HTTP, whose tools may want their
-    /// parameters mirrored into headers.
-    fn mirrors_params(&self) -> bool {
+    /// True for a stateless server over Streamable HTTP: headers mirror
+    /// what a request names, and ending a stream cancels it.
+    fn stateless_http(&self) -> bool {
         self.meta.get().is_some() && self.transport_name() == "http"
     }
 
