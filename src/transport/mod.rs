@@ -10,6 +10,7 @@
 
 mod environment;
 pub(crate) mod http;
+mod launch;
 #[cfg(test)]
 pub(crate) mod memory;
 pub(crate) mod outbox;

@@ -2,11 +2,8 @@
 //!
 //! The child runs in its own process group so that shutdown reaches whatever
 //! it started (`npx`, `uvx` and shell wrappers start the real server as a
-//! grandchild). On Linux it also gets `PR_SET_PDEATHSIG`, so a tether killed
-//! outright takes the server with it. That signal fires when the *thread* that
-//! forked dies, not the process, so every child is forked by one of four
-//! process-long threads, `tether-spawner-N`, instead of the short-lived thread
-//! that asked (four, so that many servers starting at once fork side by side).
+//! grandchild). On Linux that group is led by a supervisor that ends the
+//! whole tree when tether dies (`supervisor`); `launch` starts both.
 //!
 //! Each connection has two named threads, `{server}-reader` (frames from
 //! stdout, straight into the inbox) and `{server}-stderr` (drains stderr into
@@ -17,20 +14,18 @@
 use std::collections::VecDeque;
 use std::fs;
 use std::io::{self, BufReader, Read};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::process::{ChildStderr, ChildStdout, ExitStatus};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
-
-use crossbeam_channel::Sender;
 
 use crate::error::{CloseReason, Error};
 use crate::framing::{FrameError, FrameReader, MAX_FRAME};
 use crate::jsonrpc::Message;
 use crate::sync::{lock, wait_timeout};
 use crate::threads::NamedThread;
+use crate::transport::launch::{self, ServerChild, Started};
 use crate::transport::outbox::Outbox;
 use crate::transport::{Endpoint, Inbox, Outlet};
 
@@ -94,7 +89,7 @@ struct ServerProcess {
 }
 
 enum ProcessState {
-    Running(Child),
+    Running(ServerChild),
     Ending,
     Ended,
 }
@@ -118,14 +113,10 @@ pub(crate) fn spawn(
             return Err(spawn_error(io::Error::new(io::ErrorKind::NotFound, message)));
         }
     }
-    let mut child = spawn_child(command).map_err(spawn_error)?;
+    let Started { process: mut child, stdin, stdout, stderr } =
+        launch::start(command).map_err(spawn_error)?;
     let pid = child.id() as i32;
     log::info!("{server}: started `{}` (pid {pid})", command.program);
-
-    // spawn_child pipes all three streams, so they are present.
-    let stdin = child.stdin.take().expect("stdin is piped");
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let stderr = child.stderr.take().expect("stderr is piped");
     let stderr_tail = Arc::new(StderrTail::default());
     if let Err(err) = outbox.attach(stdin, Arc::clone(&inbox)) {
         outbox.close();
@@ -239,73 +230,6 @@ impl Drop for StdioEndpoint {
         }
     }
 }
-
-struct SpawnJob {
-    command: Command,
-    reply: Sender<io::Result<Child>>,
-}
-
-/// How many spawner threads fork servers side by side.
-const SPAWNERS: usize = 4;
-
-/// Forks on a long-lived spawner thread (see the module docs for why).
-fn spawn_child(stdio_command: &StdioCommand) -> io::Result<Child> {
-    let mut command = Command::new(&stdio_command.program);
-    command
-        .args(&stdio_command.args)
-        .env_clear()
-        .envs(stdio_command.env.iter().map(|(name, value)| (name, value)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    if let Some(cwd) = &stdio_command.cwd {
-        command.current_dir(cwd);
-    }
-    set_parent_death_signal(&mut command);
-
-    let (reply, answer) = crossbeam_channel::bounded(1);
-    spawner()
-        .send(SpawnJob { command, reply })
-        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
-    answer.recv().map_err(|_| io::Error::other("the spawner thread is gone"))?
-}
-
-fn spawner() -> &'static Sender<SpawnJob> {
-    static SPAWNER: OnceLock<Sender<SpawnJob>> = OnceLock::new();
-    SPAWNER.get_or_init(|| {
-        let (jobs, queue) = crossbeam_channel::unbounded::<SpawnJob>();
-        // These threads live as long as the process: they must, for the
-        // parent death signal to mean "tether died". They are the threads
-        // never joined. Several, so that the forks of many servers started
-        // at once (each waits for its server's exec) overlap.
-        for number in 1..=SPAWNERS {
-            let queue = queue.clone();
-            let started =
-                thread::Builder::new().name(format!("tether-spawner-{number}")).spawn(move || {
-                    for mut job in queue {
-                        let _ = job.reply.send(job.command.spawn());
-                    }
-                });
-            match started {
-                Ok(_) => {}
-                Err(err) if number == 1 => {
-                    panic!("the operating system refused to create the spawner thread: {err}")
-                }
-                Err(err) => log::warn!("cannot start another spawner thread: {err}"),
-            }
-        }
-        jobs
-    })
-}
-
-#[cfg(target_os = "linux")]
-fn set_parent_death_signal(command: &mut Command) {
-    crate::supervisor::install(command, crate::supervisor::Sweep::Tree);
-}
-
-#[cfg(not(target_os = "linux"))]
-fn set_parent_death_signal(_command: &mut Command) {}
 
 fn read_loop(server: &str, pid: i32, stdout: ChildStdout, inbox: &dyn Inbox) {
     let mut reader = FrameReader::new(BufReader::with_capacity(READ_BUFFER, stdout));
@@ -524,7 +448,7 @@ impl Tail {
 fn end_process_group(
     server: &str,
     pgid: i32,
-    child: &mut Child,
+    child: &mut ServerChild,
     eof_grace: Duration,
 ) -> io::Result<ExitStatus> {
     if !wait_for_exit(pgid, eof_grace) {

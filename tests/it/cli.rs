@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::support::{
     config_dir, fixture, misbehave_entry, run_tether, run_tether_with_stdin, stderr_of, stdout_of,
-    tether_bin, Tag,
+    tether_bin, wait_within, Tag,
 };
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -63,6 +63,37 @@ fn a_tool_error_exits_1_and_prints_its_text() {
     let (output, _) = run_tether(dir.path(), &["call", "fx", "fail"], WITHIN);
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(stdout_of(&output), "something went wrong\n");
+    tag.assert_gone();
+}
+
+/// Started from a cron job or a service manager, tether may run with its
+/// stdin closed: the server's pipes then take the low descriptor numbers,
+/// and must still land on the server's 0, 1 and 2.
+#[test]
+fn a_call_works_when_tether_runs_with_its_stdin_closed() {
+    use std::os::unix::process::CommandExt;
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let mut command = Command::new(tether_bin());
+    command
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["call", "fx", "echo", r#"{"text": "still here"}"#])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: close is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::close(0);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    let status = wait_within(&mut child, WITHIN);
+    let output = child.wait_with_output().unwrap();
+    assert!(status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "still here\n");
     tag.assert_gone();
 }
 

@@ -570,6 +570,67 @@ fn the_server_gets_only_the_environment_it_is_given_and_its_cwd() {
     close_and_check(client, &tag);
 }
 
+/// What a server sees of how it was started: tether ignores SIGPIPE and its
+/// supervisor blocks signals, but a server starts as std starts a child:
+/// SIGPIPE at its default, nothing blocked, named by the program as given.
+#[test]
+fn the_server_starts_with_default_signals_and_the_program_name_it_was_given() {
+    let tag = Tag::new();
+    let dir = crate::support::TempDir::new();
+    let report = dir.path().join("report");
+    let script = format!(
+        // A builtin loop: a shell blocks every signal around its forks,
+        // so its status is read before it forks anything.
+        "while IFS= read -r line; do case $line in Sig*) echo \"$line\";; esac; \
+         done < /proc/$$/status > '{report}'; \
+         tr '\\0' '\\n' < /proc/$$/cmdline | head -n 1 >> '{report}'; \
+         exec '{program}' --tag {tag}",
+        report = report.display(),
+        program = fixture("misbehave").display(),
+        tag = tag.0,
+    );
+    // "sh", found in the server's PATH.
+    let command = StdioCommand::new("sh", &["-c", &script]);
+    let client = Client::connect("fx", &Transport::Stdio(command), quick(5_000)).unwrap();
+    assert_eq!(echo(&client, "up").unwrap(), "up");
+    let seen = std::fs::read_to_string(&report).unwrap();
+    let field = |name: &str| {
+        let line = seen.lines().find(|line| line.starts_with(name)).unwrap();
+        u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+    };
+    assert_eq!(field("SigBlk:"), 0, "{seen}");
+    assert_eq!(field("SigIgn:") & (1 << (libc::SIGPIPE - 1)), 0, "SIGPIPE ignored: {seen}");
+    assert_eq!(seen.lines().last(), Some("sh"), "{seen}");
+    close_and_check(client, &tag);
+}
+
+#[test]
+fn a_program_that_cannot_be_executed_fails_the_start_with_the_systems_reason() {
+    let dir = crate::support::TempDir::new();
+    // A file, but not executable: found, and refused by exec itself.
+    let plain = dir.path().join("not-a-program");
+    std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+    let command = StdioCommand::new(&plain.display().to_string(), &[]);
+    let started = Instant::now();
+    let err = Client::connect("fx", &Transport::Stdio(command), quick(5_000)).err().unwrap();
+    assert_quick(started, Duration::from_secs(1), "a refused exec to fail the start");
+    match &err {
+        Error::Spawn { source, .. } => {
+            assert_eq!(source.raw_os_error(), Some(libc::EACCES), "{err:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // A name not on the server's PATH is not found, whatever tether's PATH.
+    let mut command = StdioCommand::new("sh", &["-c", "exit 0"]);
+    command.env.retain(|(name, _)| name != "PATH");
+    command.env.push(("PATH".into(), dir.path().display().to_string()));
+    let err = Client::connect("fx", &Transport::Stdio(command), quick(5_000)).err().unwrap();
+    assert!(
+        matches!(&err, Error::Spawn { source, .. } if source.raw_os_error() == Some(libc::ENOENT)),
+        "{err:?}"
+    );
+}
+
 #[test]
 fn dropping_a_client_ends_its_server() {
     let tag = Tag::new();

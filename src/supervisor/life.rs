@@ -1,36 +1,9 @@
-//! A supervisor between tether and each process it starts (Linux): stdio
-//! servers, and `!command` helpers while a configuration loads, so that the
-//! whole tree ends even when tether is killed outright.
-//!
-//! The parent-death signal reaches only the process it is set on. A server
-//! started by `npx`, `uvx` or a shell is a tree: children in its process
-//! group, maybe a grandchild that left with `setsid`. So the process tether
-//! starts is a small supervisor, forked without exec, which forks and execs
-//! the server as its own child:
-//!
-//! ```text
-//! tether ── supervisor (group leader, subreaper) ── server ── its children…
-//! ```
-//!
-//! The supervisor is the process group's leader and a child subreaper, so
-//! every orphan of the server's tree is re-parented to it, also one that
-//! left the group. It waits in `sigwaitinfo` for three things: the server
-//! ending (a server's supervisor then ends what it left; a `!command`
-//! helper's leaves it, so an agent the helper started on purpose lives on;
-//! either exits with the process's own status, so tether sees its exit),
-//! tether dying (seen as its parent changing, whatever signal woke it: it
-//! ends the whole tree at once), and the SIGTERM tether's shutdown sends the
-//! group when the server did not leave on its own (it ends the tree, each
-//! process getting SIGTERM once, then SIGKILL after a grace, and exits as the
-//! server did). It never dumps core: it holds a copy of tether's memory.
-//!
-//! It runs in a forked copy of a multi-threaded process, so it uses nothing
-//! but system calls: no allocation, no lock, no formatting. It holds no file
-//! descriptor, so no pipe of tether's stays open because of it.
+//! The supervisor's life once the server runs: wait for signals, reap,
+//! end the tree. Only `sys` system calls, stack buffers and no panics: this
+//! runs in a forked copy of a multi-threaded process, or in tether's own
+//! memory (see `clone.rs`).
 
-use std::io;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
+use super::{sys, Sweep};
 
 /// How long the tree gets after SIGTERM before SIGKILL when tether died
 /// (it must be gone within a second).
@@ -43,92 +16,28 @@ const KILL_WAIT_MS: i64 = 300;
 /// How many processes of a tree get their SIGTERM only once.
 const REMEMBERED: usize = 256;
 
-/// What the supervisor ends when the process it started ends by itself.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Sweep {
-    /// A server: what it leaves behind (its group, and what left the group
-    /// and was re-parented to the supervisor) ends with it.
-    Tree,
-    /// A `!command` helper: nothing, so that an agent it started on purpose
-    /// (`gpg-agent` behind `pass`) lives on. Its tree still ends if tether
-    /// dies while it runs.
-    Nothing,
-}
+/// What the supervisor waits for: the server ending (SIGCHLD), tether's
+/// death (its parent-death signal, SIGUSR2), and the signals tether's
+/// shutdown, or a terminal, sends the group.
+pub(super) const WATCHED: sys::SigSet =
+    sys::sigset(&[libc::SIGCHLD, libc::SIGUSR2, libc::SIGTERM, libc::SIGINT, libc::SIGHUP]);
 
-/// Makes `command` start as supervisor and server (see the module docs).
-///
-/// `command` must start in a process group of its own (`process_group(0)`)
-/// and be spawned from a thread that lives until the process is done with
-/// it: the parent-death signal fires when that thread ends.
-pub(crate) fn install(command: &mut Command, sweep: Sweep) {
-    let tether = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the forked child before exec. It calls only
-    // async-signal-safe system calls; the supervisor branch never returns
-    // (it `_exit`s), the server branch returns into std's exec.
-    unsafe {
-        command.pre_exec(move || start(tether, sweep));
-    }
-}
-
-/// In the forked child: becomes the supervisor and forks the server, which
-/// returns `Ok` to be exec'd. Never returns in the supervisor.
-unsafe fn start(tether: libc::pid_t, sweep: Sweep) -> io::Result<()> {
-    let mut watched: libc::sigset_t = std::mem::zeroed();
-    let mut before: libc::sigset_t = std::mem::zeroed();
-    libc::sigemptyset(&mut watched);
-    for signal in [libc::SIGCHLD, libc::SIGUSR2, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        libc::sigaddset(&mut watched, signal);
-    }
-    libc::sigprocmask(libc::SIG_BLOCK, &watched, &mut before);
-    // tether's death arrives as SIGUSR2, taken by sigwaitinfo (blocked).
-    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2) != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // tether may have died between fork and prctl: nobody would end this.
-    if libc::getppid() != tether {
-        libc::_exit(1);
-    }
-    if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let supervisor = libc::getpid();
-    match libc::fork() {
-        -1 => Err(io::Error::last_os_error()),
-        0 => {
-            // The server: the signal mask it execs with is tether's own, and
-            // it dies with the supervisor.
-            libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::getppid() != supervisor {
-                libc::_exit(1);
-            }
-            Ok(())
-        }
-        server => supervise(tether, server, sweep, &watched),
-    }
-}
-
-/// The supervisor's life; it never returns.
-unsafe fn supervise(
-    tether: libc::pid_t,
-    server: libc::pid_t,
-    sweep: Sweep,
-    watched: &libc::sigset_t,
-) -> ! {
-    // A copy of tether's memory (tokens, expanded secrets) must never end up
-    // in a core file, whatever signal ends this process.
-    libc::prctl(libc::PR_SET_DUMPABLE, 0);
+/// The supervisor's life once the server is started; it never returns.
+/// The signals of `WATCHED` must be blocked. It first closes every
+/// descriptor it holds (the server has its own copies).
+pub(super) unsafe fn supervise(tether: libc::pid_t, server: libc::pid_t, sweep: Sweep) -> ! {
+    // A copy of tether's memory (tokens, expanded secrets), or tether's
+    // memory itself, must never end up in a core file, whatever signal ends
+    // this process.
+    sys::forbid_core_dump();
     close_every_descriptor();
     loop {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let signal = libc::sigwaitinfo(watched, &mut info);
+        let signal = sys::sigwait(WATCHED) as libc::c_int;
         // tether is gone (whatever signal woke us: its death signal, or the
         // SIGHUP of an orphaned group): end the whole tree now.
-        if libc::getppid() != tether {
+        if sys::getppid() != tether {
             end_tree(server, ORPHANED_GRACE_MS);
-            libc::_exit(0);
+            sys::exit(0);
         }
         match signal {
             // tether's shutdown signals the group when the server did not
@@ -154,9 +63,9 @@ unsafe fn supervise(
 /// Closes every file descriptor: the server's pipes and std's exec-error
 /// pipe must close when the server's copies do.
 unsafe fn close_every_descriptor() {
-    if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+    if sys::close_range(0, u32::MAX) != 0 {
         for fd in 0..65_536 {
-            libc::close(fd);
+            sys::close(fd);
         }
     }
 }
@@ -166,15 +75,12 @@ unsafe fn close_every_descriptor() {
 unsafe fn exit_as(status: libc::c_int) -> ! {
     if libc::WIFSIGNALED(status) {
         let signal = libc::WTERMSIG(status);
-        libc::signal(signal, libc::SIG_DFL);
-        let mut only: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut only);
-        libc::sigaddset(&mut only, signal);
-        libc::sigprocmask(libc::SIG_UNBLOCK, &only, std::ptr::null_mut());
-        libc::kill(libc::getpid(), signal);
-        libc::_exit(128 + signal);
+        sys::default_action(signal);
+        sys::sigprocmask(libc::SIG_UNBLOCK, sys::sigset(&[signal]));
+        sys::kill(sys::getpid(), signal);
+        sys::exit(128 + signal);
     }
-    libc::_exit(libc::WEXITSTATUS(status));
+    sys::exit(libc::WEXITSTATUS(status));
 }
 
 /// Ends every process of the tree: the supervisor's process group, and the
@@ -182,23 +88,23 @@ unsafe fn exit_as(status: libc::c_int) -> ! {
 /// SIGTERM once to each, SIGKILL to what is left after `grace_ms`. Returns
 /// the server's wait status if it was reaped meanwhile.
 unsafe fn end_tree(server: libc::pid_t, grace_ms: i64) -> Option<libc::c_int> {
-    let me = libc::getpid();
-    let started = now_ms();
+    let me = sys::getpid();
+    let started = sys::now_ms();
     let mut server_status = None;
     // Who already got SIGTERM: a shell's `trap` or a Go program's signal
     // handling must not see it again and again.
     let mut termed = [0 as libc::pid_t; REMEMBERED];
     let mut termed_count = 0usize;
     loop {
-        let elapsed = now_ms() - started;
+        let elapsed = sys::now_ms() - started;
         let killing = elapsed >= grace_ms;
         let mut left = 0;
         let readable = for_each_member(me, |pid| {
             left += 1;
             if killing {
-                libc::kill(pid, libc::SIGKILL);
+                sys::kill(pid, libc::SIGKILL);
             } else if !termed[..termed_count].contains(&pid) {
-                libc::kill(pid, libc::SIGTERM);
+                sys::kill(pid, libc::SIGTERM);
                 if termed_count < REMEMBERED {
                     termed[termed_count] = pid;
                     termed_count += 1;
@@ -208,7 +114,7 @@ unsafe fn end_tree(server: libc::pid_t, grace_ms: i64) -> Option<libc::c_int> {
         if !readable {
             // No /proc (a sandbox): the group, at least. The supervisor
             // blocks SIGTERM; SIGKILL ends it too, so that comes last.
-            libc::killpg(me, if killing { libc::SIGKILL } else { libc::SIGTERM });
+            sys::kill(-me, if killing { libc::SIGKILL } else { libc::SIGTERM });
             left = 1;
         }
         if let Some(status) = reap(server) {
@@ -218,8 +124,7 @@ unsafe fn end_tree(server: libc::pid_t, grace_ms: i64) -> Option<libc::c_int> {
             // Gone, or unkillable (uninterruptible sleep): nothing more to do.
             return server_status;
         }
-        let pause = libc::timespec { tv_sec: 0, tv_nsec: 10_000_000 };
-        libc::nanosleep(&pause, std::ptr::null_mut());
+        sys::sleep_ms(10);
     }
 }
 
@@ -229,7 +134,7 @@ unsafe fn reap(server: libc::pid_t) -> Option<libc::c_int> {
     let mut server_status = None;
     let mut status = 0;
     loop {
-        let reaped = libc::waitpid(-1, &mut status, libc::WNOHANG);
+        let reaped = sys::wait4(-1, &mut status, libc::WNOHANG) as libc::pid_t;
         if reaped <= 0 {
             return server_status;
         }
@@ -239,28 +144,19 @@ unsafe fn reap(server: libc::pid_t) -> Option<libc::c_int> {
     }
 }
 
-fn now_ms() -> i64 {
-    let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes only into `time`.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut time);
-    }
-    time.tv_sec * 1000 + time.tv_nsec / 1_000_000
-}
-
 /// Calls `found` for each live process (not a zombie) other than `me`
 /// whose process group is `me` or whose parent is `me`, read from `/proc`
 /// with raw system calls and stack buffers; false when `/proc` cannot be read.
 unsafe fn for_each_member(me: libc::pid_t, mut found: impl FnMut(libc::pid_t)) -> bool {
-    let proc_dir =
-        libc::open(c"/proc".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    let proc_dir = sys::open(c"/proc".as_ptr(), flags);
     if proc_dir < 0 {
         return false;
     }
+    let proc_dir = proc_dir as libc::c_int;
     let mut entries = [0u8; 4096];
     loop {
-        let read =
-            libc::syscall(libc::SYS_getdents64, proc_dir, entries.as_mut_ptr(), entries.len());
+        let read = sys::getdents64(proc_dir, entries.as_mut_ptr(), entries.len());
         if read <= 0 {
             break;
         }
@@ -282,7 +178,7 @@ unsafe fn for_each_member(me: libc::pid_t, mut found: impl FnMut(libc::pid_t)) -
             at += record;
         }
     }
-    libc::close(proc_dir);
+    sys::close(proc_dir);
     true
 }
 
@@ -306,13 +202,14 @@ unsafe fn stat_of(pid: &[u8]) -> Option<(u8, libc::pid_t, libc::pid_t)> {
         path.get_mut(len..len + part.len())?.copy_from_slice(part);
         len += part.len();
     }
-    let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+    let fd = sys::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
     if fd < 0 {
         return None;
     }
+    let fd = fd as libc::c_int;
     let mut text = [0u8; 1024];
-    let read = libc::read(fd, text.as_mut_ptr().cast(), text.len());
-    libc::close(fd);
+    let read = sys::read(fd, text.as_mut_ptr(), text.len());
+    sys::close(fd);
     if read <= 0 {
         return None;
     }
