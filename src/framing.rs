@@ -2,19 +2,25 @@
 //!
 //! MCP's stdio transport is newline-delimited JSON, but some servers still
 //! write LSP-style `Content-Length:` frames; the framing is detected per
-//! message, so a server may even mix them. The reader works on raw bytes (a
+//! message, so a server may even mix them. The framer works on raw bytes (a
 //! frame that is not UTF-8 is the parser's problem, not a fatal one) and never
 //! holds more than the frame limit: a `Content-Length` over the limit is
-//! refused before a byte of its body is read, and a line is read through a
-//! `Take` so that it stops at the limit.
+//! refused before a byte of its body is read, and a line is refused once it
+//! passes the limit without its newline.
+//!
+//! It does no I/O of its own (`fill_from` reads once, `next_frame` only looks
+//! at what was read), so a frame is never half-consumed: whoever reads the
+//! pipe, the reader thread blocking or a caller that polls first with a
+//! deadline (`transport::stdio`'s leader), can stop between any two reads and
+//! hand the framer to the other.
 
-use std::io::{self, BufRead, Read};
+use std::io::{self, Read};
 
 /// The largest frame tether accepts: 16 MiB.
 pub const MAX_FRAME: usize = 16 * 1024 * 1024;
 
-/// The longest header line of a `Content-Length` frame we accept.
-const MAX_HEADER_LINE: u64 = 1024;
+/// The longest header block of a `Content-Length` frame we accept.
+const MAX_HEADERS: usize = 16 * 1024;
 
 /// Why no frame could be read.
 #[derive(Debug)]
@@ -34,97 +40,198 @@ impl From<io::Error> for FrameError {
     }
 }
 
-/// The frame buffer's first size; it grows with the frames.
-const INITIAL_CAPACITY: usize = 1024;
+/// What the bytes read so far hold next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next<'a> {
+    /// A frame's bytes, without its line ending or headers.
+    Frame(&'a [u8]),
+    /// Not a whole frame yet: read more (`fill_from`).
+    More,
+    /// The stream ended cleanly.
+    End,
+}
+
+/// The buffer a connection starts with and keeps while its frames are small.
+const READ_CHUNK: usize = 8 * 1024;
+/// Below this much room the buffer is compacted or grown before a read.
+const MIN_READ: usize = 1024;
 /// A buffer bigger than this is let go once its frame is parsed.
 const KEPT_CAPACITY: usize = 1024 * 1024;
 
-/// Reads frames from a buffered byte stream.
-pub struct FrameReader<R> {
-    input: R,
+/// Splits what is read from a stream into frames.
+pub struct Framer {
+    /// Read bytes live in `buffer[start..end]`; `buffer.len()` is how much
+    /// is allocated and initialised.
+    buffer: Vec<u8>,
+    start: usize,
+    end: usize,
     limit: usize,
-    frame: Vec<u8>,
+    /// The stream ended (a read returned 0).
+    ended: bool,
+    /// How many unconsumed bytes the frame being read needs, when known (a
+    /// `Content-Length` body), so the buffer grows once to its size.
+    wanted: usize,
+    /// How many unconsumed bytes are known to hold no newline, so that a
+    /// long line arriving in many reads is scanned once, not once a read.
+    scanned: usize,
 }
 
-impl<R: BufRead> FrameReader<R> {
-    /// A reader with the default 16 MiB limit.
-    pub fn new(input: R) -> Self {
-        Self::with_limit(input, MAX_FRAME)
+impl Default for Framer {
+    fn default() -> Self {
+        Framer::with_limit(MAX_FRAME)
+    }
+}
+
+impl Framer {
+    /// A framer with another limit than 16 MiB (tests use small ones).
+    pub fn with_limit(limit: usize) -> Self {
+        Framer { buffer: Vec::new(), start: 0, end: 0, limit, ended: false, wanted: 0, scanned: 0 }
     }
 
-    /// A reader with another limit (tests use small ones).
-    pub fn with_limit(input: R, limit: usize) -> Self {
-        FrameReader { input, limit, frame: Vec::with_capacity(INITIAL_CAPACITY) }
+    /// Reads once from `input` (which may block) into the buffer; the bytes
+    /// read, 0 at the end of the stream.
+    pub fn fill_from(&mut self, input: &mut impl Read) -> io::Result<usize> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        // Room for the rest of a frame of known size, else for a read.
+        let unread = self.wanted.saturating_sub(self.end - self.start);
+        let room = unread.max(MIN_READ);
+        if self.buffer.len() - self.end < room && self.start > 0 {
+            self.buffer.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buffer.len() - self.end < room {
+            // Doubling, so a long line costs few copies; never far past the limit.
+            let doubled = (self.buffer.len() * 2).min(self.limit + 2 * READ_CHUNK);
+            self.buffer.resize((self.end + room).max(doubled).max(READ_CHUNK), 0);
+        }
+        let read = loop {
+            match input.read(&mut self.buffer[self.end..]) {
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other?,
+            }
+        };
+        self.end += read;
+        if read == 0 {
+            self.ended = true;
+        }
+        Ok(read)
     }
 
     /// Lets go of a buffer a big frame left behind, so that a 15 MiB
     /// answer is not held twice (as bytes here and as the caller's value).
     pub fn release_large(&mut self) {
-        if self.frame.capacity() > KEPT_CAPACITY {
-            self.frame = Vec::with_capacity(INITIAL_CAPACITY);
+        if self.buffer.len() > KEPT_CAPACITY && self.end - self.start <= READ_CHUNK {
+            let mut kept = vec![0; READ_CHUNK];
+            kept[..self.end - self.start].copy_from_slice(&self.buffer[self.start..self.end]);
+            self.end -= self.start;
+            self.start = 0;
+            self.buffer = kept;
         }
     }
 
-    /// The next frame's bytes, without its line ending or headers.
+    /// The next frame among the bytes read, without reading.
     ///
-    /// Returns `Ok(None)` at a clean end of stream. Blank lines between frames
-    /// are skipped.
+    /// Blank lines between frames are skipped. At the end of the stream, a
+    /// last line without its newline is still a frame.
     ///
     /// # Errors
-    /// [`FrameError::TooLarge`] past the limit, [`FrameError::Io`] when reading
-    /// fails or a `Content-Length` header cannot be parsed.
-    pub fn next_frame(&mut self) -> Result<Option<&[u8]>, FrameError> {
+    /// [`FrameError::TooLarge`] past the limit, [`FrameError::Io`] when a
+    /// `Content-Length` header cannot be parsed or the stream ends inside a
+    /// `Content-Length` frame.
+    pub fn next_frame(&mut self) -> Result<Next<'_>, FrameError> {
         loop {
-            self.frame.clear();
-            let limit = self.limit as u64 + 1;
-            let n = self.input.by_ref().take(limit).read_until(b'\n', &mut self.frame)?;
-            if n == 0 {
-                return Ok(None);
-            }
-            let ended_with_newline = self.frame.last() == Some(&b'\n');
-            if !ended_with_newline && self.frame.len() > self.limit {
-                return Err(FrameError::TooLarge { size: self.frame.len() });
-            }
-            let line = trim_line_end(&self.frame);
-            if line.iter().all(u8::is_ascii_whitespace) {
-                if ended_with_newline {
-                    continue;
+            let pending = &self.buffer[self.start..self.end];
+            // Only the first limit + 1 bytes may hold the line's end.
+            let window = &pending[..pending.len().min(self.limit + 1)];
+            let found = window[self.scanned.min(window.len())..].iter().position(|&b| b == b'\n');
+            let Some(newline) = found.map(|at| at + self.scanned.min(window.len())) else {
+                self.scanned = window.len();
+                if pending.len() > self.limit {
+                    return Err(FrameError::TooLarge { size: self.limit + 1 });
                 }
-                return Ok(None);
+                if !self.ended {
+                    return Ok(Next::More);
+                }
+                // The end of the stream: a last line without its newline.
+                let line = trim_line_end(pending);
+                let (start, len) = (self.start, line.len());
+                self.start = self.end;
+                self.scanned = 0;
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(Next::End);
+                }
+                return Ok(Next::Frame(&self.buffer[start..start + len]));
+            };
+            self.scanned = 0;
+            let line = trim_line_end(&pending[..newline]);
+            if line.iter().all(u8::is_ascii_whitespace) {
+                self.start += newline + 1;
+                continue;
             }
             if let Some(length) = content_length(line)? {
-                return self.read_content_length_body(length).map(Some);
+                return self.content_length_frame(newline + 1, length);
             }
-            let end = line.len();
-            self.frame.truncate(end);
-            return Ok(Some(&self.frame));
+            let (start, len) = (self.start, line.len());
+            self.start += newline + 1;
+            return Ok(Next::Frame(&self.buffer[start..start + len]));
         }
     }
 
-    fn read_content_length_body(&mut self, length: usize) -> Result<&[u8], FrameError> {
+    /// A `Content-Length` frame whose first header line ends at `body_from`
+    /// bytes into the unconsumed input: consumed once all of it is there.
+    fn content_length_frame(
+        &mut self,
+        after_length: usize,
+        length: usize,
+    ) -> Result<Next<'_>, FrameError> {
         if length > self.limit {
             return Err(FrameError::TooLarge { size: length });
         }
+        let pending = &self.buffer[self.start..self.end];
         // Further headers (Content-Type) until the blank line.
+        let mut at = after_length;
         loop {
-            let mut header = Vec::new();
-            let n = self.input.by_ref().take(MAX_HEADER_LINE).read_until(b'\n', &mut header)?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "end of stream in frame headers",
-                )
-                .into());
+            let Some(newline) = pending[at..].iter().position(|&byte| byte == b'\n') else {
+                return self.incomplete(pending.len() - after_length > MAX_HEADERS, "headers");
+            };
+            let header = trim_line_end(&pending[at..at + newline]);
+            at += newline + 1;
+            if at - after_length > MAX_HEADERS {
+                return Err(bad_frame("frame headers too long"));
             }
-            if trim_line_end(&header).is_empty() {
+            if header.is_empty() {
                 break;
             }
         }
-        self.frame.clear();
-        self.frame.resize(length, 0);
-        self.input.read_exact(&mut self.frame)?;
-        Ok(&self.frame)
+        if pending.len() < at + length {
+            self.wanted = at + length;
+            return self.incomplete(false, "body");
+        }
+        self.wanted = 0;
+        let start = self.start + at;
+        self.start = start + length;
+        Ok(Next::Frame(&self.buffer[start..start + length]))
     }
+
+    /// A frame not all read: more to read, or an error at the stream's end.
+    fn incomplete(&self, too_long: bool, part: &str) -> Result<Next<'_>, FrameError> {
+        if too_long {
+            return Err(bad_frame("frame headers too long"));
+        }
+        if self.ended {
+            let message = format!("end of stream in frame {part}");
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, message).into());
+        }
+        Ok(Next::More)
+    }
+}
+
+fn bad_frame(what: &str) -> FrameError {
+    io::Error::new(io::ErrorKind::InvalidData, what).into()
 }
 
 fn trim_line_end(line: &[u8]) -> &[u8] {
@@ -151,13 +258,18 @@ fn content_length(line: &[u8]) -> io::Result<Option<usize>> {
 mod tests {
     use super::*;
 
-    fn frames(input: &[u8], limit: usize) -> Vec<Result<String, String>> {
-        let mut reader = FrameReader::with_limit(input, limit);
+    /// Every frame of `input`, read `chunk` bytes at a time.
+    fn frames_in_chunks(input: &[u8], limit: usize, chunk: usize) -> Vec<Result<String, String>> {
+        let mut framer = Framer::with_limit(limit);
+        let mut source = Chunks { data: input, chunk };
         let mut out = Vec::new();
         loop {
-            match reader.next_frame() {
-                Ok(Some(frame)) => out.push(Ok(String::from_utf8_lossy(frame).into_owned())),
-                Ok(None) => return out,
+            match framer.next_frame() {
+                Ok(Next::Frame(frame)) => out.push(Ok(String::from_utf8_lossy(frame).into_owned())),
+                Ok(Next::More) => {
+                    framer.fill_from(&mut source).unwrap();
+                }
+                Ok(Next::End) => return out,
                 Err(FrameError::TooLarge { size }) => {
                     out.push(Err(format!("too large {size}")));
                     return out;
@@ -168,6 +280,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A reader that hands out at most `chunk` bytes per read.
+    struct Chunks<'a> {
+        data: &'a [u8],
+        chunk: usize,
+    }
+
+    impl Read for Chunks<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.data.len().min(self.chunk).min(buf.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    /// The same frames whatever the reads' sizes.
+    fn frames(input: &[u8], limit: usize) -> Vec<Result<String, String>> {
+        let whole = frames_in_chunks(input, limit, usize::MAX);
+        for chunk in [1, 2, 3, 7, 64] {
+            assert_eq!(frames_in_chunks(input, limit, chunk), whole, "{chunk} bytes per read");
+        }
+        whole
     }
 
     fn ok(items: &[&str]) -> Vec<Result<String, String>> {
@@ -220,5 +356,36 @@ mod tests {
     #[test]
     fn bad_content_length_is_an_error() {
         assert!(frames(b"Content-Length: lots\r\n\r\n", 100)[0].is_err());
+    }
+
+    #[test]
+    fn a_big_content_length_body_is_read_into_one_buffer_and_let_go() {
+        let body = format!("{{\"x\":\"{}\"}}", "y".repeat(3 * 1024 * 1024));
+        let input = format!("Content-Length: {}\r\n\r\n{body}{{\"after\":1}}\n", body.len());
+        let mut framer = Framer::default();
+        let mut source = Chunks { data: input.as_bytes(), chunk: 64 * 1024 };
+        let mut seen = Vec::new();
+        loop {
+            match framer.next_frame().unwrap() {
+                Next::Frame(frame) => {
+                    seen.push(frame.len());
+                    framer.release_large();
+                }
+                Next::More => {
+                    framer.fill_from(&mut source).unwrap();
+                }
+                Next::End => break,
+            }
+        }
+        assert_eq!(seen, vec![body.len(), 11]);
+        assert!(framer.buffer.len() <= READ_CHUNK, "kept {} bytes", framer.buffer.len());
+    }
+
+    #[test]
+    fn a_stream_ending_inside_a_content_length_frame_is_an_error() {
+        let out = frames(b"Content-Length: 10\r\n\r\n{}", 100);
+        assert_eq!(out, vec![Err("end of stream in frame body".into())]);
+        let out = frames(b"Content-Length: 10\r\n", 100);
+        assert_eq!(out, vec![Err("end of stream in frame headers".into())]);
     }
 }

@@ -10,19 +10,28 @@
 use std::io::Cursor;
 
 use crate::config::Config;
-use crate::framing::FrameReader;
+use crate::framing::{Framer, Next};
 
 /// The framer: newline-delimited JSON and `Content-Length` frames, with a
 /// small limit so that the limit paths are reached.
 pub fn framer(data: &[u8]) {
     const LIMIT: usize = 4096;
-    let mut reader = FrameReader::with_limit(Cursor::new(data), LIMIT);
+    let mut framer = Framer::with_limit(LIMIT);
+    let mut input = Cursor::new(data);
     let mut frames = 0;
     // Ends at the end of input, or at a frame too large (the connection's end).
-    while let Ok(Some(frame)) = reader.next_frame() {
-        assert!(frame.len() <= LIMIT, "a frame past the limit was returned");
-        frames += 1;
-        assert!(frames <= data.len() + 1, "more frames than bytes");
+    loop {
+        match framer.next_frame() {
+            Ok(Next::Frame(frame)) => {
+                assert!(frame.len() <= LIMIT, "a frame past the limit was returned");
+                frames += 1;
+                assert!(frames <= data.len() + 1, "more frames than bytes");
+            }
+            Ok(Next::More) => {
+                framer.fill_from(&mut input).expect("a cursor reads");
+            }
+            Ok(Next::End) | Err(_) => break,
+        }
     }
 }
 

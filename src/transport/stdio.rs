@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 use std::fs;
-use std::io::{self, BufReader, Read};
+use std::io::{self, Read};
 use std::path::PathBuf;
 use std::process::{ChildStderr, ChildStdout, ExitStatus};
 use std::sync::{Arc, Condvar, Mutex};
@@ -21,7 +21,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::error::{CloseReason, Error};
-use crate::framing::{FrameError, FrameReader, MAX_FRAME};
+use crate::framing::{FrameError, Framer, Next, MAX_FRAME};
 use crate::jsonrpc::Message;
 use crate::sync::{lock, wait_timeout};
 use crate::threads::NamedThread;
@@ -231,36 +231,30 @@ impl Drop for StdioEndpoint {
     }
 }
 
-fn read_loop(server: &str, pid: i32, stdout: ChildStdout, inbox: &dyn Inbox) {
-    let mut reader = FrameReader::new(BufReader::with_capacity(READ_BUFFER, stdout));
+fn read_loop(server: &str, pid: i32, mut stdout: ChildStdout, inbox: &dyn Inbox) {
+    let mut framer = Framer::default();
     let reason = loop {
-        match reader.next_frame() {
-            Ok(Some(frame)) => match Message::parse(frame) {
-                Ok(message) => {
+        match framer.next_frame() {
+            Ok(Next::Frame(frame)) => {
+                let parsed = Message::parse(frame).map_err(|why| (why, shown(frame)));
+                if log::log_enabled!(log::Level::Trace) {
                     log::trace!("{server} <- {}", String::from_utf8_lossy(frame));
-                    // The bytes are parsed: a big buffer goes before the
-                    // caller wakes up with the value.
-                    reader.release_large();
-                    inbox.deliver(message);
                 }
-                Err(why) => {
-                    let skipped = inbox.skipped();
-                    let shown =
-                        String::from_utf8_lossy(&frame[..frame.len().min(200)]).into_owned();
-                    reader.release_large();
-                    if skipped <= 10 {
-                        log::warn!(
-                            "{server}: skipped a line that is not JSON-RPC ({why}): {shown}"
-                        );
-                    } else {
-                        log::debug!(
-                            "{server}: skipped a line that is not JSON-RPC ({why}): {shown}"
-                        );
-                    }
+                // The bytes are parsed: a big buffer goes before the caller
+                // wakes up with the value.
+                framer.release_large();
+                match parsed {
+                    Ok(message) => inbox.deliver(message),
+                    Err((why, shown)) => skipped(server, inbox, &why, &shown),
                 }
-            },
+            }
+            Ok(Next::More) => {
+                if let Err(err) = framer.fill_from(&mut stdout) {
+                    break CloseReason::Io(err.to_string());
+                }
+            }
             // Its output closed: usually it exited, and how says most.
-            Ok(None) => break exit_of(pid, EXIT_PEEK).unwrap_or(CloseReason::Eof),
+            Ok(Next::End) => break exit_of(pid, EXIT_PEEK).unwrap_or(CloseReason::Eof),
             Err(FrameError::TooLarge { size }) => {
                 log::warn!("{server}: refused a frame of {size} bytes or more");
                 break CloseReason::FrameTooLarge { size, limit: MAX_FRAME };
@@ -272,9 +266,19 @@ fn read_loop(server: &str, pid: i32, stdout: ChildStdout, inbox: &dyn Inbox) {
     inbox.closed(reason);
 }
 
-/// The reader's buffer: big frames come in several reads, small ones in
-/// one; an idle connection should hold little.
-const READ_BUFFER: usize = 8 * 1024;
+/// The start of a frame, for a log line.
+fn shown(frame: &[u8]) -> String {
+    String::from_utf8_lossy(&frame[..frame.len().min(200)]).into_owned()
+}
+
+fn skipped(server: &str, inbox: &dyn Inbox, why: &impl std::fmt::Display, shown: &str) {
+    if inbox.skipped() <= 10 {
+        log::warn!("{server}: skipped a line that is not JSON-RPC ({why}): {shown}");
+    } else {
+        log::debug!("{server}: skipped a line that is not JSON-RPC ({why}): {shown}");
+    }
+}
+
 /// What the stderr thread reads at a time.
 const STDERR_CHUNK: usize = 4 * 1024;
 /// How long the reader waits, at end of output, for the server to exit.
