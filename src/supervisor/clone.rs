@@ -15,7 +15,7 @@
 //! only after the exec-status pipe says the server has exec'd or failed, and
 //! unmaps the stack only after it has reaped the supervisor.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -33,8 +33,8 @@ use super::{life, sys, Sweep};
 const STACK: usize = 64 * 1024;
 /// An inaccessible page under the stack, so an overflow faults.
 const GUARD: usize = 4096;
-/// How far below the supervisor's frame the server's start runs.
-const SERVER_STACK_GAP: usize = 2048;
+/// The bottom of the stack, where the server's start runs before its exec.
+const SERVER_STACK: usize = 16 * 1024;
 
 /// What to start: the program's resolved path, what it is called (its
 /// `argv[0]`), its arguments, its whole environment, its directory.
@@ -117,12 +117,19 @@ pub(crate) fn spawn(launch: &Launch<'_>, sweep: Sweep) -> io::Result<(Supervised
         cwd: strings.cwd.as_ref().map_or(ptr::null(), |cwd| cwd.as_ptr()),
         stdio: [stdio[0].as_raw_fd(), stdio[1].as_raw_fd(), stdio[2].as_raw_fd()],
         status: status_child.as_raw_fd(),
+        script_argv: strings.script_argv.as_ptr(),
+        server_stack: stack.server_top(),
     });
     let flags = (libc::CLONE_VM | libc::SIGCHLD) as usize;
-    // SAFETY: supervisor_main never returns and uses only `sys`; `start`,
-    // `strings` and the stack outlive its use of them (module docs).
-    let pid = unsafe {
-        sys::clone(flags, stack.top(), supervisor_main, &*start as *const Start as usize)
+    let pid = {
+        // Every signal blocked from before the clone until the supervisor
+        // has made that permanent: a handler of tether's must never run in
+        // a process that shares its memory.
+        let _blocked = BlockedSignals::new();
+        // SAFETY: supervisor_main never returns and uses only `sys`;
+        // `start`, `strings` and the stack outlive its use of them (module
+        // docs).
+        unsafe { sys::clone(flags, stack.top(), supervisor_main, &*start as *const Start as usize) }
     };
     drop(stdio);
     drop(status_child);
@@ -131,16 +138,41 @@ pub(crate) fn spawn(launch: &Launch<'_>, sweep: Sweep) -> io::Result<(Supervised
     }
     let mut supervised = Supervised { pid: pid as pid_t, stack: Some(stack) };
     let outcome = exec_outcome(status_ours);
+    if outcome.is_err() {
+        // It exits at once (as the server did, or with 1); until it has,
+        // it may still read `start`.
+        let _ = supervised.wait();
+    }
     // The server has exec'd or given up, and the supervisor has copied
     // what it keeps: nothing reads these any more.
     drop(start);
     drop(strings);
-    match outcome {
-        Ok(()) => Ok((supervised, [stdin_ours, stdout_ours, stderr_ours])),
-        Err(err) => {
-            // It exits at once (as the server did, or with 1).
-            let _ = supervised.wait();
-            Err(err)
+    outcome.map(|()| (supervised, [stdin_ours, stdout_ours, stderr_ours]))
+}
+
+/// The calling thread's signals, all blocked while this lives.
+struct BlockedSignals {
+    before: libc::sigset_t,
+}
+
+impl BlockedSignals {
+    fn new() -> BlockedSignals {
+        // SAFETY: sigfillset and pthread_sigmask write only into the sets.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut before: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before);
+            BlockedSignals { before }
+        }
+    }
+}
+
+impl Drop for BlockedSignals {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask `new` saved.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.before, ptr::null_mut());
         }
     }
 }
@@ -159,6 +191,10 @@ struct Start {
     stdio: [c_int; 3],
     /// The exec-status pipe: an `errno` on failure, closed on exec.
     status: c_int,
+    /// `sh`, the path, the arguments: a script without `#!` runs so.
+    script_argv: *const *const c_char,
+    /// Where the server's start runs: the bottom of the supervisor's stack.
+    server_stack: *mut u8,
 }
 
 /// The server's start reads this on the suspended supervisor's stack.
@@ -169,46 +205,47 @@ struct ServerStart {
 
 /// The supervisor: takes a copy of `Start`, becomes a group leader and
 /// subreaper that dies with tether, starts the server and supervises it.
+/// It starts with every signal blocked (`spawn` blocks them around the
+/// clone), so none of tether's handlers can run here.
 unsafe extern "C" fn supervisor_main(start: usize) -> ! {
     // A volatile copy: the compiler must not read tether's `Start` later,
     // when tether may have freed it.
     let start: Start = ptr::read_volatile(start as *const Start);
-    sys::sigprocmask(libc::SIG_BLOCK, life::WATCHED);
-    // tether's death arrives as SIGUSR2, taken by sigwait (blocked).
-    let result = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2 as usize);
+    if let Err(result) = life::become_supervisor(start.tether) {
+        fail(start.status, result, 1);
+    }
+    let result = sys::setpgid(0, 0);
     if result != 0 {
         fail(start.status, result, 1);
     }
-    // tether may have died before the prctl: nobody would end this.
-    if sys::getppid() != start.tether {
-        sys::exit(1);
-    }
-    for result in [sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1), sys::setpgid(0, 0)] {
-        if result != 0 {
-            fail(start.status, result, 1);
-        }
-    }
     let server_start = ServerStart { start, supervisor: sys::getpid() };
-    // The server's start runs below this frame while this process waits
-    // (`CLONE_VFORK`) for its exec.
-    let here = &server_start as *const ServerStart as usize;
-    let server_stack = ((here - SERVER_STACK_GAP) & !15) as *mut u8;
+    // The server's start runs at the bottom of this stack while this
+    // process waits (`CLONE_VFORK`) for its exec; this process only goes
+    // deep (ending a tree) after that.
     let flags = (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as usize;
     let arg = &server_start as *const ServerStart as usize;
-    let server = sys::clone(flags, server_stack, server_main, arg);
+    let server = sys::clone(flags, start.server_stack, server_main, arg);
     if server < 0 {
         fail(start.status, server, 1);
     }
     life::supervise(start.tether, server as pid_t, start.sweep)
 }
 
-/// The server, before its exec: tether's plain signal state, death with
-/// the supervisor, its pipes on 0, 1 and 2, its directory.
+/// The server, before its exec: std's plain signal state (tether's
+/// handlers gone, SIGPIPE at its default, nothing blocked), death with the
+/// supervisor, its pipes on 0, 1 and 2, its directory.
 unsafe extern "C" fn server_main(server_start: usize) -> ! {
     let server_start = &*(server_start as *const ServerStart);
     let start = server_start.start;
-    // What std gives every child: SIGPIPE back to its default (Rust
-    // programs ignore it), nothing blocked.
+    // While every signal is still blocked: no handler of tether's may run
+    // in its memory, so each one goes back to its default. What tether
+    // ignores stays ignored (as `nohup` would have it), but SIGPIPE, which
+    // every Rust program ignores.
+    for signal in 1..=64 {
+        if signal != libc::SIGKILL && signal != libc::SIGSTOP && sys::has_handler(signal) {
+            sys::default_action(signal);
+        }
+    }
     sys::default_action(libc::SIGPIPE);
     sys::sigprocmask(libc::SIG_SETMASK, 0);
     let result = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as usize);
@@ -216,7 +253,7 @@ unsafe extern "C" fn server_main(server_start: usize) -> ! {
         fail(start.status, result, 127);
     }
     if sys::getppid() != server_start.supervisor {
-        sys::exit(127);
+        fail(start.status, -(libc::ESRCH as isize), 127);
     }
     for (target, fd) in (0..).zip(start.stdio) {
         let result = sys::dup_onto(fd, target);
@@ -230,7 +267,11 @@ unsafe extern "C" fn server_main(server_start: usize) -> ! {
             fail(start.status, result, 127);
         }
     }
-    let result = sys::execve(start.path, start.argv, start.envp);
+    let mut result = sys::execve(start.path, start.argv, start.envp);
+    if result == -(libc::ENOEXEC as isize) {
+        // Not a binary and no `#!`: a shell script, as `execvp` runs it.
+        result = sys::execve(c"/bin/sh".as_ptr(), start.script_argv, start.envp);
+    }
     fail(start.status, result, 127)
 }
 
@@ -278,45 +319,53 @@ struct Strings {
     path: CString,
     argv: Vec<*const c_char>,
     envp: Vec<*const c_char>,
+    script_argv: Vec<*const c_char>,
     cwd: Option<CString>,
-    /// Owns what `argv` and `envp` point into.
+    /// Owns what the arrays point into.
     _owned: Vec<CString>,
 }
 
-// SAFETY: the pointers point into `_owned`, which moves with them.
+// SAFETY: the pointers point into `_owned` and `path`, which move with them.
 unsafe impl Send for Strings {}
 
 impl Strings {
     fn new(launch: &Launch<'_>) -> io::Result<Strings> {
-        let c_string = |bytes: Vec<u8>, what: &str| {
+        let c_string = |bytes: &[u8], what: &str| {
             CString::new(bytes).map_err(|_| {
                 io::Error::new(io::ErrorKind::InvalidInput, format!("{what} holds a NUL byte"))
             })
         };
-        let path = c_string(launch.path.as_os_str().as_bytes().to_vec(), "the program")?;
+        let path = c_string(launch.path.as_os_str().as_bytes(), "the program")?;
         let cwd = match launch.cwd {
-            Some(cwd) => Some(c_string(cwd.as_os_str().as_bytes().to_vec(), "the directory")?),
+            Some(cwd) => Some(c_string(cwd.as_os_str().as_bytes(), "the directory")?),
             None => None,
         };
-        let mut owned = Vec::with_capacity(1 + launch.args.len() + launch.env.len());
-        owned.push(c_string(OsStr::new(launch.name).as_bytes().to_vec(), "the program")?);
+        let mut owned = Vec::with_capacity(2 + launch.args.len() + launch.env.len());
+        owned.push(c_string(launch.name.as_bytes(), "the program")?);
         for arg in launch.args {
-            owned.push(c_string(arg.as_bytes().to_vec(), "an argument")?);
+            owned.push(c_string(arg.as_bytes(), "an argument")?);
         }
-        for (name, value) in launch.env {
-            owned.push(c_string(format!("{name}={value}").into_bytes(), "the environment")?);
+        // A name given twice has its last value, as std's `envs` gives it.
+        for (at, (name, value)) in launch.env.iter().enumerate() {
+            if launch.env[at + 1..].iter().all(|(later, _)| later != name) {
+                owned.push(c_string(format!("{name}={value}").as_bytes(), "the environment")?);
+            }
         }
+        owned.push(c"sh".to_owned());
         let arguments = 1 + launch.args.len();
-        let pointers = |strings: &[CString]| {
-            strings.iter().map(|s| s.as_ptr()).chain(std::iter::once(ptr::null())).collect()
+        let environment = owned.len() - 1;
+        let array = |strings: &mut dyn Iterator<Item = *const c_char>| {
+            strings.chain(std::iter::once(ptr::null())).collect::<Vec<_>>()
         };
-        Ok(Strings {
-            path,
-            argv: pointers(&owned[..arguments]),
-            envp: pointers(&owned[arguments..]),
-            cwd,
-            _owned: owned,
-        })
+        let argv = array(&mut owned[..arguments].iter().map(|s| s.as_ptr()));
+        let envp = array(&mut owned[arguments..environment].iter().map(|s| s.as_ptr()));
+        // `sh path args…`, as execvp runs a script without `#!`.
+        let script_argv = array(
+            &mut [owned[environment].as_ptr(), path.as_ptr()]
+                .into_iter()
+                .chain(owned[1..arguments].iter().map(|s| s.as_ptr())),
+        );
+        Ok(Strings { path, argv, envp, script_argv, cwd, _owned: owned })
     }
 }
 
@@ -377,6 +426,13 @@ impl Stack {
             }
             Ok(stack)
         }
+    }
+
+    /// Where the server's start runs until its exec: the stack's lowest
+    /// 16 KiB, which the supervisor reaches only if it used 48 KiB.
+    fn server_top(&self) -> *mut u8 {
+        // SAFETY: inside the mapping, 16-byte aligned.
+        unsafe { self.base.add(GUARD + SERVER_STACK) }
     }
 
     fn top(&self) -> *mut u8 {

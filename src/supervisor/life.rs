@@ -22,9 +22,35 @@ const REMEMBERED: usize = 256;
 pub(super) const WATCHED: sys::SigSet =
     sys::sigset(&[libc::SIGCHLD, libc::SIGUSR2, libc::SIGTERM, libc::SIGINT, libc::SIGHUP]);
 
+/// Makes this process a supervisor: every signal blocked for good (the
+/// watched ones are taken by `sigwait`; no handler of tether's ever runs
+/// here), dying with tether, subreaper of the server's tree, and told when
+/// its child ends. `Err(-errno)` if it cannot be one; it exits at once if
+/// tether is already gone.
+pub(super) unsafe fn become_supervisor(tether: libc::pid_t) -> Result<(), isize> {
+    sys::sigprocmask(libc::SIG_SETMASK, sys::ALL_SIGNALS);
+    // tether's death arrives as SIGUSR2, taken by sigwait.
+    let result = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2 as usize);
+    if result != 0 {
+        return Err(result);
+    }
+    // tether may have died before the prctl: nobody would end this.
+    if sys::getppid() != tether {
+        sys::exit(1);
+    }
+    let result = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+    if result != 0 {
+        return Err(result);
+    }
+    // A host that ignores SIGCHLD (or asks for no zombies) would leave this
+    // process never told that the server ended, nor able to read how.
+    sys::default_action(libc::SIGCHLD);
+    Ok(())
+}
+
 /// The supervisor's life once the server is started; it never returns.
-/// The signals of `WATCHED` must be blocked. It first closes every
-/// descriptor it holds (the server has its own copies).
+/// `become_supervisor` came first. It closes every descriptor it holds
+/// (the server has its own copies).
 pub(super) unsafe fn supervise(tether: libc::pid_t, server: libc::pid_t, sweep: Sweep) -> ! {
     // A copy of tether's memory (tokens, expanded secrets), or tether's
     // memory itself, must never end up in a core file, whatever signal ends
@@ -32,7 +58,12 @@ pub(super) unsafe fn supervise(tether: libc::pid_t, server: libc::pid_t, sweep: 
     sys::forbid_core_dump();
     close_every_descriptor();
     loop {
-        let signal = sys::sigwait(WATCHED) as libc::c_int;
+        let signal = sys::sigwait(WATCHED);
+        if signal < 0 {
+            // Not expected (no handler runs here, so no EINTR); never spin.
+            sys::sleep_ms(100);
+        }
+        let signal = signal as libc::c_int;
         // tether is gone (whatever signal woke us: its death signal, or the
         // SIGHUP of an orphaned group): end the whole tree now.
         if sys::getppid() != tether {
@@ -64,23 +95,49 @@ pub(super) unsafe fn supervise(tether: libc::pid_t, server: libc::pid_t, sweep: 
 /// pipe must close when the server's copies do.
 unsafe fn close_every_descriptor() {
     if sys::close_range(0, u32::MAX) != 0 {
-        for fd in 0..65_536 {
+        // No close_range (before Linux 5.9, or refused): one by one, up to
+        // the limit on descriptors.
+        let limit = sys::descriptor_limit().clamp(1024, 1 << 20) as libc::c_int;
+        for fd in 0..limit {
             sys::close(fd);
         }
     }
 }
 
 /// Exits with the server's wait status: its exit code, or its signal (a
-/// bare signal number counts as "killed by it").
+/// bare signal number counts as "killed by it"), raised again here so that
+/// tether sees it; except a signal whose default is a core dump, which
+/// becomes the shell's exit code 128 + signal: a dump of this process
+/// would be a dump of tether's memory (which it shares on x86_64), and
+/// before Linux 5.16 it would kill every process sharing that memory.
 unsafe fn exit_as(status: libc::c_int) -> ! {
     if libc::WIFSIGNALED(status) {
         let signal = libc::WTERMSIG(status);
-        sys::default_action(signal);
-        sys::sigprocmask(libc::SIG_UNBLOCK, sys::sigset(&[signal]));
-        sys::kill(sys::getpid(), signal);
+        if !dumps_core(signal) {
+            sys::default_action(signal);
+            sys::sigprocmask(libc::SIG_UNBLOCK, sys::sigset(&[signal]));
+            sys::kill(sys::getpid(), signal);
+        }
         sys::exit(128 + signal);
     }
     sys::exit(libc::WEXITSTATUS(status));
+}
+
+/// Signals whose default action is to dump core (signal(7)).
+fn dumps_core(signal: libc::c_int) -> bool {
+    matches!(
+        signal,
+        libc::SIGQUIT
+            | libc::SIGILL
+            | libc::SIGTRAP
+            | libc::SIGABRT
+            | libc::SIGBUS
+            | libc::SIGFPE
+            | libc::SIGSEGV
+            | libc::SIGXCPU
+            | libc::SIGXFSZ
+            | libc::SIGSYS
+    )
 }
 
 /// Ends every process of the tree: the supervisor's process group, and the
@@ -160,12 +217,14 @@ unsafe fn for_each_member(me: libc::pid_t, mut found: impl FnMut(libc::pid_t)) -
         if read <= 0 {
             break;
         }
+        let filled = entries.get(..read as usize).unwrap_or(&[]);
         let mut at = 0usize;
-        while at < read as usize {
+        // Indexing by `get`: no bounds check that could panic, whatever the bytes.
+        while let Some(&[low, high]) = filled.get(at + 16..at + 18) {
             // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
-            let record = u16::from_ne_bytes([entries[at + 16], entries[at + 17]]) as usize;
-            let name = &entries[at + 19..at + record];
-            let name = &name[..name.iter().position(|&byte| byte == 0).unwrap_or(name.len())];
+            let record = u16::from_ne_bytes([low, high]) as usize;
+            let Some(name) = filled.get(at + 19..at + record) else { break };
+            let name = name.split(|&byte| byte == 0).next().unwrap_or(name);
             if let Some(pid) = parse_pid(name) {
                 if pid != me {
                     if let Some((state, parent, group)) = stat_of(name) {

@@ -22,8 +22,11 @@
 //! whole tree at once), and the SIGTERM tether's shutdown sends the group
 //! when the server did not leave on its own (it ends the tree, each process
 //! getting SIGTERM once, then SIGKILL after a grace, and exits as the server
-//! did). It never dumps core, and holds no file descriptor, so no pipe of
-//! tether's stays open because of it.
+//! did). It blocks every signal for its whole life (no handler of tether's
+//! ever runs in it), never dumps core (a server killed by a signal that
+//! dumps core is reported as the shell does, exit status 128 + n: a dump of
+//! the supervisor would be a dump of tether's memory), and holds no file
+//! descriptor, so no pipe of tether's stays open because of it.
 //!
 //! Two ways to start it, one life:
 //! - **`clone.rs`** (x86_64, the servers): the supervisor shares tether's
@@ -83,20 +86,12 @@ pub(crate) fn install(command: &mut Command, sweep: Sweep) {
 /// returns `Ok` to be exec'd. Never returns in the supervisor.
 unsafe fn start(tether: libc::pid_t, sweep: Sweep) -> io::Result<()> {
     let failed = |result: isize| io::Error::from_raw_os_error(-result as i32);
-    let before = sys::sigprocmask(libc::SIG_BLOCK, life::WATCHED);
-    // tether's death arrives as SIGUSR2, taken by sigwait (blocked).
-    let result = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2 as usize);
-    if result != 0 {
-        return Err(failed(result));
-    }
-    // tether may have died between fork and prctl: nobody would end this.
-    if sys::getppid() != tether {
-        sys::exit(1);
-    }
-    let result = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
-    if result != 0 {
-        return Err(failed(result));
-    }
+    // std reset the mask in this child: this is the one the server gets.
+    let before = sys::sigprocmask(libc::SIG_BLOCK, 0);
+    life::become_supervisor(tether).map_err(failed)?;
+    // A copy of tether's memory (tokens, expanded secrets) never goes into
+    // a core file, not even through a piped core_pattern.
+    sys::prctl(libc::PR_SET_DUMPABLE, 0);
     let supervisor = sys::getpid();
     // The C library's fork: this process is a private copy, its errno is
     // its own.

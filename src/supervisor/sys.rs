@@ -49,10 +49,17 @@ unsafe fn call(number: c_long, args: [usize; 6]) -> isize {
     }
 }
 
-/// A signal set as the kernel takes it: one bit per signal, 64 signals.
+/// A signal set: one bit per signal, 64 signals.
 pub(super) type SigSet = u64;
-/// The size the kernel's signal calls are told a `SigSet` has.
-const SIGSET_SIZE: usize = std::mem::size_of::<SigSet>();
+/// Every signal (SIGKILL and SIGSTOP cannot be blocked; the kernel ignores them here).
+pub(super) const ALL_SIGNALS: SigSet = !0;
+/// The size of the kernel's signal set: 64 signals, except MIPS's 128.
+#[cfg(not(any(target_arch = "mips", target_arch = "mips64")))]
+const SIGSET_SIZE: usize = 8;
+#[cfg(any(target_arch = "mips", target_arch = "mips64"))]
+const SIGSET_SIZE: usize = 16;
+/// A kernel signal set's storage, large enough for every architecture.
+type KernelSet = [u64; 2];
 
 pub(super) const fn sigset(signals: &[c_int]) -> SigSet {
     let mut set = 0;
@@ -85,6 +92,7 @@ pub(super) unsafe fn prctl(option: c_int, value: usize) -> isize {
     call(libc::SYS_prctl, [option as usize, value, 0, 0, 0, 0])
 }
 
+#[cfg(target_arch = "x86_64")]
 pub(super) unsafe fn setpgid(pid: pid_t, group: pid_t) -> isize {
     call(libc::SYS_setpgid, [pid as usize, group as usize, 0, 0, 0, 0])
 }
@@ -103,6 +111,7 @@ pub(super) unsafe fn read(fd: c_int, buffer: *mut u8, len: usize) -> isize {
     call(libc::SYS_read, [fd as usize, buffer as usize, len, 0, 0, 0])
 }
 
+#[cfg(target_arch = "x86_64")]
 pub(super) unsafe fn write(fd: c_int, buffer: *const u8, len: usize) -> isize {
     call(libc::SYS_write, [fd as usize, buffer as usize, len, 0, 0, 0])
 }
@@ -116,6 +125,7 @@ pub(super) unsafe fn close_range(first: u32, last: u32) -> isize {
 }
 
 /// `dup3(from, to, 0)`: `to` becomes `from`, without close-on-exec.
+#[cfg(target_arch = "x86_64")]
 pub(super) unsafe fn dup_onto(from: c_int, to: c_int) -> isize {
     call(libc::SYS_dup3, [from as usize, to as usize, 0, 0, 0, 0])
 }
@@ -124,10 +134,12 @@ pub(super) unsafe fn getdents64(fd: c_int, buffer: *mut u8, len: usize) -> isize
     call(libc::SYS_getdents64, [fd as usize, buffer as usize, len, 0, 0, 0])
 }
 
+#[cfg(target_arch = "x86_64")]
 pub(super) unsafe fn chdir(path: *const libc::c_char) -> isize {
     call(libc::SYS_chdir, [path as usize, 0, 0, 0, 0, 0])
 }
 
+#[cfg(target_arch = "x86_64")]
 pub(super) unsafe fn execve(
     path: *const libc::c_char,
     argv: *const *const libc::c_char,
@@ -164,31 +176,54 @@ pub(super) unsafe fn sleep_ms(ms: i64) {
 
 /// `sigprocmask(how, set)`; the mask before, or 0 if the call failed.
 pub(super) unsafe fn sigprocmask(how: c_int, set: SigSet) -> SigSet {
-    let mut before: SigSet = 0;
-    let args = [
-        how as usize,
-        &set as *const _ as usize,
-        &mut before as *mut _ as usize,
-        SIGSET_SIZE,
-        0,
-        0,
-    ];
+    let set: KernelSet = [set, 0];
+    let mut before: KernelSet = [0; 2];
+    let args =
+        [how as usize, set.as_ptr() as usize, before.as_mut_ptr() as usize, SIGSET_SIZE, 0, 0];
     call(libc::SYS_rt_sigprocmask, args);
-    before
+    before[0]
 }
 
 /// Waits for one of `set` (blocked); the signal's number, or `-errno`.
 pub(super) unsafe fn sigwait(set: SigSet) -> isize {
-    let args = [&set as *const _ as usize, 0, 0, SIGSET_SIZE, 0, 0];
+    let set: KernelSet = [set, 0];
+    let args = [set.as_ptr() as usize, 0, 0, SIGSET_SIZE, 0, 0];
     call(libc::SYS_rt_sigtimedwait, args)
 }
 
-/// The signal's default action again. An all-zero kernel `sigaction` is
-/// `SIG_DFL` with no flags and an empty mask on every architecture.
+/// A kernel `struct sigaction`, large enough for every architecture's
+/// (handler, flags, restorer, mask). All zero is `SIG_DFL`, no flags, an
+/// empty mask.
+type KernelAction = [u64; 5];
+
+/// The signal's default action again.
 pub(super) unsafe fn default_action(signal: c_int) -> isize {
-    let default = [0u64; 4];
+    let default: KernelAction = [0; 5];
     let args = [signal as usize, default.as_ptr() as usize, 0, SIGSET_SIZE, 0, 0];
     call(libc::SYS_rt_sigaction, args)
+}
+
+/// True when the signal has a handler (neither `SIG_DFL` nor `SIG_IGN`).
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn has_handler(signal: c_int) -> bool {
+    let mut action: KernelAction = [0; 5];
+    let args = [signal as usize, 0, action.as_mut_ptr() as usize, SIGSET_SIZE, 0, 0];
+    if call(libc::SYS_rt_sigaction, args) != 0 {
+        return false;
+    }
+    // x86_64's kernel sigaction: handler, flags, restorer, mask.
+    let handler = action[0] as usize;
+    handler != libc::SIG_DFL && handler != libc::SIG_IGN
+}
+
+/// The limit on open descriptors (`RLIMIT_NOFILE`), or 0 if unknown.
+pub(super) unsafe fn descriptor_limit() -> u64 {
+    let mut limit = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };
+    let args = [0, libc::RLIMIT_NOFILE as usize, 0, &mut limit as *mut _ as usize, 0, 0];
+    if call(libc::SYS_prlimit64, args) != 0 {
+        return 0;
+    }
+    limit.rlim_cur
 }
 
 /// Starts a process running `entry(arg)` on `stack_top` (16-byte aligned,

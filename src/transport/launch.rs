@@ -126,9 +126,10 @@ fn start_here(command: &StdioCommand, path: &Path) -> io::Result<Started> {
 }
 
 /// The path to exec: the program itself when it names a path (relative to
-/// the server's directory), or the first executable file of that name in
-/// the server's `PATH` (tether's own when the server's environment has
-/// none), as `execvp` would find it.
+/// the server's directory), or the first file of that name in the server's
+/// `PATH` that this user may execute, as `execvp` finds it (`/bin:/usr/bin`
+/// when the server's environment has no `PATH`). A path relative to the
+/// server's directory stays relative: it is exec'd from there.
 fn resolve(command: &StdioCommand) -> io::Result<PathBuf> {
     if command.program.is_empty() {
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
@@ -137,20 +138,20 @@ fn resolve(command: &StdioCommand) -> io::Result<PathBuf> {
         return Ok(PathBuf::from(&command.program));
     }
     let search = match command.env.iter().rev().find(|(name, _)| name == "PATH") {
-        Some((_, value)) => value.clone().into(),
-        None => std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
+        Some((_, value)) => value.as_str(),
+        None => "/bin:/usr/bin",
     };
     let mut denied = false;
-    for dir in std::env::split_paths(&search) {
+    for dir in std::env::split_paths(search) {
         // An empty entry is the current directory, the server's.
         let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
         let candidate = dir.join(&command.program);
-        let seen = match &command.cwd {
+        let seen_from_here = match &command.cwd {
             Some(cwd) if candidate.is_relative() => cwd.join(&candidate),
             _ => candidate.clone(),
         };
-        match executable(&seen) {
-            Some(true) => return Ok(seen),
+        match executable(&seen_from_here) {
+            Some(true) => return Ok(candidate),
             Some(false) => denied = true,
             None => {}
         }
@@ -158,11 +159,22 @@ fn resolve(command: &StdioCommand) -> io::Result<PathBuf> {
     Err(io::Error::from_raw_os_error(if denied { libc::EACCES } else { libc::ENOENT }))
 }
 
-/// Whether `path` is a file anyone may execute; `None` when it is no file.
+/// Whether this user may execute the file at `path` (a directory or a file
+/// without permission: no, as exec would refuse it); `None` when nothing is
+/// there.
 fn executable(path: &Path) -> Option<bool> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::ffi::OsStrExt;
     let metadata = std::fs::metadata(path).ok()?;
-    metadata.is_file().then(|| metadata.permissions().mode() & 0o111 != 0)
+    if !metadata.is_file() {
+        return Some(false);
+    }
+    let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return Some(false);
+    };
+    // SAFETY: a NUL-terminated path; faccessat reads it only.
+    let allowed =
+        unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::X_OK, libc::AT_EACCESS) };
+    Some(allowed == 0)
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -211,12 +223,23 @@ mod tests {
         assert_eq!(missing.raw_os_error(), Some(libc::ENOENT));
         // A path is taken as it is, found or not.
         assert_eq!(resolve(&command("./x", "/bin")).unwrap(), PathBuf::from("./x"));
-        // A file that is not executable is refused as execvp refuses it.
+        // A file that is not executable, or a directory, is refused as
+        // execvp refuses it.
         let dir = std::env::temp_dir().join(format!("tether-resolve-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("plain"), "").unwrap();
         let denied = resolve(&command("plain", dir.to_str().unwrap())).unwrap_err();
         assert_eq!(denied.raw_os_error(), Some(libc::EACCES));
+        std::fs::create_dir(dir.join("folder")).unwrap();
+        let denied = resolve(&command("folder", dir.to_str().unwrap())).unwrap_err();
+        assert_eq!(denied.raw_os_error(), Some(libc::EACCES));
+        // Found through a relative PATH entry from the server's directory,
+        // and exec'd from there: the path stays relative to it.
+        std::fs::create_dir(dir.join("bin")).unwrap();
+        std::fs::copy("/bin/sh", dir.join("bin/tool")).unwrap();
+        let mut relative = command("tool", "bin");
+        relative.cwd = Some(dir.clone());
+        assert_eq!(resolve(&relative).unwrap(), PathBuf::from("bin/tool"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -631,6 +631,46 @@ fn a_program_that_cannot_be_executed_fails_the_start_with_the_systems_reason() {
     );
 }
 
+/// A server killed by a signal that dumps core (an aborting Node or Rust
+/// server): its supervisor, which shares tether's memory, must not dump
+/// core itself (before Linux 5.16 that killed every process sharing the
+/// memory: tether). It reports the shell's status instead, and tether and
+/// its other servers live on.
+#[test]
+fn a_server_that_aborts_leaves_tether_and_its_other_servers_running() {
+    let tag = Tag::new();
+    let aborting =
+        Client::connect("fx", &misbehave(&tag, &["--abort-on-call", "1"]), quick(5_000)).unwrap();
+    let other = connect(&tag, &[]);
+    let err = echo(&aborting, "boom").unwrap_err();
+    let aborted = CloseReason::Exited { code: Some(128 + libc::SIGABRT), signal: None };
+    assert!(matches!(err, Error::Disconnected(ref reason) if *reason == aborted), "{err:?}");
+    assert_eq!(echo(&other, "still here").unwrap(), "still here");
+    drop(aborting);
+    close_and_check(other, &tag);
+}
+
+/// A variable given twice has its last value, and a script without `#!`
+/// runs under `sh`, as they did when std started servers.
+#[test]
+fn a_repeated_variable_has_its_last_value_and_a_bare_script_runs() {
+    let tag = Tag::new();
+    let dir = crate::support::TempDir::new();
+    let script = dir.path().join("server-script");
+    std::fs::write(&script, format!("exec '{}' --tag {}\n", fixture("misbehave").display(), tag.0))
+        .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut command = StdioCommand::new(&script.display().to_string(), &[]);
+    command.env.push(("TWICE".into(), "first".into()));
+    command.env.push(("TWICE".into(), "second".into()));
+    let client = Client::connect("fx", &Transport::Stdio(command), quick(5_000)).unwrap();
+    let text = client.call_tool("env", json!({}), &CallOptions::default()).unwrap().to_text();
+    let seen: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
+    assert_eq!(seen["TWICE"], "second");
+    close_and_check(client, &tag);
+}
+
 #[test]
 fn dropping_a_client_ends_its_server() {
     let tag = Tag::new();
