@@ -60,7 +60,11 @@ pub(super) fn listen_loop(
     loop {
         let id = router.next_id.fetch_add(1, Ordering::Relaxed) as i64;
         let (sender, replies) = crossbeam_channel::unbounded();
-        let waiter = Waiter { replies: sender, queued_progress: Arc::new(AtomicUsize::new(0)) };
+        let waiter = Waiter {
+            replies: sender,
+            queued_progress: Arc::new(AtomicUsize::new(0)),
+            patient: true,
+        };
         if router.register(id, waiter).is_err() {
             return; // Closed.
         }
@@ -72,6 +76,9 @@ pub(super) fn listen_loop(
         log::debug!("{server}: listening for list changes ({params})");
         let opened = Instant::now();
         loop {
+            if let Some(reading) = router.reading.get() {
+                reading.follow();
+            }
             select! {
                 recv(replies) -> reply => match reply {
                     Ok(Reply::Progress(_)) => continue,

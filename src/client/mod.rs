@@ -133,6 +133,7 @@ impl Client {
             stateless: Default::default(),
             listening: Default::default(),
             first_ack: Mutex::new(None),
+            reading: OnceLock::new(),
             events: router::EventQueue::new(EVENTS_QUEUE),
             myself: myself.clone(),
             host: Arc::clone(&options.host),
@@ -241,7 +242,11 @@ impl Client {
             attach_progress_token(params, id);
         }
         let (sender, replies) = crossbeam_channel::unbounded();
-        let waiter = Waiter { replies: sender, queued_progress: Arc::new(AtomicUsize::new(0)) };
+        let waiter = Waiter {
+            replies: sender,
+            queued_progress: Arc::new(AtomicUsize::new(0)),
+            patient: false,
+        };
         let queued_progress = Arc::clone(&waiter.queued_progress);
         self.router.register(id, waiter)?;
         // Whatever happens from here (even a panicking progress callback),
@@ -254,6 +259,7 @@ impl Client {
         if self.router.send(frame).is_err() {
             // The server stopped reading: the reader says why (how it
             // exited) as soon as its output ends, which is at once.
+            self.follow();
             let reason = match replies.recv_timeout(CLOSE_REASON_WAIT) {
                 Ok(Reply::Closed(reason)) => reason,
                 _ => self.close_reason().unwrap_or(CloseReason::Eof),
@@ -327,18 +333,25 @@ impl Client {
         let mut deadline = far(timeout).min(hard_deadline);
         loop {
             let wake = match &options.cancel {
-                None => match replies.recv_deadline(deadline) {
-                    Ok(reply) => Wake::Reply(reply),
-                    Err(RecvTimeoutError::Timeout) => Wake::TimedOut,
-                    Err(RecvTimeoutError::Disconnected) => {
-                        Wake::Reply(Reply::Closed(CloseReason::Eof))
+                None => {
+                    self.read_while_waiting(replies, deadline);
+                    match replies.recv_deadline(deadline) {
+                        Ok(reply) => Wake::Reply(reply),
+                        Err(RecvTimeoutError::Timeout) => Wake::TimedOut,
+                        Err(RecvTimeoutError::Disconnected) => {
+                            Wake::Reply(Reply::Closed(CloseReason::Eof))
+                        }
                     }
-                },
-                Some(cancel) => select! {
-                    recv(replies) -> reply => Wake::Reply(reply.unwrap_or(Reply::Closed(CloseReason::Eof))),
-                    recv(cancel.cancelled) -> _ => Wake::Cancelled,
-                    default(deadline.saturating_duration_since(Instant::now())) => Wake::TimedOut,
-                },
+                }
+                // A blocking read cannot watch a cancel handle: follow.
+                Some(cancel) => {
+                    self.follow();
+                    select! {
+                        recv(replies) -> reply => Wake::Reply(reply.unwrap_or(Reply::Closed(CloseReason::Eof))),
+                        recv(cancel.cancelled) -> _ => Wake::Cancelled,
+                        default(deadline.saturating_duration_since(Instant::now())) => Wake::TimedOut,
+                    }
+                }
             };
             match wake {
                 Wake::Reply(Reply::Done(Ok(result))) => return Ok(result),
@@ -370,6 +383,24 @@ impl Client {
                     return Err(Error::Cancelled);
                 }
             }
+        }
+    }
+
+    /// Reads the server's output on this thread until a reply is in or the
+    /// deadline passes, when nobody else reads it (stdio's leader/follower,
+    /// `transport::reading`); otherwise makes sure somebody does.
+    fn read_while_waiting(&self, replies: &Receiver<Reply>, deadline: Instant) {
+        if let Some(reading) = self.router.reading.get() {
+            if !reading.lead(deadline, &|| !replies.is_empty()) {
+                reading.follow();
+            }
+        }
+    }
+
+    /// Waits on the channel alone: makes sure the output is read meanwhile.
+    fn follow(&self) {
+        if let Some(reading) = self.router.reading.get() {
+            reading.follow();
         }
     }
 

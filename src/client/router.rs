@@ -26,7 +26,7 @@ use crate::jsonrpc::{Frame, Message, Notification, Request, RequestId, RpcError}
 use crate::sync::{lock, Occasional};
 use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
-use crate::transport::{Inbox, Outlet};
+use crate::transport::{Inbox, Outlet, SharedRead};
 
 /// What the reader sends a waiting caller.
 pub(super) enum Reply {
@@ -136,6 +136,10 @@ pub(super) struct Waiter {
     pub(super) replies: Sender<Reply>,
     /// Progress updates sent but not yet taken; bounds the queue.
     pub(super) queued_progress: Arc<AtomicUsize>,
+    /// Waits for as long as the connection lives (the listen stream): it
+    /// does not need the stream read at once, so a reader thread need not
+    /// stay for it.
+    pub(super) patient: bool,
 }
 
 #[derive(Default)]
@@ -163,6 +167,8 @@ pub(super) struct Router {
     pub(super) state: Mutex<PendingState>,
     /// Set once, right after the transport starts.
     pub(super) outlet: OnceLock<Arc<dyn Outlet>>,
+    /// The incoming stream, when a waiting caller may read it itself (stdio).
+    pub(super) reading: OnceLock<Arc<dyn SharedRead>>,
     /// Frames skipped because they were not JSON-RPC.
     pub(super) skipped: AtomicU64,
     /// Said once a second at most, however many notifications a flood drops.
@@ -350,6 +356,14 @@ impl Router {
 impl Inbox for Router {
     fn attach(&self, outlet: Arc<dyn Outlet>) {
         let _ = self.outlet.set(outlet);
+    }
+
+    fn attach_reading(&self, reading: Arc<dyn SharedRead>) {
+        let _ = self.reading.set(reading);
+    }
+
+    fn waiting(&self) -> bool {
+        lock(&self.state).waiters.values().any(|waiter| !waiter.patient)
     }
 
     fn skipped(&self) -> u64 {

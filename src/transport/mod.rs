@@ -14,6 +14,7 @@ mod launch;
 #[cfg(test)]
 pub(crate) mod memory;
 pub(crate) mod outbox;
+mod reading;
 pub(crate) mod sse;
 pub(crate) mod stdio;
 
@@ -147,6 +148,24 @@ pub(crate) trait Inbox: Send + Sync {
     fn stderr_line(&self, line: &str) {
         let _ = line;
     }
+    /// True while some caller waits for an answer.
+    fn waiting(&self) -> bool;
+    /// A transport whose stream waiting callers may read themselves
+    /// (stdio) gives it here, before delivering anything.
+    fn attach_reading(&self, reading: Arc<dyn SharedRead>) {
+        let _ = reading;
+    }
+}
+
+/// A connection's incoming stream, which a waiting caller may read on its
+/// own thread instead of being handed its answer (`transport::reading`).
+pub(crate) trait SharedRead: Send + Sync {
+    /// If nobody reads the stream now, reads and delivers on this thread
+    /// until `done()` or `deadline`, and returns true; false at once when
+    /// someone else reads it.
+    fn lead(&self, deadline: Instant, done: &dyn Fn() -> bool) -> bool;
+    /// A caller waits without leading: makes sure the stream is read.
+    fn follow(&self);
 }
 
 /// How requests travel beyond their bodies: in a session opened by the

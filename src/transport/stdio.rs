@@ -15,19 +15,18 @@ use std::collections::VecDeque;
 use std::fs;
 use std::io::{self, Read};
 use std::path::PathBuf;
-use std::process::{ChildStderr, ChildStdout, ExitStatus};
+use std::process::{ChildStderr, ExitStatus};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::error::{CloseReason, Error};
-use crate::framing::{FrameError, Framer, Next, MAX_FRAME};
-use crate::jsonrpc::Message;
 use crate::sync::{lock, wait_timeout};
 use crate::threads::NamedThread;
 use crate::transport::launch::{self, ServerChild, Started};
 use crate::transport::outbox::Outbox;
-use crate::transport::{Endpoint, Inbox, Outlet};
+use crate::transport::reading::{Pipe, Reading};
+use crate::transport::{Endpoint, Inbox, Outlet, SharedRead};
 
 /// How long a server gets to exit after its stdin closes, and again after
 /// SIGTERM, before the next step.
@@ -73,6 +72,8 @@ pub(crate) struct StdioEndpoint {
     process: Arc<ServerProcess>,
     threads: Mutex<Vec<NamedThread>>,
     stderr_tail: Arc<StderrTail>,
+    /// Who reads stdout: the reader thread or a waiting caller.
+    reading: Arc<Reading>,
 }
 
 /// The child, ended exactly once by whoever comes first: the reader when the
@@ -131,17 +132,23 @@ pub(crate) fn spawn(
         ended: Condvar::new(),
         outbox: Arc::clone(&outbox),
     });
+    let reading = Arc::new(Reading::new(server, Pipe::new(stdout), Arc::downgrade(&inbox)));
+    inbox.attach_reading(Arc::clone(&reading) as Arc<dyn SharedRead>);
     let endpoint = StdioEndpoint {
         process: Arc::clone(&process),
         threads: Mutex::new(Vec::new()),
         stderr_tail: Arc::clone(&stderr_tail),
+        reading,
     };
     let stderr_inbox = Arc::clone(&inbox);
+    let reading = Arc::clone(&endpoint.reading);
     let threads = [
         NamedThread::spawn(format!("{server}-reader"), {
             let server = server.to_owned();
             move || {
-                read_loop(&server, pid, stdout, &*inbox);
+                let reason = reading.run_thread(&*inbox, || exit_of(pid, EXIT_PEEK));
+                log::debug!("{server}: reader stopped: {reason}");
+                inbox.closed(reason);
                 // The connection is over: end the process now rather than at
                 // close, so that a crashed server is reaped at once.
                 if let Err(err) = process.end() {
@@ -206,6 +213,8 @@ impl ServerProcess {
 impl Endpoint for StdioEndpoint {
     fn close(&self) -> io::Result<()> {
         let result = self.process.end();
+        // The reader thread reads the end of the stream now, not after its linger.
+        self.reading.wake_thread();
         let threads = std::mem::take(&mut *lock(&self.threads));
         for thread in threads {
             thread.join_within(JOIN_WAIT);
@@ -228,54 +237,6 @@ impl Drop for StdioEndpoint {
         if let Err(err) = self.close() {
             log::warn!("{}: closing the server failed: {err}", self.process.server);
         }
-    }
-}
-
-fn read_loop(server: &str, pid: i32, mut stdout: ChildStdout, inbox: &dyn Inbox) {
-    let mut framer = Framer::default();
-    let reason = loop {
-        match framer.next_frame() {
-            Ok(Next::Frame(frame)) => {
-                let parsed = Message::parse(frame).map_err(|why| (why, shown(frame)));
-                if log::log_enabled!(log::Level::Trace) {
-                    log::trace!("{server} <- {}", String::from_utf8_lossy(frame));
-                }
-                // The bytes are parsed: a big buffer goes before the caller
-                // wakes up with the value.
-                framer.release_large();
-                match parsed {
-                    Ok(message) => inbox.deliver(message),
-                    Err((why, shown)) => skipped(server, inbox, &why, &shown),
-                }
-            }
-            Ok(Next::More) => {
-                if let Err(err) = framer.fill_from(&mut stdout) {
-                    break CloseReason::Io(err.to_string());
-                }
-            }
-            // Its output closed: usually it exited, and how says most.
-            Ok(Next::End) => break exit_of(pid, EXIT_PEEK).unwrap_or(CloseReason::Eof),
-            Err(FrameError::TooLarge { size }) => {
-                log::warn!("{server}: refused a frame of {size} bytes or more");
-                break CloseReason::FrameTooLarge { size, limit: MAX_FRAME };
-            }
-            Err(FrameError::Io(err)) => break CloseReason::Io(err.to_string()),
-        }
-    };
-    log::debug!("{server}: reader stopped: {reason}");
-    inbox.closed(reason);
-}
-
-/// The start of a frame, for a log line.
-fn shown(frame: &[u8]) -> String {
-    String::from_utf8_lossy(&frame[..frame.len().min(200)]).into_owned()
-}
-
-fn skipped(server: &str, inbox: &dyn Inbox, why: &impl std::fmt::Display, shown: &str) {
-    if inbox.skipped() <= 10 {
-        log::warn!("{server}: skipped a line that is not JSON-RPC ({why}): {shown}");
-    } else {
-        log::debug!("{server}: skipped a line that is not JSON-RPC ({why}): {shown}");
     }
 }
 

@@ -1,0 +1,316 @@
+//! Who reads a stdio server's output: its reader thread, or a caller
+//! waiting for an answer (leader/follower).
+//!
+//! A thread handing each answer to its caller costs a wake-up and, on a busy
+//! or single CPU, a switch between threads per call: the largest cost of a
+//! call. So the pipe (with its framer) is passed around: a caller that waits
+//! while nobody reads takes it and reads itself, delivering whatever comes
+//! (answers to other callers, notifications, server requests) exactly as the
+//! reader thread would, until its own answer is in; then it puts the pipe
+//! back. A lone sequential caller never switches threads. Callers that find
+//! the pipe taken, or that carry a cancel handle (a blocking read cannot
+//! watch one), wait on their channel as before: they follow.
+//!
+//! The reader thread still owns the pipe whenever no caller does. It takes
+//! the pipe back when a follower waits (the leader that leaves, or the
+//! follower itself, wakes it), when a leader met the end of the stream, and
+//! when no caller has led for [`LINGER`], so that notifications and server
+//! requests of an idle connection wait no longer than that. It puts the pipe
+//! down after delivering an answer that left nobody waiting: the next
+//! call, likely soon, can lead.
+//!
+//! Bounded waits: a leader polls before each read, never past its deadline
+//! and never more than [`LEADER_SLICE`] without checking whether its answer
+//! came another way (a shutdown fails every waiter). The framer does no I/O
+//! of its own, so the pipe can change hands between any two reads.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::process::ChildStdout;
+use std::sync::{Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crate::error::CloseReason;
+use crate::framing::{FrameError, Framer, Next, MAX_FRAME};
+use crate::jsonrpc::Message;
+use crate::sync::{lock, wait_timeout};
+use crate::transport::{Inbox, SharedRead};
+
+/// How long after a caller last read the reader thread takes the pipe back
+/// by itself.
+const LINGER: Duration = Duration::from_millis(50);
+/// The longest a leader waits in `poll` before checking its channel.
+const LEADER_SLICE: Duration = Duration::from_millis(100);
+
+/// The server's stdout and the framer over it.
+pub(super) struct Pipe {
+    stdout: ChildStdout,
+    framer: Framer,
+}
+
+impl Pipe {
+    pub(super) fn new(stdout: ChildStdout) -> Pipe {
+        Pipe { stdout, framer: Framer::default() }
+    }
+}
+
+/// The pipe's holder: nobody (it lies here), the reader thread, or a caller.
+pub(super) struct Reading {
+    server: String,
+    fd: RawFd,
+    /// Where frames go; weak, since the inbox holds this.
+    inbox: Weak<dyn Inbox>,
+    state: Mutex<ReadState>,
+    /// Wakes the reader thread.
+    turn: Condvar,
+}
+
+struct ReadState {
+    /// The pipe, when nobody holds it.
+    idle: Option<Pipe>,
+    /// When a caller (or the thread, stepping aside for one) last put it down.
+    put_down: Option<Instant>,
+    /// The thread must take the pipe at once: a leader met the end of the
+    /// stream or an error, or the connection is closing.
+    thread_needed: bool,
+}
+
+/// Why the reader thread stopped reading for now.
+enum Pause {
+    /// It delivered an answer and nobody waits: a caller may lead.
+    StepAside,
+    /// The connection is over.
+    Over(CloseReason),
+}
+
+impl Reading {
+    pub(super) fn new(server: &str, pipe: Pipe, inbox: Weak<dyn Inbox>) -> Reading {
+        Reading {
+            server: server.to_owned(),
+            fd: pipe.stdout.as_raw_fd(),
+            inbox,
+            state: Mutex::new(ReadState { idle: Some(pipe), put_down: None, thread_needed: false }),
+            turn: Condvar::new(),
+        }
+    }
+
+    /// The reader thread's life: hold the pipe whenever no caller does,
+    /// until the stream ends; returns why it ended. `exit_of` says how the
+    /// server exited once its output closed.
+    pub(super) fn run_thread(
+        &self,
+        inbox: &dyn Inbox,
+        exit_of: impl Fn() -> Option<CloseReason>,
+    ) -> CloseReason {
+        loop {
+            let mut pipe = self.take_for_thread(inbox);
+            match self.read_until_pause(&mut pipe, inbox, &exit_of) {
+                Pause::StepAside => {
+                    let mut state = lock(&self.state);
+                    state.idle = Some(pipe);
+                    state.put_down = Some(Instant::now());
+                }
+                Pause::Over(reason) => return reason,
+            }
+        }
+    }
+
+    /// Waits until the thread should read: a follower waits, a leader left
+    /// trouble, or no caller read for [`LINGER`].
+    fn take_for_thread(&self, inbox: &dyn Inbox) -> Pipe {
+        let mut state = lock(&self.state);
+        loop {
+            let since = state.put_down.map(|at| at.elapsed());
+            if state.idle.is_some() {
+                let lingered = since.is_none_or(|since| since >= LINGER);
+                if state.thread_needed || lingered || inbox.waiting() {
+                    state.thread_needed = false;
+                    if let Some(pipe) = state.idle.take() {
+                        return pipe;
+                    }
+                }
+            }
+            let pause = match since {
+                Some(since) if state.idle.is_some() => LINGER.saturating_sub(since),
+                _ => LINGER,
+            };
+            state = wait_timeout(&self.turn, state, pause.max(Duration::from_millis(1)));
+        }
+    }
+
+    /// Reads (blocking) and delivers until it should step aside or the
+    /// stream ends.
+    fn read_until_pause(
+        &self,
+        pipe: &mut Pipe,
+        inbox: &dyn Inbox,
+        exit_of: &impl Fn() -> Option<CloseReason>,
+    ) -> Pause {
+        loop {
+            match next(&self.server, pipe, inbox) {
+                Ok(Step::Delivered { answer }) => {
+                    if answer && !inbox.waiting() {
+                        return Pause::StepAside;
+                    }
+                }
+                Ok(Step::More) => {
+                    if let Err(err) = pipe.framer.fill_from(&mut pipe.stdout) {
+                        return Pause::Over(CloseReason::Io(err.to_string()));
+                    }
+                }
+                // Its output closed: usually it exited, and how says most.
+                Ok(Step::End) => return Pause::Over(exit_of().unwrap_or(CloseReason::Eof)),
+                Err(reason) => return Pause::Over(reason),
+            }
+        }
+    }
+
+    /// The connection is closing: the thread takes the pipe at once (to
+    /// read the end of the stream) rather than after its linger.
+    pub(super) fn wake_thread(&self) {
+        lock(&self.state).thread_needed = true;
+        self.turn.notify_one();
+    }
+
+    fn put_back(&self, pipe: Pipe, trouble: bool, inbox: &dyn Inbox) {
+        // Asked before taking the lock: the thread asks it under the lock.
+        let followers = inbox.waiting();
+        {
+            let mut state = lock(&self.state);
+            state.idle = Some(pipe);
+            state.put_down = Some(Instant::now());
+            state.thread_needed |= trouble;
+        }
+        if trouble || followers {
+            self.turn.notify_one();
+        }
+    }
+}
+
+impl SharedRead for Reading {
+    fn lead(&self, deadline: Instant, done: &dyn Fn() -> bool) -> bool {
+        let Some(inbox) = self.inbox.upgrade() else { return false };
+        let taken = {
+            let mut state = lock(&self.state);
+            if state.thread_needed {
+                None
+            } else {
+                state.idle.take()
+            }
+        };
+        let Some(mut pipe) = taken else { return false };
+        let mut trouble = false;
+        while !done() {
+            match next(&self.server, &mut pipe, &*inbox) {
+                Ok(Step::Delivered { .. }) => {}
+                Ok(Step::More) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break;
+                    }
+                    match readable(self.fd, (deadline - now).min(LEADER_SLICE)) {
+                        Ok(true) => {}
+                        // Time to look at the channel (or the deadline) again.
+                        Ok(false) => continue,
+                        Err(_) => {
+                            trouble = true;
+                            break;
+                        }
+                    }
+                    if pipe.framer.fill_from(&mut pipe.stdout).is_err() {
+                        trouble = true;
+                        break;
+                    }
+                }
+                // The end of the stream, or a frame that ends the connection:
+                // the thread reads it again and closes the connection.
+                Ok(Step::End) | Err(_) => {
+                    trouble = true;
+                    break;
+                }
+            }
+        }
+        self.put_back(pipe, trouble, &*inbox);
+        true
+    }
+
+    fn follow(&self) {
+        if lock(&self.state).idle.is_some() {
+            self.turn.notify_one();
+        }
+    }
+}
+
+/// What reading one step gave.
+enum Step {
+    /// A frame, delivered (or skipped); `answer` when it was a response.
+    Delivered { answer: bool },
+    /// No whole frame yet: read more.
+    More,
+    /// The stream ended.
+    End,
+}
+
+/// Takes the next frame out of what the pipe has read, and delivers it.
+fn next(server: &str, pipe: &mut Pipe, inbox: &dyn Inbox) -> Result<Step, CloseReason> {
+    let parsed = match pipe.framer.next_frame() {
+        Ok(Next::Frame(frame)) => {
+            if log::log_enabled!(log::Level::Trace) {
+                log::trace!("{server} <- {}", String::from_utf8_lossy(frame));
+            }
+            Message::parse(frame).map_err(|why| (why, shown(frame)))
+        }
+        Ok(Next::More) => return Ok(Step::More),
+        Ok(Next::End) => return Ok(Step::End),
+        Err(FrameError::TooLarge { size }) => {
+            log::warn!("{server}: refused a frame of {size} bytes or more");
+            return Err(CloseReason::FrameTooLarge { size, limit: MAX_FRAME });
+        }
+        Err(FrameError::Io(err)) => return Err(CloseReason::Io(err.to_string())),
+    };
+    // The bytes are parsed: a big buffer goes before the caller wakes up
+    // with the value.
+    pipe.framer.release_large();
+    match parsed {
+        Ok(message) => {
+            let answer = matches!(message, Message::Response(_));
+            inbox.deliver(message);
+            Ok(Step::Delivered { answer })
+        }
+        Err((why, shown)) => {
+            if inbox.skipped() <= 10 {
+                log::warn!("{server}: skipped a line that is not JSON-RPC ({why}): {shown}");
+            } else {
+                log::debug!("{server}: skipped a line that is not JSON-RPC ({why}): {shown}");
+            }
+            Ok(Step::Delivered { answer: false })
+        }
+    }
+}
+
+/// The start of a frame, for a log line.
+fn shown(frame: &[u8]) -> String {
+    String::from_utf8_lossy(&frame[..frame.len().min(200)]).into_owned()
+}
+
+/// Waits until `fd` can be read (or its writer closed it), at most `within`.
+fn readable(fd: RawFd, within: Duration) -> io::Result<bool> {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        // Rounded up: a wait of 0.4 ms must not become a busy loop.
+        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        let mut poll = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd, valid for the call.
+        match unsafe { libc::poll(&mut poll, 1, ms) } {
+            0 => return Ok(false),
+            n if n > 0 => return Ok(true),
+            _ => {
+                let err = io::Error::last_os_error();
+                if err.kind() != io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+            }
+        }
+    }
+}
