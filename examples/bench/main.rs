@@ -35,6 +35,37 @@
 mod fleet;
 mod raw;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counts allocations, so that the call modes can say how many a call
+/// makes: a figure that, unlike a time, does not move with the machine's
+/// load. (One relaxed increment per allocation; the raw baselines make
+/// almost none, so if anything this slows tether alone.)
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call goes to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        System.alloc(layout)
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -215,6 +246,7 @@ fn tether_calls(n: usize, threads: usize, server: &[String]) -> (Duration, usize
 /// `n` checked echo calls over `threads` threads; the time and the errors.
 fn run_calls(client: Arc<Client>, n: usize, threads: usize) -> (Duration, usize) {
     client.list_tools(&CallOptions::default()).expect("lists tools");
+    let allocations = ALLOCATIONS.load(Ordering::Relaxed);
     let started = Instant::now();
     let workers: Vec<_> = (0..threads)
         .map(|worker| {
@@ -235,6 +267,9 @@ fn run_calls(client: Arc<Client>, n: usize, threads: usize) -> (Duration, usize)
         .collect();
     let errors = workers.into_iter().map(|worker| worker.join().unwrap()).sum();
     let elapsed = started.elapsed();
+    let made = ALLOCATIONS.load(Ordering::Relaxed) - allocations;
+    // The caller's own share (its `format!` and `json!`) is in it too.
+    println!("tether allocations per call: {:.1}", made as f64 / n as f64);
     client.close().expect("closes");
     (elapsed, errors)
 }
