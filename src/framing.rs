@@ -51,8 +51,10 @@ pub enum Next<'a> {
     End,
 }
 
-/// The buffer a connection starts with and keeps while its frames are small.
-const READ_CHUNK: usize = 8 * 1024;
+/// The buffer a connection starts with and keeps while its frames are
+/// small (most answers are; bigger ones grow it by doubling): an idle
+/// connection holds this much.
+const READ_CHUNK: usize = 2 * 1024;
 /// Below this much room the buffer is compacted or grown before a read.
 const MIN_READ: usize = 1024;
 /// A buffer bigger than this is let go once its frame is parsed.

@@ -147,7 +147,11 @@ pub(crate) fn spawn(launch: &Launch<'_>, sweep: Sweep) -> io::Result<(Supervised
     // what it keeps: nothing reads these any more.
     drop(start);
     drop(strings);
-    outcome.map(|()| (supervised, [stdin_ours, stdout_ours, stderr_ours]))
+    outcome?;
+    if let Some(stack) = &supervised.stack {
+        stack.forget_server_part();
+    }
+    Ok((supervised, [stdin_ours, stdout_ours, stderr_ours]))
 }
 
 /// The calling thread's signals, all blocked while this lives.
@@ -433,6 +437,16 @@ impl Stack {
     fn server_top(&self) -> *mut u8 {
         // SAFETY: inside the mapping, 16-byte aligned.
         unsafe { self.base.add(GUARD + SERVER_STACK) }
+    }
+
+    /// The server has exec'd: the pages its start touched go back to the
+    /// system (read again, they are zero; nothing reads them).
+    fn forget_server_part(&self) {
+        // SAFETY: the region lies inside the mapping, and nothing runs on
+        // it any more (the supervisor's frames are at the top).
+        unsafe {
+            libc::madvise(self.base.add(GUARD).cast(), SERVER_STACK, libc::MADV_DONTNEED);
+        }
     }
 
     fn top(&self) -> *mut u8 {

@@ -241,7 +241,7 @@ impl Drop for StdioEndpoint {
 }
 
 /// What the stderr thread reads at a time.
-const STDERR_CHUNK: usize = 4 * 1024;
+const STDERR_CHUNK: usize = 1024;
 /// How long the reader waits, at end of output, for the server to exit.
 const EXIT_PEEK: Duration = Duration::from_millis(100);
 
