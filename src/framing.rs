@@ -97,8 +97,9 @@ impl Framer {
             self.start = 0;
             self.end = 0;
         }
-        // Room for the rest of a frame of known size, else for a read.
-        let unread = self.wanted.saturating_sub(self.end - self.start);
+        // Room for the rest of a frame of known size (up to 1 MiB ahead: a
+        // header alone must not make us hold 16 MiB), else for a read.
+        let unread = self.wanted.saturating_sub(self.end - self.start).min(KEPT_CAPACITY);
         let room = unread.max(MIN_READ);
         if self.buffer.len() - self.end < room && self.start > 0 {
             self.buffer.copy_within(self.start..self.end, 0);

@@ -697,6 +697,7 @@ impl Client {
         // start waits for its acknowledgement (a server that never sends
         // one is given up on at the start deadline, 2 s at most).
         let wait = deadline.min(Instant::now() + LISTEN_ACK_WAIT);
+        self.follow();
         if first_ack.recv_deadline(wait).is_err() {
             log::debug!("{}: the listen stream was not acknowledged in time", self.router.server);
         }

@@ -146,13 +146,17 @@ impl Reading {
         inbox: &dyn Inbox,
         exit_of: &impl Fn() -> Option<CloseReason>,
     ) -> Pause {
+        // Set once an answer reached the last caller waiting: the thread
+        // steps aside when what it has read is delivered. A late answer
+        // nobody waits for does not count, so a burst of them is read at once.
+        let mut served = false;
         loop {
+            let waited = inbox.waiting();
             match next(&self.server, pipe, inbox) {
                 Ok(Step::Delivered { answer }) => {
-                    if answer && !inbox.waiting() {
-                        return Pause::StepAside;
-                    }
+                    served |= answer && waited && !inbox.waiting();
                 }
+                Ok(Step::More) if served => return Pause::StepAside,
                 Ok(Step::More) => {
                     if let Err(err) = pipe.framer.fill_from(&mut pipe.stdout) {
                         return Pause::Over(CloseReason::Io(err.to_string()));
@@ -173,15 +177,15 @@ impl Reading {
     }
 
     fn put_back(&self, pipe: Pipe, trouble: bool, inbox: &dyn Inbox) {
-        // Asked before taking the lock: the thread asks it under the lock.
-        let followers = inbox.waiting();
         {
             let mut state = lock(&self.state);
             state.idle = Some(pipe);
             state.put_down = Some(Instant::now());
             state.thread_needed |= trouble;
         }
-        if trouble || followers {
+        // Asked once the pipe lies idle: a follower that registered before
+        // is seen here; one that registers after finds the pipe idle.
+        if trouble || inbox.waiting() {
             self.turn.notify_one();
         }
     }
@@ -198,10 +202,16 @@ impl SharedRead for Reading {
                 state.idle.take()
             }
         };
-        let Some(mut pipe) = taken else { return false };
+        let Some(pipe) = taken else { return false };
+        // Put back however this ends, a panic (a host's logger) included.
+        let mut held = Held { reading: self, inbox: &*inbox, pipe: Some(pipe), trouble: true };
+        let pipe = held.pipe.as_mut().expect("just taken");
         let mut trouble = false;
         while !done() {
-            match next(&self.server, &mut pipe, &*inbox) {
+            match next(&self.server, pipe, &*inbox) {
+                // Another caller's answer, or a notification: never past the
+                // deadline for what was already read.
+                Ok(Step::Delivered { .. }) if Instant::now() >= deadline => break,
                 Ok(Step::Delivered { .. }) => {}
                 Ok(Step::More) => {
                     let now = Instant::now();
@@ -230,13 +240,37 @@ impl SharedRead for Reading {
                 }
             }
         }
-        self.put_back(pipe, trouble, &*inbox);
+        held.trouble = trouble;
         true
     }
 
     fn follow(&self) {
-        if lock(&self.state).idle.is_some() {
+        let idle = {
+            let mut state = lock(&self.state);
+            // Someone waits on a channel alone (a cancel handle, the listen
+            // stream's start): the thread reads, whoever waits.
+            state.thread_needed |= state.idle.is_some();
+            state.idle.is_some()
+        };
+        if idle {
             self.turn.notify_one();
+        }
+    }
+}
+
+/// A leader's hold on the pipe: put back when dropped, as trouble unless
+/// the leader ended normally.
+struct Held<'a> {
+    reading: &'a Reading,
+    inbox: &'a dyn Inbox,
+    pipe: Option<Pipe>,
+    trouble: bool,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Some(pipe) = self.pipe.take() {
+            self.reading.put_back(pipe, self.trouble, self.inbox);
         }
     }
 }

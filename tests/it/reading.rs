@@ -131,3 +131,44 @@ fn sequential_calls_with_notifications_lose_nothing() {
     tag.assert_gone();
     assert_eq!(host.0.lock().unwrap().len(), 600);
 }
+
+/// Answers nobody waits for any more (their calls timed out) arrive in a
+/// burst: the reader thread reads through them at once, so what follows
+/// (here a notification) is not held up behind them.
+#[test]
+fn a_burst_of_late_answers_does_not_hold_up_what_follows() {
+    let tag = Tag::new();
+    let host = Arc::new(Notifications::default());
+    let options = quick(5_000).with_host(host.clone());
+    let client = Arc::new(Client::connect("fx", &misbehave(&tag, &[]), options).unwrap());
+    let asked = Instant::now();
+    call(&client, "notify_later", json!({"ms": 600}), &CallOptions::default()).unwrap();
+    // Twenty calls that give up after 100 ms; the server answers them all
+    // at about 300 ms, into a connection where nobody waits.
+    let quitters: Vec<_> = (0..20)
+        .map(|_| {
+            let client = Arc::clone(&client);
+            thread::spawn(move || {
+                let options = CallOptions::default().with_timeout(Duration::from_millis(100));
+                call(&client, "sleep", json!({"ms": 300}), &options)
+            })
+        })
+        .collect();
+    for quitter in quitters {
+        assert!(matches!(quitter.join().unwrap(), Err(Error::Timeout(_))));
+    }
+    let deadline = asked + Duration::from_secs(3);
+    let arrived = loop {
+        let seen = host.0.lock().unwrap().clone();
+        if let Some((at, _)) = seen.iter().find(|(_, method)| method == "notifications/message") {
+            break *at;
+        }
+        assert!(Instant::now() < deadline, "the notification never reached the host");
+        thread::sleep(Duration::from_millis(5));
+    };
+    // 600 ms, plus the thread's linger, plus slack; one linger per late
+    // answer would have been 20 × 50 ms more.
+    assert!(arrived - asked < Duration::from_millis(1000), "took {:?}", arrived - asked);
+    drop(client);
+    tag.assert_gone();
+}
