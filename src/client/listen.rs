@@ -80,7 +80,7 @@ pub(super) fn listen_loop(
                 reading.follow();
             }
             select! {
-                recv(replies) -> reply => match reply {
+                recv(replies) -> reply => match reply.map(|(_, reply)| reply) {
                     Ok(Reply::Progress(_)) => continue,
                     Ok(Reply::Closed(_)) | Err(_) => return,
                     Ok(Reply::Done(Ok(_))) => log::debug!("{server}: the server ended the listen stream"),

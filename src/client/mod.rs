@@ -42,7 +42,7 @@ mod router;
 
 use crate::transport::{self, Endpoint, Inbox, Transport};
 pub use options::{CallOptions, CancelHandle, ClientOptions, ProgressCallback};
-use router::{PendingGuard, PendingState, Reply, Router, Waiter};
+use router::{Mail, PendingGuard, PendingState, Reply, Router, Waiter};
 
 /// How long a caller whose frame could not be written waits for the
 /// reader to say why the connection ended (it ends at once when the server
@@ -241,9 +241,10 @@ impl Client {
         if options.progress.is_some() || method == "tools/call" {
             attach_progress_token(params, id);
         }
-        let (sender, replies) = crossbeam_channel::unbounded();
+        let channel = ReplyChannel::take();
+        let replies = &channel.receiver;
         let waiter = Waiter {
-            replies: sender,
+            replies: channel.sender.clone(),
             queued_progress: Arc::new(AtomicUsize::new(0)),
             patient: false,
         };
@@ -261,12 +262,12 @@ impl Client {
             // exited) as soon as its output ends, which is at once.
             self.follow();
             let reason = match replies.recv_timeout(CLOSE_REASON_WAIT) {
-                Ok(Reply::Closed(reason)) => reason,
+                Ok((of, Reply::Closed(reason))) if of == id => reason,
                 _ => self.close_reason().unwrap_or(CloseReason::Eof),
             };
             return Err(Error::Disconnected(reason));
         }
-        self.wait(id, method, &replies, &queued_progress, options)
+        self.wait(id, method, replies, &queued_progress, options)
     }
 
     /// What only an HTTP exchange needs besides the body (the stdio path
@@ -314,7 +315,7 @@ impl Client {
         &self,
         id: i64,
         method: &str,
-        replies: &Receiver<Reply>,
+        replies: &Receiver<Mail>,
         queued_progress: &AtomicUsize,
         options: &CallOptions,
     ) -> Result<Value, Error> {
@@ -336,7 +337,8 @@ impl Client {
                 None => {
                     self.read_while_waiting(replies, deadline);
                     match replies.recv_deadline(deadline) {
-                        Ok(reply) => Wake::Reply(reply),
+                        Ok((of, reply)) if of == id => Wake::Reply(reply),
+                        Ok(_) => Wake::Stale,
                         Err(RecvTimeoutError::Timeout) => Wake::TimedOut,
                         Err(RecvTimeoutError::Disconnected) => {
                             Wake::Reply(Reply::Closed(CloseReason::Eof))
@@ -347,7 +349,11 @@ impl Client {
                 Some(cancel) => {
                     self.follow();
                     select! {
-                        recv(replies) -> reply => Wake::Reply(reply.unwrap_or(Reply::Closed(CloseReason::Eof))),
+                        recv(replies) -> mail => match mail {
+                            Ok((of, reply)) if of == id => Wake::Reply(reply),
+                            Ok(_) => Wake::Stale,
+                            Err(_) => Wake::Reply(Reply::Closed(CloseReason::Eof)),
+                        },
                         recv(cancel.cancelled) -> _ => Wake::Cancelled,
                         default(deadline.saturating_duration_since(Instant::now())) => Wake::TimedOut,
                     }
@@ -358,6 +364,8 @@ impl Client {
                 Wake::Reply(Reply::Done(Err(error))) => return Err(Error::Rpc(error)),
                 Wake::Reply(Reply::Closed(reason)) => return Err(Error::Disconnected(reason)),
                 Wake::Reply(Reply::Failed(error)) => return Err(error),
+                // A late reply to an earlier call on this thread's channel.
+                Wake::Stale => {}
                 Wake::Reply(Reply::Progress(params)) => {
                     queued_progress.fetch_sub(1, Ordering::AcqRel);
                     if let Some(callback) = &options.progress {
@@ -389,7 +397,7 @@ impl Client {
     /// Reads the server's output on this thread until a reply is in or the
     /// deadline passes, when nobody else reads it (stdio's leader/follower,
     /// `transport::reading`); otherwise makes sure somebody does.
-    fn read_while_waiting(&self, replies: &Receiver<Reply>, deadline: Instant) {
+    fn read_while_waiting(&self, replies: &Receiver<Mail>, deadline: Instant) {
         if let Some(reading) = self.router.reading.get() {
             if !reading.lead(deadline, &|| !replies.is_empty()) {
                 reading.follow();
@@ -410,7 +418,7 @@ impl Client {
         &self,
         id: i64,
         method: &str,
-        replies: &Receiver<Reply>,
+        replies: &Receiver<Mail>,
         reason: &str,
     ) -> Option<Result<Value, Error>> {
         if !self.router.forget(id) {
@@ -418,10 +426,11 @@ impl Client {
             // the close) right now, so this wait is short.
             loop {
                 match replies.recv_timeout(Duration::from_secs(1)) {
-                    Ok(Reply::Progress(_)) => continue,
-                    Ok(Reply::Done(outcome)) => return Some(outcome.map_err(Error::Rpc)),
-                    Ok(Reply::Closed(reason)) => return Some(Err(Error::Disconnected(reason))),
-                    Ok(Reply::Failed(error)) => return Some(Err(error)),
+                    Ok((of, _)) if of != id => continue,
+                    Ok((_, Reply::Progress(_))) => continue,
+                    Ok((_, Reply::Done(outcome))) => return Some(outcome.map_err(Error::Rpc)),
+                    Ok((_, Reply::Closed(reason))) => return Some(Err(Error::Disconnected(reason))),
+                    Ok((_, Reply::Failed(error))) => return Some(Err(error)),
                     Err(_) => return None,
                 }
             }
@@ -742,8 +751,46 @@ fn attach_progress_token(params: &mut Option<Value>, id: i64) {
 
 enum Wake {
     Reply(Reply),
+    Stale,
     TimedOut,
     Cancelled,
+}
+
+/// Each calling thread's reply channel, kept between its calls: making one
+/// per call cost a cache-aligned allocation and a block of slots for every
+/// call. Taken for a call and put back after it (a call made inside
+/// another's progress callback makes its own); replies carry their
+/// request's id, so one that arrives after its call ended is dropped.
+struct ReplyChannel {
+    sender: Sender<Mail>,
+    receiver: Receiver<Mail>,
+}
+
+type ChannelEnds = (Sender<Mail>, Receiver<Mail>);
+
+thread_local! {
+    static REPLY_CHANNEL: std::cell::Cell<Option<ChannelEnds>> = const { std::cell::Cell::new(None) };
+}
+
+impl ReplyChannel {
+    fn take() -> ReplyChannel {
+        let (sender, receiver) = REPLY_CHANNEL
+            .try_with(std::cell::Cell::take)
+            .ok()
+            .flatten()
+            .unwrap_or_else(crossbeam_channel::unbounded);
+        ReplyChannel { sender, receiver }
+    }
+}
+
+impl Drop for ReplyChannel {
+    fn drop(&mut self) {
+        // What is left belongs to the call that ended.
+        while self.receiver.try_recv().is_ok() {}
+        let ends = (self.sender.clone(), self.receiver.clone());
+        // A tuple of channel ends: putting it back drops no ReplyChannel.
+        let _ = REPLY_CHANNEL.try_with(|slot| slot.set(Some(ends)));
+    }
 }
 
 #[cfg(test)]

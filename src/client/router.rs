@@ -28,6 +28,11 @@ use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
 use crate::transport::{Inbox, Outlet, SharedRead};
 
+/// A reply for the caller of request `id`. A caller's channel outlives
+/// its calls (one per thread, `Client::exchange`), so each reply names its
+/// request, and a late one for an earlier call is recognised and dropped.
+pub(super) type Mail = (i64, Reply);
+
 /// What the reader sends a waiting caller.
 pub(super) enum Reply {
     Done(Result<Value, RpcError>),
@@ -133,7 +138,7 @@ impl EventQueue {
 
 /// A caller waiting for its answer.
 pub(super) struct Waiter {
-    pub(super) replies: Sender<Reply>,
+    pub(super) replies: Sender<Mail>,
     /// Progress updates sent but not yet taken; bounds the queue.
     pub(super) queued_progress: Arc<AtomicUsize>,
     /// Waits for as long as the connection lives (the listen stream): it
@@ -260,12 +265,12 @@ impl Router {
 
     pub(super) fn deliver_response(&self, id: RequestId, outcome: Result<Value, RpcError>) {
         let waiter = match &id {
-            RequestId::Number(n) => lock(&self.state).waiters.remove(n),
+            RequestId::Number(n) => lock(&self.state).waiters.remove(n).map(|waiter| (*n, waiter)),
             RequestId::String(_) => None,
         };
         match waiter {
-            Some(waiter) => {
-                let _ = waiter.replies.send(Reply::Done(outcome));
+            Some((n, waiter)) => {
+                let _ = waiter.replies.send((n, Reply::Done(outcome)));
             }
             None => log::debug!(
                 "{}: dropped a response to unknown or abandoned request {id}",
@@ -323,7 +328,7 @@ impl Router {
         if let Some(id) = id {
             let waiter = lock(&self.state).waiters.remove(&id);
             if let Some(waiter) = waiter {
-                let _ = waiter.replies.send(Reply::Failed(Error::Cancelled));
+                let _ = waiter.replies.send((id, Reply::Failed(Error::Cancelled)));
             }
         }
     }
@@ -336,14 +341,14 @@ impl Router {
             state
                 .waiters
                 .get(&token)
-                .map(|waiter| (waiter.replies.clone(), Arc::clone(&waiter.queued_progress)))
+                .map(|waiter| (token, waiter.replies.clone(), Arc::clone(&waiter.queued_progress)))
         });
         match waiter {
-            Some((replies, queued)) => {
+            Some((token, replies, queued)) => {
                 // A caller busy in its callback gets the updates it can take;
                 // a flood beyond that is dropped, never queued without bound.
                 if queued.fetch_add(1, Ordering::AcqRel) < PROGRESS_QUEUE {
-                    let _ = replies.send(Reply::Progress(params));
+                    let _ = replies.send((token, Reply::Progress(params)));
                 } else {
                     queued.fetch_sub(1, Ordering::AcqRel);
                 }
@@ -432,8 +437,8 @@ impl Inbox for Router {
             state.closed = Some(reason.clone());
             std::mem::take(&mut state.waiters)
         };
-        for waiter in waiters.into_values() {
-            let _ = waiter.replies.send(Reply::Closed(reason.clone()));
+        for (id, waiter) in waiters {
+            let _ = waiter.replies.send((id, Reply::Closed(reason.clone())));
         }
         let _ = self.events.try_send(Event::Stop);
     }
@@ -442,7 +447,7 @@ impl Inbox for Router {
         let waiter = lock(&self.state).waiters.remove(&id);
         match waiter {
             Some(waiter) => {
-                let _ = waiter.replies.send(Reply::Failed(error));
+                let _ = waiter.replies.send((id, Reply::Failed(error)));
             }
             None => log::debug!(
                 "{}: request {id} failed after its caller gave up: {error}",
