@@ -136,12 +136,12 @@ impl Message {
 }
 
 #[derive(Serialize)]
-struct OutgoingRequest<'a> {
+struct OutgoingRequest<'a, P: Serialize> {
     jsonrpc: &'static str,
     id: &'a RequestId,
     method: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    params: Option<&'a Value>,
+    params: Option<P>,
 }
 
 #[derive(Serialize)]
@@ -196,6 +196,12 @@ pub struct Frame {
 impl Frame {
     /// A request with a numeric id (tether's ids are numbers).
     pub fn request(id: i64, method: &str, params: Option<&Value>) -> Frame {
+        Frame::request_with(id, method, params)
+    }
+
+    /// A request whose parameters serialize themselves (the client adds
+    /// its progress token so, without changing the caller's value).
+    pub fn request_with(id: i64, method: &str, params: Option<impl Serialize>) -> Frame {
         let bytes = to_bytes(&OutgoingRequest {
             jsonrpc: "2.0",
             id: &RequestId::Number(id),

@@ -196,8 +196,8 @@ impl Client {
             ..CallOptions::default()
         };
         let meta = self.request_meta(MODERN_PROTOCOL_VERSION);
-        let mut params = Some(json!({"_meta": meta}));
-        let verdict = match self.resending("server/discover", &mut params, &options) {
+        let params = json!({"_meta": meta});
+        let verdict = match self.resending("server/discover", Some(&params), &options) {
             Ok(result) => {
                 match ServerInfo::from_discover_result(&result, MODERN_PROTOCOL_VERSION) {
                     Some(info) => Verdict::Modern(info),
@@ -284,7 +284,7 @@ impl Client {
             ..CallOptions::default()
         };
         let result = self
-            .exchange("initialize", &mut Some(params), &options)
+            .exchange("initialize", Some(&params), &options)
             .map_err(|err| self.explain_silence(err))?;
         let info = ServerInfo::from_initialize_result(&result).map_err(Error::Protocol)?;
         if !SUPPORTED_PROTOCOL_VERSIONS.contains(&info.protocol_version.as_str()) {

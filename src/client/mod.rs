@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Map, Value};
 
 use crate::error::{CloseReason, Error, Timeout};
@@ -222,25 +223,24 @@ impl Client {
     ) -> Result<Value, Error> {
         match self.meta.get() {
             Some(meta) => self.stateless_request(method, params, meta, options),
-            None => self.exchange(method, &mut { params }, options),
+            None => self.exchange(method, params.as_ref(), options),
         }
     }
 
-    /// One request under a fresh id, and its answer. `params` keeps what
-    /// was sent (with the progress token) for a caller that sends it again.
+    /// One request under a fresh id, and its answer. A `tools/call` (or a
+    /// request with a progress callback) goes out with that id as its
+    /// progress token, added as the frame is written (`WithProgressToken`).
     fn exchange(
         &self,
         method: &str,
-        params: &mut Option<Value>,
+        params: Option<&Value>,
         options: &CallOptions,
     ) -> Result<Value, Error> {
         if options.cancel.as_ref().is_some_and(CancelHandle::is_cancelled) {
             return Err(Error::Cancelled);
         }
         let id = self.router.next_id.fetch_add(1, Ordering::Relaxed) as i64;
-        if options.progress.is_some() || method == "tools/call" {
-            attach_progress_token(params, id);
-        }
+        let progress_token = (options.progress.is_some() || method == "tools/call").then_some(id);
         let channel = ReplyChannel::take();
         let replies = &channel.receiver;
         let waiter = Waiter {
@@ -253,9 +253,14 @@ impl Client {
         // Whatever happens from here (even a panicking progress callback),
         // the pending entry goes when this call does.
         let _pending = PendingGuard { router: &self.router, id };
-        let mut frame = Frame::request(id, method, params.as_ref());
+        let mut frame = match progress_token {
+            Some(token) => {
+                Frame::request_with(id, method, Some(WithProgressToken { params, token }))
+            }
+            None => Frame::request(id, method, params),
+        };
         if self.http_url.is_some() {
-            self.route_over_http(&mut frame, method, params.as_ref(), options)?;
+            self.route_over_http(&mut frame, method, params, options)?;
         }
         if self.router.send(frame).is_err() {
             // The server stopped reading: the reader says why (how it
@@ -429,7 +434,9 @@ impl Client {
                     Ok((of, _)) if of != id => continue,
                     Ok((_, Reply::Progress(_))) => continue,
                     Ok((_, Reply::Done(outcome))) => return Some(outcome.map_err(Error::Rpc)),
-                    Ok((_, Reply::Closed(reason))) => return Some(Err(Error::Disconnected(reason))),
+                    Ok((_, Reply::Closed(reason))) => {
+                        return Some(Err(Error::Disconnected(reason)))
+                    }
                     Ok((_, Reply::Failed(error))) => return Some(Err(error)),
                     Err(_) => return None,
                 }
@@ -739,13 +746,67 @@ impl Drop for Client {
     }
 }
 
-fn attach_progress_token(params: &mut Option<Value>, id: i64) {
-    let object = params.get_or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(map) = object {
-        let meta = map.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(meta) = meta {
-            meta.insert("progressToken".to_owned(), Value::from(id));
+/// A request's parameters with `_meta.progressToken` added as they are
+/// written out (the caller's value is left as it is, and no map is built
+/// for it): after the other parameters if `_meta` is absent, in place of an
+/// earlier token if there is one. Parameters that are not an object, or a
+/// `_meta` that is not one, go out unchanged.
+struct WithProgressToken<'a> {
+    params: Option<&'a Value>,
+    token: i64,
+}
+
+impl Serialize for WithProgressToken<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let empty = Map::new();
+        let object = match self.params {
+            None => &empty,
+            Some(Value::Object(object)) => object,
+            Some(other) => return other.serialize(serializer),
+        };
+        let has_meta = object.contains_key("_meta");
+        let mut map = serializer.serialize_map(Some(object.len() + usize::from(!has_meta)))?;
+        for (key, value) in object {
+            if key == "_meta" {
+                map.serialize_entry(key, &MetaWithToken { meta: Some(value), token: self.token })?;
+            } else {
+                map.serialize_entry(key, value)?;
+            }
         }
+        if !has_meta {
+            map.serialize_entry("_meta", &MetaWithToken { meta: None, token: self.token })?;
+        }
+        map.end()
+    }
+}
+
+/// `_meta` with `progressToken` set (see `WithProgressToken`).
+struct MetaWithToken<'a> {
+    meta: Option<&'a Value>,
+    token: i64,
+}
+
+impl Serialize for MetaWithToken<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let empty = Map::new();
+        let meta = match self.meta {
+            None => &empty,
+            Some(Value::Object(meta)) => meta,
+            Some(other) => return other.serialize(serializer),
+        };
+        let has_token = meta.contains_key("progressToken");
+        let mut map = serializer.serialize_map(Some(meta.len() + usize::from(!has_token)))?;
+        for (key, value) in meta {
+            if key == "progressToken" {
+                map.serialize_entry(key, &self.token)?;
+            } else {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        if !has_token {
+            map.serialize_entry("progressToken", &self.token)?;
+        }
+        map.end()
     }
 }
 

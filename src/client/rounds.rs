@@ -48,7 +48,7 @@ impl Client {
         let mut round_options = options.clone();
         round_options.deadline = self.hard_deadline(options);
         for _ in 0..MAX_ROUNDS {
-            let mut result = self.resending(method, &mut params, &round_options)?;
+            let mut result = self.resending(method, params.as_ref(), &round_options)?;
             match result.get("resultType").map(|kind| kind.as_str()) {
                 None | Some(Some("complete")) => return Ok(result),
                 Some(Some("input_required")) if MAY_ASK.contains(&method) => {
@@ -77,7 +77,7 @@ impl Client {
     pub(super) fn resending(
         &self,
         method: &str,
-        params: &mut Option<Value>,
+        params: Option<&Value>,
         options: &CallOptions,
     ) -> Result<Value, Error> {
         let mut resends = 0;

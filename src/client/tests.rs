@@ -616,3 +616,34 @@ fn a_panicking_host_answers_with_an_error_and_later_requests_are_answered() {
     assert!(second.get("error").is_some(), "declined by the default: {second}");
     client.close().unwrap();
 }
+
+/// The progress token is written into the frame exactly where inserting it
+/// into the parameters would put it (key order kept), without touching them.
+#[test]
+fn the_progress_token_is_written_where_inserting_it_would_put_it() {
+    fn inserted(params: Option<Value>, token: i64) -> Value {
+        let mut params = params;
+        let object = params.get_or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(map) = object {
+            let meta = map.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(meta) = meta {
+                meta.insert("progressToken".to_owned(), Value::from(token));
+            }
+        }
+        params.unwrap()
+    }
+    for params in [
+        None,
+        Some(json!({"name": "echo", "arguments": {"text": "x"}})),
+        Some(json!({"a": 1, "_meta": {"x": true}, "b": 2})),
+        Some(json!({"_meta": {"progressToken": "old", "y": 1}})),
+        Some(json!({"_meta": "not an object"})),
+        Some(json!([1, 2])),
+    ] {
+        let written =
+            serde_json::to_string(&WithProgressToken { params: params.as_ref(), token: 7 })
+                .unwrap();
+        let expected = serde_json::to_string(&inserted(params.clone(), 7)).unwrap();
+        assert_eq!(written, expected, "{params:?}");
+    }
+}
