@@ -229,7 +229,7 @@ impl Client {
 
     /// One request under a fresh id, and its answer. A `tools/call` (or a
     /// request with a progress callback) goes out with that id as its
-    /// progress token, added as the frame is written (`WithProgressToken`).
+    /// progress token, added as the frame is written (`with_progress_token`).
     fn exchange(
         &self,
         method: &str,
@@ -255,7 +255,7 @@ impl Client {
         let _pending = PendingGuard { router: &self.router, id };
         let mut frame = match progress_token {
             Some(token) => {
-                Frame::request_with(id, method, Some(WithProgressToken { params, token }))
+                Frame::request_with(id, method, Some(with_progress_token(params, token)))
             }
             None => Frame::request(id, method, params),
         };
@@ -748,63 +748,47 @@ impl Drop for Client {
 
 /// A request's parameters with `_meta.progressToken` added as they are
 /// written out (the caller's value is left as it is, and no map is built
-/// for it): after the other parameters if `_meta` is absent, in place of an
-/// earlier token if there is one. Parameters that are not an object, or a
-/// `_meta` that is not one, go out unchanged.
-struct WithProgressToken<'a> {
-    params: Option<&'a Value>,
-    token: i64,
-}
-
-impl Serialize for WithProgressToken<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let empty = Map::new();
-        let object = match self.params {
-            None => &empty,
-            Some(Value::Object(object)) => object,
-            Some(other) => return other.serialize(serializer),
-        };
-        let has_meta = object.contains_key("_meta");
-        let mut map = serializer.serialize_map(Some(object.len() + usize::from(!has_meta)))?;
-        for (key, value) in object {
-            if key == "_meta" {
-                map.serialize_entry(key, &MetaWithToken { meta: Some(value), token: self.token })?;
-            } else {
-                map.serialize_entry(key, value)?;
-            }
-        }
-        if !has_meta {
-            map.serialize_entry("_meta", &MetaWithToken { meta: None, token: self.token })?;
-        }
-        map.end()
+/// for it): where inserting it would put it.
+fn with_progress_token(params: Option<&Value>, token: i64) -> impl Serialize + '_ {
+    WithEntry {
+        object: params,
+        key: "_meta",
+        value: move |meta| WithEntry { object: meta, key: "progressToken", value: move |_| token },
     }
 }
 
-/// `_meta` with `progressToken` set (see `WithProgressToken`).
-struct MetaWithToken<'a> {
-    meta: Option<&'a Value>,
-    token: i64,
+/// `object` with `key` set to what `value` makes of the value it had
+/// (`None`: absent): in place, or after the other entries. Absent counts as
+/// an empty object; a value that is not an object goes out unchanged.
+struct WithEntry<'a, F> {
+    object: Option<&'a Value>,
+    key: &'static str,
+    value: F,
 }
 
-impl Serialize for MetaWithToken<'_> {
+impl<'a, F, V> Serialize for WithEntry<'a, F>
+where
+    F: Fn(Option<&'a Value>) -> V,
+    V: Serialize,
+{
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let empty = Map::new();
-        let meta = match self.meta {
-            None => &empty,
-            Some(Value::Object(meta)) => meta,
+        let entries = match self.object {
+            None => None,
+            Some(Value::Object(entries)) => Some(entries),
             Some(other) => return other.serialize(serializer),
         };
-        let has_token = meta.contains_key("progressToken");
-        let mut map = serializer.serialize_map(Some(meta.len() + usize::from(!has_token)))?;
-        for (key, value) in meta {
-            if key == "progressToken" {
-                map.serialize_entry(key, &self.token)?;
+        let had = entries.is_some_and(|entries| entries.contains_key(self.key));
+        let len = entries.map_or(0, Map::len) + usize::from(!had);
+        let mut map = serializer.serialize_map(Some(len))?;
+        for (key, value) in entries.into_iter().flatten() {
+            if key == self.key {
+                map.serialize_entry(key, &(self.value)(Some(value)))?;
             } else {
                 map.serialize_entry(key, value)?;
             }
         }
-        if !has_token {
-            map.serialize_entry("progressToken", &self.token)?;
+        if !had {
+            map.serialize_entry(self.key, &(self.value)(None))?;
         }
         map.end()
     }

@@ -640,9 +640,7 @@ fn the_progress_token_is_written_where_inserting_it_would_put_it() {
         Some(json!({"_meta": "not an object"})),
         Some(json!([1, 2])),
     ] {
-        let written =
-            serde_json::to_string(&WithProgressToken { params: params.as_ref(), token: 7 })
-                .unwrap();
+        let written = serde_json::to_string(&with_progress_token(params.as_ref(), 7)).unwrap();
         let expected = serde_json::to_string(&inserted(params.clone(), 7)).unwrap();
         assert_eq!(written, expected, "{params:?}");
     }

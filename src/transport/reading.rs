@@ -16,8 +16,9 @@
 //! follower itself, wakes it), when a leader met the end of the stream, and
 //! when no caller has led for [`LINGER`], so that notifications and server
 //! requests of an idle connection wait no longer than that. It puts the pipe
-//! down after delivering an answer that left nobody waiting: the next
-//! call, likely soon, can lead.
+//! down once it has answered the last caller waiting and delivered all it
+//! has read (late answers nobody waits for do not count): the next call,
+//! likely soon, can lead.
 //!
 //! Bounded waits: a leader polls before each read, never past its deadline
 //! and never more than [`LEADER_SLICE`] without checking whether its answer

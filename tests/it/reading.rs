@@ -25,6 +25,21 @@ fn call(
 #[derive(Default)]
 struct Notifications(Mutex<Vec<(Instant, String)>>);
 
+impl Notifications {
+    /// When the first notification with this method reached the host;
+    /// fails past `deadline`.
+    fn arrival(&self, method: &str, deadline: Instant) -> Instant {
+        loop {
+            let seen = self.0.lock().unwrap().clone();
+            if let Some((at, _)) = seen.iter().find(|(_, seen)| seen == method) {
+                return *at;
+            }
+            assert!(Instant::now() < deadline, "no {method} reached the host: {seen:?}");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 impl Host for Notifications {
     fn notification(&self, _server: &str, notification: &Notification) {
         self.0.lock().unwrap().push((Instant::now(), notification.method.clone()));
@@ -43,15 +58,7 @@ fn what_an_idle_server_sends_after_a_call_still_reaches_the_host() {
     let text = call(&client, "notify_later", json!({"ms": 150}), &CallOptions::default()).unwrap();
     assert_eq!(text, "will notify in 150 ms");
     let asked = Instant::now();
-    let deadline = asked + Duration::from_secs(2);
-    let arrived = loop {
-        let seen = host.0.lock().unwrap().clone();
-        if let Some((at, _)) = seen.iter().find(|(_, method)| method == "notifications/message") {
-            break *at;
-        }
-        assert!(Instant::now() < deadline, "the notification never reached the host: {seen:?}");
-        thread::sleep(Duration::from_millis(5));
-    };
+    let arrived = host.arrival("notifications/message", asked + Duration::from_secs(2));
     // 150 ms after the answer, plus the thread's linger at most, plus slack.
     assert!(arrived - asked < Duration::from_millis(800), "took {:?}", arrived - asked);
     drop(client);
@@ -157,15 +164,7 @@ fn a_burst_of_late_answers_does_not_hold_up_what_follows() {
     for quitter in quitters {
         assert!(matches!(quitter.join().unwrap(), Err(Error::Timeout(_))));
     }
-    let deadline = asked + Duration::from_secs(3);
-    let arrived = loop {
-        let seen = host.0.lock().unwrap().clone();
-        if let Some((at, _)) = seen.iter().find(|(_, method)| method == "notifications/message") {
-            break *at;
-        }
-        assert!(Instant::now() < deadline, "the notification never reached the host");
-        thread::sleep(Duration::from_millis(5));
-    };
+    let arrived = host.arrival("notifications/message", asked + Duration::from_secs(3));
     // 600 ms, plus the thread's linger, plus slack; one linger per late
     // answer would have been 20 × 50 ms more.
     assert!(arrived - asked < Duration::from_millis(1000), "took {:?}", arrived - asked);
