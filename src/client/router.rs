@@ -59,7 +59,9 @@ pub(super) struct EventQueue {
     queued: AtomicUsize,
     limit: usize,
     worker: Mutex<EventsWorker>,
-    /// Set by close: the thread stops at the next event, however many wait.
+    /// Set by close: the thread hands the host the notifications already
+    /// queued, answers no more requests, and stops at the `Stop` behind them
+    /// (the close waits for it [`EVENTS_JOIN_WAIT`] at most).
     closing: AtomicBool,
 }
 
@@ -492,11 +494,15 @@ fn events_loop(router: &Router) {
                 continue;
             }
         };
-        if queue.closing.load(Ordering::Acquire) {
-            return;
-        }
         if !matches!(event, Event::Stop) {
             queue.taken();
+        }
+        // Closing: the notifications that arrived before the close still
+        // reach the host (a one-shot command's log must have the server's
+        // last message), up to the `Stop` the close queued behind them;
+        // requests are not answered any more.
+        if queue.closing.load(Ordering::Acquire) && matches!(event, Event::Request(_)) {
+            continue;
         }
         match event {
             Event::Request(request) => {
