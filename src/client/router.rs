@@ -151,8 +151,32 @@ pub(super) struct Waiter {
 
 #[derive(Default)]
 pub(super) struct PendingState {
-    pub(super) waiters: HashMap<i64, Waiter>,
+    /// Private: `insert` and `remove` keep `impatient` counted.
+    waiters: HashMap<i64, Waiter>,
+    /// How many waiters are not `patient`: asked after every answer the
+    /// reader delivers, so counted rather than looked for.
+    impatient: usize,
     pub(super) closed: Option<CloseReason>,
+}
+
+impl PendingState {
+    fn insert(&mut self, id: i64, waiter: Waiter) {
+        self.impatient += usize::from(!waiter.patient);
+        if let Some(old) = self.waiters.insert(id, waiter) {
+            self.impatient -= usize::from(!old.patient);
+        }
+    }
+
+    fn remove(&mut self, id: i64) -> Option<Waiter> {
+        let waiter = self.waiters.remove(&id)?;
+        self.impatient -= usize::from(!waiter.patient);
+        Some(waiter)
+    }
+
+    fn take_all(&mut self) -> HashMap<i64, Waiter> {
+        self.impatient = 0;
+        std::mem::take(&mut self.waiters)
+    }
 }
 
 /// Removes a request's pending entry when its call ends, however it ends.
@@ -256,18 +280,18 @@ impl Router {
         if let Some(reason) = &state.closed {
             return Err(Error::Disconnected(reason.clone()));
         }
-        state.waiters.insert(id, waiter);
+        state.insert(id, waiter);
         Ok(())
     }
 
     /// Removes a waiter; false when it was already gone (answered or closed).
     pub(super) fn forget(&self, id: i64) -> bool {
-        lock(&self.state).waiters.remove(&id).is_some()
+        lock(&self.state).remove(id).is_some()
     }
 
     pub(super) fn deliver_response(&self, id: RequestId, outcome: Result<Value, RpcError>) {
         let waiter = match &id {
-            RequestId::Number(n) => lock(&self.state).waiters.remove(n).map(|waiter| (*n, waiter)),
+            RequestId::Number(n) => lock(&self.state).remove(*n).map(|waiter| (*n, waiter)),
             RequestId::String(_) => None,
         };
         match waiter {
@@ -328,7 +352,7 @@ impl Router {
         }
         let id = notification.params.as_ref().and_then(|params| params["requestId"].as_i64());
         if let Some(id) = id {
-            let waiter = lock(&self.state).waiters.remove(&id);
+            let waiter = lock(&self.state).remove(id);
             if let Some(waiter) = waiter {
                 let _ = waiter.replies.send((id, Reply::Failed(Error::Cancelled)));
             }
@@ -370,7 +394,7 @@ impl Inbox for Router {
     }
 
     fn waiting(&self) -> bool {
-        lock(&self.state).waiters.values().any(|waiter| !waiter.patient)
+        lock(&self.state).impatient > 0
     }
 
     fn skipped(&self) -> u64 {
@@ -437,7 +461,7 @@ impl Inbox for Router {
             }
             log::info!("{}: connection closed: {reason}", self.server);
             state.closed = Some(reason.clone());
-            std::mem::take(&mut state.waiters)
+            state.take_all()
         };
         for (id, waiter) in waiters {
             let _ = waiter.replies.send((id, Reply::Closed(reason.clone())));
@@ -446,7 +470,7 @@ impl Inbox for Router {
     }
 
     fn failed(&self, id: i64, error: Error) {
-        let waiter = lock(&self.state).waiters.remove(&id);
+        let waiter = lock(&self.state).remove(id);
         match waiter {
             Some(waiter) => {
                 let _ = waiter.replies.send((id, Reply::Failed(error)));
