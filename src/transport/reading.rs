@@ -90,7 +90,14 @@ impl Reading {
             server: server.to_owned(),
             fd: pipe.stdout.as_raw_fd(),
             inbox,
-            state: Mutex::new(ReadState { idle: Some(pipe), put_down: None, thread_needed: false }),
+            // As if a caller had just read: the session start's first exchanges are
+            // read by the starting thread, so the deep parsing of their answers
+            // never touches (and keeps resident) this thread's stack.
+            state: Mutex::new(ReadState {
+                idle: Some(pipe),
+                put_down: Some(Instant::now()),
+                thread_needed: false,
+            }),
             turn: Condvar::new(),
         }
     }
