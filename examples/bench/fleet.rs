@@ -139,6 +139,11 @@ pub fn idle(count: usize, server: &[String]) {
         "thread stacks resident: {stacks} KiB over {count} stacks ({:.1} KiB each)",
         stacks as f64 / count.max(1) as f64
     );
+    // `BENCH_HOLD=S`: stay S seconds, so that /proc/<pid>/smaps can be read.
+    if let Some(hold) = std::env::var("BENCH_HOLD").ok().and_then(|s| s.parse().ok()) {
+        println!("holding {hold} s (pid {})", std::process::id());
+        thread::sleep(Duration::from_secs(hold));
+    }
     hub.shutdown();
     warm.shutdown();
 }
