@@ -69,8 +69,9 @@ pub(super) struct Reading {
 struct ReadState {
     /// The pipe, when nobody holds it.
     idle: Option<Pipe>,
-    /// When a caller (or the thread, stepping aside for one) last put it down.
-    put_down: Option<Instant>,
+    /// When a caller (or the thread, stepping aside for one) last put it
+    /// down; at first, when the connection started.
+    put_down: Instant,
     /// The thread must take the pipe at once: a leader met the end of the
     /// stream or an error, or the connection is closing.
     thread_needed: bool,
@@ -95,7 +96,7 @@ impl Reading {
             // never touches (and keeps resident) this thread's stack.
             state: Mutex::new(ReadState {
                 idle: Some(pipe),
-                put_down: Some(Instant::now()),
+                put_down: Instant::now(),
                 thread_needed: false,
             }),
             turn: Condvar::new(),
@@ -116,7 +117,7 @@ impl Reading {
                 Pause::StepAside => {
                     let mut state = lock(&self.state);
                     state.idle = Some(pipe);
-                    state.put_down = Some(Instant::now());
+                    state.put_down = Instant::now();
                 }
                 Pause::Over(reason) => return reason,
             }
@@ -128,20 +129,14 @@ impl Reading {
     fn take_for_thread(&self, inbox: &dyn Inbox) -> Pipe {
         let mut state = lock(&self.state);
         loop {
-            let since = state.put_down.map(|at| at.elapsed());
-            if state.idle.is_some() {
-                let lingered = since.is_none_or(|since| since >= LINGER);
-                if state.thread_needed || lingered || inbox.waiting() {
-                    state.thread_needed = false;
-                    if let Some(pipe) = state.idle.take() {
-                        return pipe;
-                    }
+            let since = state.put_down.elapsed();
+            if state.idle.is_some() && (state.thread_needed || since >= LINGER || inbox.waiting()) {
+                state.thread_needed = false;
+                if let Some(pipe) = state.idle.take() {
+                    return pipe;
                 }
             }
-            let pause = match since {
-                Some(since) if state.idle.is_some() => LINGER.saturating_sub(since),
-                _ => LINGER,
-            };
+            let pause = if state.idle.is_some() { LINGER.saturating_sub(since) } else { LINGER };
             state = wait_timeout(&self.turn, state, pause.max(Duration::from_millis(1)));
         }
     }
@@ -188,7 +183,7 @@ impl Reading {
         {
             let mut state = lock(&self.state);
             state.idle = Some(pipe);
-            state.put_down = Some(Instant::now());
+            state.put_down = Instant::now();
             state.thread_needed |= trouble;
         }
         // Asked once the pipe lies idle: a follower that registered before
