@@ -16,25 +16,25 @@
 //! reason, and later requests fail without being sent.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
-use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::{json, Map, Value};
+use crossbeam_channel::Sender;
+use serde_json::{json, Value};
 
-use crate::error::{CloseReason, Error, Timeout};
+use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
 use crate::protocol::{
-    Era, Progress, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo,
-    Tool, ToolResult,
+    Era, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool,
+    ToolResult,
 };
 use crate::sync::lock;
 use crate::threads::NamedThread;
 
 mod cache;
 mod era;
+mod exchange;
 mod listen;
 mod options;
 mod param_headers;
@@ -43,7 +43,7 @@ mod router;
 
 use crate::transport::{self, Endpoint, Inbox, Transport};
 pub use options::{CallOptions, CancelHandle, ClientOptions, ProgressCallback};
-use router::{Mail, PendingGuard, PendingState, Reply, Router, Waiter};
+use router::{PendingState, Router};
 
 /// How long a caller whose frame could not be written waits for the
 /// reader to say why the connection ended (it ends at once when the server
@@ -225,237 +225,6 @@ impl Client {
             Some(meta) => self.stateless_request(method, params, meta, options),
             None => self.exchange(method, params.as_ref(), options),
         }
-    }
-
-    /// One request under a fresh id, and its answer. A `tools/call` (or a
-    /// request with a progress callback) goes out with that id as its
-    /// progress token, added as the frame is written (`with_progress_token`).
-    fn exchange(
-        &self,
-        method: &str,
-        params: Option<&Value>,
-        options: &CallOptions,
-    ) -> Result<Value, Error> {
-        if options.cancel.as_ref().is_some_and(CancelHandle::is_cancelled) {
-            return Err(Error::Cancelled);
-        }
-        let id = self.router.next_id.fetch_add(1, Ordering::Relaxed) as i64;
-        let progress_token = (options.progress.is_some() || method == "tools/call").then_some(id);
-        let channel = ReplyChannel::take();
-        let replies = &channel.receiver;
-        let waiter = Waiter {
-            replies: channel.sender.clone(),
-            queued_progress: Arc::new(AtomicUsize::new(0)),
-            patient: false,
-        };
-        let queued_progress = Arc::clone(&waiter.queued_progress);
-        self.router.register(id, waiter)?;
-        // Whatever happens from here (even a panicking progress callback),
-        // the pending entry goes when this call does.
-        let _pending = PendingGuard { router: &self.router, id };
-        let mut frame = match progress_token {
-            Some(token) => {
-                Frame::request_with(id, method, Some(with_progress_token(params, token)))
-            }
-            None => Frame::request(id, method, params),
-        };
-        if self.http_url.is_some() {
-            self.route_over_http(&mut frame, method, params, options)?;
-        }
-        if self.router.send(frame).is_err() {
-            // The server stopped reading: the reader says why (how it
-            // exited) as soon as its output ends, which is at once.
-            self.follow();
-            let reason = match replies.recv_timeout(CLOSE_REASON_WAIT) {
-                Ok((of, Reply::Closed(reason))) if of == id => reason,
-                _ => self.close_reason().unwrap_or(CloseReason::Eof),
-            };
-            return Err(Error::Disconnected(reason));
-        }
-        self.wait(id, method, replies, &queued_progress, options)
-    }
-
-    /// What only an HTTP exchange needs besides the body (the stdio path
-    /// does none of it): when to stop, and for a stateless server the name
-    /// and `x-mcp-header` parameters mirrored into headers.
-    fn route_over_http(
-        &self,
-        frame: &mut Frame,
-        method: &str,
-        params: Option<&Value>,
-        options: &CallOptions,
-    ) -> Result<(), Error> {
-        frame.deadline = self.hard_deadline(options);
-        let Some(params) = params.filter(|_| self.stateless_http()) else { return Ok(()) };
-        let key = match method {
-            "tools/call" | "prompts/get" => "name",
-            "resources/read" => "uri",
-            _ => return Ok(()),
-        };
-        frame.name = params[key].as_str().map(str::to_owned);
-        if method == "tools/call" {
-            let tools = lock(&self.param_headers);
-            if let Some(headers) = frame.name.as_deref().and_then(|name| tools.get(name)) {
-                frame.headers = param_headers::for_call(headers, &params["arguments"])
-                    .map_err(Error::Protocol)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The instant a request with these options is given up whatever its
-    /// progress says (its ceiling, or its deadline if sooner).
-    fn hard_deadline(&self, options: &CallOptions) -> Option<Instant> {
-        let timeout = options.timeout.unwrap_or(self.options.request_timeout);
-        let ceiling =
-            options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
-        let at = Instant::now().checked_add(ceiling);
-        match (at, options.deadline) {
-            (Some(at), Some(deadline)) => Some(at.min(deadline)),
-            (at, deadline) => at.or(deadline),
-        }
-    }
-
-    fn wait(
-        &self,
-        id: i64,
-        method: &str,
-        replies: &Receiver<Mail>,
-        queued_progress: &AtomicUsize,
-        options: &CallOptions,
-    ) -> Result<Value, Error> {
-        let timeout = options.timeout.unwrap_or(self.options.request_timeout);
-        let ceiling =
-            options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
-        let started = Instant::now();
-        // A huge timeout means "no timeout", not an overflow.
-        let far = |after: Duration| {
-            started.checked_add(after).unwrap_or(started + Duration::from_secs(100 * 365 * 86_400))
-        };
-        let mut hard_deadline = far(ceiling);
-        if let Some(deadline) = options.deadline {
-            hard_deadline = hard_deadline.min(deadline);
-        }
-        let mut deadline = far(timeout).min(hard_deadline);
-        loop {
-            let wake = match &options.cancel {
-                None => {
-                    self.read_while_waiting(replies, deadline);
-                    match replies.recv_deadline(deadline) {
-                        Ok((of, reply)) if of == id => Wake::Reply(reply),
-                        Ok(_) => Wake::Stale,
-                        Err(RecvTimeoutError::Timeout) => Wake::TimedOut,
-                        Err(RecvTimeoutError::Disconnected) => {
-                            Wake::Reply(Reply::Closed(CloseReason::Eof))
-                        }
-                    }
-                }
-                // A blocking read cannot watch a cancel handle: follow.
-                Some(cancel) => {
-                    self.follow();
-                    select! {
-                        recv(replies) -> mail => match mail {
-                            Ok((of, reply)) if of == id => Wake::Reply(reply),
-                            Ok(_) => Wake::Stale,
-                            Err(_) => Wake::Reply(Reply::Closed(CloseReason::Eof)),
-                        },
-                        recv(cancel.cancelled) -> _ => Wake::Cancelled,
-                        default(deadline.saturating_duration_since(Instant::now())) => Wake::TimedOut,
-                    }
-                }
-            };
-            match wake {
-                Wake::Reply(Reply::Done(Ok(result))) => return Ok(result),
-                Wake::Reply(Reply::Done(Err(error))) => return Err(Error::Rpc(error)),
-                Wake::Reply(Reply::Closed(reason)) => return Err(Error::Disconnected(reason)),
-                Wake::Reply(Reply::Failed(error)) => return Err(error),
-                // A late reply to an earlier call on this thread's channel.
-                Wake::Stale => {}
-                Wake::Reply(Reply::Progress(params)) => {
-                    queued_progress.fetch_sub(1, Ordering::AcqRel);
-                    if let Some(callback) = &options.progress {
-                        callback(&Progress::from_params(&params));
-                    }
-                    deadline = Instant::now()
-                        .checked_add(timeout)
-                        .unwrap_or(hard_deadline)
-                        .min(hard_deadline);
-                }
-                Wake::TimedOut => {
-                    if let Some(outcome) = self.abandon(id, method, replies, "timed out") {
-                        return outcome;
-                    }
-                    return Err(Error::Timeout(Timeout::request(method, started.elapsed())));
-                }
-                Wake::Cancelled => {
-                    if let Some(outcome) =
-                        self.abandon(id, method, replies, "cancelled by the client")
-                    {
-                        return outcome;
-                    }
-                    return Err(Error::Cancelled);
-                }
-            }
-        }
-    }
-
-    /// Reads the server's output on this thread until a reply is in or the
-    /// deadline passes, when nobody else reads it (stdio's leader/follower,
-    /// `transport::reading`); otherwise makes sure somebody does.
-    fn read_while_waiting(&self, replies: &Receiver<Mail>, deadline: Instant) {
-        if let Some(reading) = self.router.reading.get() {
-            if !reading.lead(deadline, &|| !replies.is_empty()) {
-                reading.follow();
-            }
-        }
-    }
-
-    /// Waits on the channel alone: makes sure the output is read meanwhile.
-    fn follow(&self) {
-        if let Some(reading) = self.router.reading.get() {
-            reading.follow();
-        }
-    }
-
-    /// Forgets a request we stopped waiting for and tells the server; unless
-    /// its answer is already on the way, which is then returned instead.
-    fn abandon(
-        &self,
-        id: i64,
-        method: &str,
-        replies: &Receiver<Mail>,
-        reason: &str,
-    ) -> Option<Result<Value, Error>> {
-        if !self.router.forget(id) {
-            // The reader took the waiter out: it is sending the answer (or
-            // the close) right now, so this wait is short.
-            loop {
-                match replies.recv_timeout(Duration::from_secs(1)) {
-                    Ok((of, _)) if of != id => continue,
-                    Ok((_, Reply::Progress(_))) => continue,
-                    Ok((_, Reply::Done(outcome))) => return Some(outcome.map_err(Error::Rpc)),
-                    Ok((_, Reply::Closed(reason))) => {
-                        return Some(Err(Error::Disconnected(reason)))
-                    }
-                    Ok((_, Reply::Failed(error))) => return Some(Err(error)),
-                    Err(_) => return None,
-                }
-            }
-        }
-        // The spec forbids cancelling initialize; a handshake-era server
-        // must hear nothing before it (the probe); a stateless HTTP server
-        // takes the end of the response stream as the cancellation.
-        if self.stateless_http() {
-            if let Ok(outlet) = self.router.outlet() {
-                outlet.abandon(id);
-            }
-        } else if method != "initialize" && method != "server/discover" {
-            let _ = self.notify(
-                "notifications/cancelled",
-                Some(json!({"requestId": id, "reason": reason})),
-            );
-        }
-        None
     }
 
     /// Sends a notification.
@@ -743,98 +512,6 @@ impl Drop for Client {
         if let Err(err) = self.close() {
             log::warn!("{}: close failed: {err}", self.router.server);
         }
-    }
-}
-
-/// A request's parameters with `_meta.progressToken` added as they are
-/// written out (the caller's value is left as it is, and no map is built
-/// for it): where inserting it would put it.
-fn with_progress_token(params: Option<&Value>, token: i64) -> impl Serialize + '_ {
-    WithEntry {
-        object: params,
-        key: "_meta",
-        value: move |meta| WithEntry { object: meta, key: "progressToken", value: move |_| token },
-    }
-}
-
-/// `object` with `key` set to what `value` makes of the value it had
-/// (`None`: absent): in place, or after the other entries. Absent counts as
-/// an empty object; a value that is not an object goes out unchanged.
-struct WithEntry<'a, F> {
-    object: Option<&'a Value>,
-    key: &'static str,
-    value: F,
-}
-
-impl<'a, F, V> Serialize for WithEntry<'a, F>
-where
-    F: Fn(Option<&'a Value>) -> V,
-    V: Serialize,
-{
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let entries = match self.object {
-            None => None,
-            Some(Value::Object(entries)) => Some(entries),
-            Some(other) => return other.serialize(serializer),
-        };
-        let had = entries.is_some_and(|entries| entries.contains_key(self.key));
-        let len = entries.map_or(0, Map::len) + usize::from(!had);
-        let mut map = serializer.serialize_map(Some(len))?;
-        for (key, value) in entries.into_iter().flatten() {
-            if key == self.key {
-                map.serialize_entry(key, &(self.value)(Some(value)))?;
-            } else {
-                map.serialize_entry(key, value)?;
-            }
-        }
-        if !had {
-            map.serialize_entry(self.key, &(self.value)(None))?;
-        }
-        map.end()
-    }
-}
-
-enum Wake {
-    Reply(Reply),
-    Stale,
-    TimedOut,
-    Cancelled,
-}
-
-/// Each calling thread's reply channel, kept between its calls: making one
-/// per call cost a cache-aligned allocation and a block of slots for every
-/// call. Taken for a call and put back after it (a call made inside
-/// another's progress callback makes its own); replies carry their
-/// request's id, so one that arrives after its call ended is dropped.
-struct ReplyChannel {
-    sender: Sender<Mail>,
-    receiver: Receiver<Mail>,
-}
-
-type ChannelEnds = (Sender<Mail>, Receiver<Mail>);
-
-thread_local! {
-    static REPLY_CHANNEL: std::cell::Cell<Option<ChannelEnds>> = const { std::cell::Cell::new(None) };
-}
-
-impl ReplyChannel {
-    fn take() -> ReplyChannel {
-        let (sender, receiver) = REPLY_CHANNEL
-            .try_with(std::cell::Cell::take)
-            .ok()
-            .flatten()
-            .unwrap_or_else(crossbeam_channel::unbounded);
-        ReplyChannel { sender, receiver }
-    }
-}
-
-impl Drop for ReplyChannel {
-    fn drop(&mut self) {
-        // What is left belongs to the call that ended.
-        while self.receiver.try_recv().is_ok() {}
-        let ends = (self.sender.clone(), self.receiver.clone());
-        // A tuple of channel ends: putting it back drops no ReplyChannel.
-        let _ = REPLY_CHANNEL.try_with(|slot| slot.set(Some(ends)));
     }
 }
 

@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
+use super::exchange::with_progress_token;
 use super::*;
 use crate::error::Step;
 use crate::host::{Host, Root};
