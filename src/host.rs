@@ -101,9 +101,11 @@ pub trait Host: Send + Sync {
     }
 
     /// Sees each line a stdio server writes to its stderr (without the line
-    /// break; invalid UTF-8 replaced). Runs on the server's `{server}-stderr`
-    /// thread, which must keep draining the pipe: keep it quick (append to
-    /// a file, say), never wait on a person.
+    /// break; invalid UTF-8 replaced; at most 200 lines a second, the rest
+    /// summed up in one line). Runs on the connection's events thread, in
+    /// order with its notifications: the pipe is drained meanwhile, but
+    /// what waits behind a slow handler is dropped past the events queue's
+    /// bound, so keep it quick (append to a file, say).
     fn stderr(&self, server: &str, line: &str) {
         let _ = (server, line);
     }

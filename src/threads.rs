@@ -24,8 +24,24 @@ impl NamedThread {
         name: String,
         body: impl FnOnce() + Send + 'static,
     ) -> io::Result<NamedThread> {
+        NamedThread::spawn_on(thread::Builder::new().name(name), body)
+    }
+
+    /// Starts `body` on a thread called `name`, with a stack of `bytes`.
+    pub(crate) fn spawn_with_stack(
+        name: String,
+        bytes: usize,
+        body: impl FnOnce() + Send + 'static,
+    ) -> io::Result<NamedThread> {
+        NamedThread::spawn_on(thread::Builder::new().name(name).stack_size(bytes), body)
+    }
+
+    fn spawn_on(
+        builder: thread::Builder,
+        body: impl FnOnce() + Send + 'static,
+    ) -> io::Result<NamedThread> {
         let (done_sender, done) = crossbeam_channel::bounded::<()>(0);
-        let handle = thread::Builder::new().name(name).spawn(move || {
+        let handle = builder.spawn(move || {
             // Dropped when the body returns (or unwinds), which wakes `done`.
             let _done = done_sender;
             body();

@@ -4,9 +4,9 @@
 //! A response goes straight to the channel of the caller waiting for it
 //! (found by id in the pending map), a progress notification to the same
 //! channel (resetting that caller's timer), a `ping` is answered on the spot,
-//! and everything else (server requests, other notifications) is queued for
-//! the `{server}-events` thread, which hands it to the host, so that the
-//! reader never waits on the host. The queue is bounded: past it, a flooding
+//! and everything else (server requests, other notifications, a stdio
+//! server's stderr lines) is queued for the `{server}-events` thread, which
+//! hands it to the host, so that the reader never waits on the host. The queue is bounded: past it, a flooding
 //! server's notifications are dropped and its requests refused.
 
 use std::collections::HashMap;
@@ -45,6 +45,8 @@ pub(super) enum Reply {
 pub(super) enum Event {
     Request(Request),
     Notification(Notification),
+    /// A line of a stdio server's stderr.
+    Stderr(String),
     Stop,
 }
 
@@ -217,7 +219,8 @@ pub(super) struct Router {
     pub(super) events: EventQueue,
     /// Itself, for the events thread it starts.
     pub(super) myself: Weak<Router>,
-    /// Sees the server's stderr lines, on the transport's stderr thread.
+    /// Sees what the events thread hands on: requests, notifications and
+    /// stderr lines.
     pub(super) host: Arc<dyn Host>,
 }
 
@@ -258,7 +261,7 @@ impl Router {
                             self.events.taken();
                             refused.push(request.id);
                         }
-                        Event::Notification(_) => self.events.taken(),
+                        Event::Notification(_) | Event::Stderr(_) => self.events.taken(),
                         Event::Stop => {}
                     }
                 }
@@ -450,7 +453,10 @@ impl Inbox for Router {
     }
 
     fn stderr_line(&self, line: &str) {
-        self.host.stderr(&self.server, line);
+        if self.queue(Event::Stderr(line.to_owned())).is_err() {
+            self.dropped
+                .warn(|| format!("{}: too many events queued; dropping stderr lines", self.server));
+        }
     }
 
     fn closed(&self, reason: CloseReason) {
@@ -555,6 +561,11 @@ fn events_loop(router: &Router) {
                     catch_unwind(AssertUnwindSafe(|| host.notification(server, &notification)));
                 if seen.is_err() {
                     log::warn!("{server}: the host panicked on {}", notification.method);
+                }
+            }
+            Event::Stderr(line) => {
+                if catch_unwind(AssertUnwindSafe(|| host.stderr(server, &line))).is_err() {
+                    log::warn!("{server}: the host panicked on a stderr line");
                 }
             }
             Event::Stop => return,

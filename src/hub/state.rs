@@ -56,7 +56,9 @@ pub(super) struct HubState {
     pub(super) registry: Arc<ToolRegistry>,
     /// Deferred tools that `tool_search` found: declared from then on.
     pub(super) discovered: HashSet<String>,
-    /// The `{server}-start` threads, joined at shutdown.
+    /// The `{server}-start` threads not joined yet: each start joins those
+    /// that have ended (an ended thread's stack stays until it is joined),
+    /// shutdown the rest.
     starters: Vec<JoinHandle<()>>,
     /// Set once by shutdown; nothing starts after it.
     pub(super) shutting_down: bool,
@@ -271,6 +273,7 @@ impl Shared {
         let shared = Arc::clone(self);
         let name = format!("{}-start", job.config.name);
         let (config, start_id) = (Arc::clone(&job.config), job.start_id);
+        join_ended(&mut state.starters);
         match thread::Builder::new().name(name).spawn(move || shared.run_start(job)) {
             Ok(handle) => state.starters.push(handle),
             Err(err) => {
@@ -325,6 +328,7 @@ impl Shared {
             if stored && outcome.is_ok() {
                 state.rebuild_registry(&self.options);
             }
+            join_ended(&mut state.starters);
             stored
         };
         self.settled.notify_all();
@@ -583,6 +587,18 @@ impl Shared {
         state.shut_down = true;
         drop(state);
         self.settled.notify_all();
+    }
+}
+
+/// Joins the start threads that have ended (at once: they have returned).
+fn join_ended(starters: &mut Vec<JoinHandle<()>>) {
+    let mut at = 0;
+    while at < starters.len() {
+        if starters[at].is_finished() {
+            let _ = starters.swap_remove(at).join();
+        } else {
+            at += 1;
+        }
     }
 }
 

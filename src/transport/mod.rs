@@ -16,6 +16,7 @@ pub(crate) mod memory;
 pub(crate) mod outbox;
 mod reading;
 pub(crate) mod sse;
+mod stderr;
 pub(crate) mod stdio;
 
 use std::io;
@@ -144,7 +145,8 @@ pub(crate) trait Inbox: Send + Sync {
     /// The request with this id cannot be answered, for this reason (an
     /// HTTP error, say); the connection itself goes on.
     fn failed(&self, id: i64, error: Error);
-    /// One line of a stdio server's stderr, on its stderr thread.
+    /// One line of a stdio server's stderr, on the stderr drain's thread:
+    /// queued, never waiting on the host.
     fn stderr_line(&self, line: &str) {
         let _ = line;
     }

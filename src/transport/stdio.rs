@@ -5,17 +5,18 @@
 //! grandchild). On Linux that group is led by a supervisor that ends the
 //! whole tree when tether dies (`supervisor`); `launch` starts both.
 //!
-//! Each connection has two named threads, `{server}-reader` (frames from
-//! stdout, straight into the inbox) and `{server}-stderr` (drains stderr into
-//! a 64 KiB tail so that a chatty server never blocks), and a third,
-//! `{server}-writer`, only while the outbox has a backlog (see `outbox`). A blocking read cannot be
-//! cancelled, so shutdown ends the process and the reads end with it.
+//! Each connection has one thread of its own, `{server}-reader` (frames
+//! from stdout, straight into the inbox, whenever no waiting caller reads
+//! them itself: `reading`), and a second, `{server}-writer`, only while the
+//! outbox has a backlog (see `outbox`). Its stderr is drained, with every
+//! other server's, by the shared `tether-stderr` thread (`stderr`). A
+//! blocking read cannot be cancelled, so shutdown ends the process and the
+//! reads end with it.
 
-use std::collections::VecDeque;
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::path::PathBuf;
-use std::process::{ChildStderr, ExitStatus};
+use std::process::ExitStatus;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -26,13 +27,12 @@ use crate::threads::NamedThread;
 use crate::transport::launch::{self, ServerChild, Started};
 use crate::transport::outbox::Outbox;
 use crate::transport::reading::{Pipe, Reading};
+use crate::transport::stderr::{self, StderrWatch};
 use crate::transport::{Endpoint, Inbox, Outlet, SharedRead};
 
 /// How long a server gets to exit after its stdin closes, and again after
 /// SIGTERM, before the next step.
 const GRACE: Duration = Duration::from_secs(2);
-/// How much of the server's stderr is kept for error messages.
-const STDERR_TAIL: usize = 64 * 1024;
 /// How long shutdown waits for an I/O thread whose pipe some escaped process
 /// still holds open before leaving it behind.
 const JOIN_WAIT: Duration = Duration::from_secs(1);
@@ -70,8 +70,9 @@ impl std::fmt::Debug for StdioCommand {
 /// A running server process and the threads that talk to it.
 pub(crate) struct StdioEndpoint {
     process: Arc<ServerProcess>,
-    threads: Mutex<Vec<NamedThread>>,
-    stderr_tail: Arc<StderrTail>,
+    reader: Mutex<Option<NamedThread>>,
+    /// Drained by the shared `tether-stderr` thread.
+    stderr: StderrWatch,
     /// Who reads stdout: the reader thread or a waiting caller.
     reading: Arc<Reading>,
 }
@@ -118,7 +119,6 @@ pub(crate) fn spawn(
         launch::start(command).map_err(spawn_error)?;
     let pid = child.id() as i32;
     log::info!("{server}: started `{}` (pid {pid})", command.program);
-    let stderr_tail = Arc::new(StderrTail::default());
     if let Err(err) = outbox.attach(stdin, Arc::clone(&inbox)) {
         outbox.close();
         let _ = end_process_group(server, pid, &mut child, Duration::ZERO);
@@ -132,49 +132,41 @@ pub(crate) fn spawn(
         ended: Condvar::new(),
         outbox: Arc::clone(&outbox),
     });
+    let stderr = match stderr::watch(server, stderr, Arc::downgrade(&inbox)) {
+        Ok(stderr) => stderr,
+        Err(err) => {
+            let _ = process.end();
+            return Err(Error::Io(err));
+        }
+    };
     let reading = Arc::new(Reading::new(server, Pipe::new(stdout), Arc::downgrade(&inbox)));
     inbox.attach_reading(Arc::clone(&reading) as Arc<dyn SharedRead>);
-    let endpoint = StdioEndpoint {
-        process: Arc::clone(&process),
-        threads: Mutex::new(Vec::new()),
-        stderr_tail: Arc::clone(&stderr_tail),
-        reading,
-    };
-    let stderr_inbox = Arc::clone(&inbox);
+    let endpoint =
+        StdioEndpoint { process: Arc::clone(&process), reader: Mutex::new(None), stderr, reading };
     let reading = Arc::clone(&endpoint.reading);
-    let threads = [
-        NamedThread::spawn(format!("{server}-reader"), {
-            let server = server.to_owned();
-            move || {
-                let reason = reading.run_thread(&*inbox, || exit_of(pid, EXIT_PEEK));
-                log::debug!("{server}: reader stopped: {reason}");
-                inbox.closed(reason);
-                // The connection is over: end the process now rather than at
-                // close, so that a crashed server is reaped at once.
-                if let Err(err) = process.end() {
-                    log::debug!("{server}: ending the server failed: {err}");
-                }
+    let reader = NamedThread::spawn_with_stack(format!("{server}-reader"), READER_STACK, {
+        let server = server.to_owned();
+        move || {
+            let reason = reading.run_thread(&*inbox, || exit_of(pid, EXIT_PEEK));
+            log::debug!("{server}: reader stopped: {reason}");
+            inbox.closed(reason);
+            // The connection is over: end the process now rather than at
+            // close, so that a crashed server is reaped at once.
+            if let Err(err) = process.end() {
+                log::debug!("{server}: ending the server failed: {err}");
             }
-        }),
-        NamedThread::spawn(format!("{server}-stderr"), {
-            let server = server.to_owned();
-            move || drain_stderr(&server, stderr, &stderr_tail, &*stderr_inbox)
-        }),
-    ];
-    let mut started = Vec::new();
-    let mut failure = None;
-    for thread in threads {
-        match thread {
-            Ok(thread) => started.push(thread),
-            Err(err) => failure = Some(err),
+        }
+    });
+    match reader {
+        Ok(reader) => {
+            *lock(&endpoint.reader) = Some(reader);
+            Ok(endpoint)
+        }
+        Err(err) => {
+            let _ = endpoint.close();
+            Err(Error::Io(err))
         }
     }
-    *lock(&endpoint.threads) = started;
-    if let Some(err) = failure {
-        let _ = endpoint.close();
-        return Err(Error::Io(err));
-    }
-    Ok(endpoint)
 }
 
 impl ServerProcess {
@@ -215,16 +207,17 @@ impl Endpoint for StdioEndpoint {
         let result = self.process.end();
         // The reader thread reads the end of the stream now, not after its linger.
         self.reading.wake_thread();
-        let threads = std::mem::take(&mut *lock(&self.threads));
-        for thread in threads {
-            thread.join_within(JOIN_WAIT);
+        let reader = lock(&self.reader).take();
+        if let Some(reader) = reader {
+            reader.join_within(JOIN_WAIT);
         }
+        self.stderr.close(JOIN_WAIT);
         self.process.outbox.join_writer();
         result
     }
 
     fn stderr_tail(&self, wait_for_end: Duration) -> Option<String> {
-        Some(self.stderr_tail.text(wait_for_end))
+        Some(self.stderr.text(wait_for_end))
     }
 
     fn transport_name(&self) -> &'static str {
@@ -240,170 +233,16 @@ impl Drop for StdioEndpoint {
     }
 }
 
-/// What the stderr thread reads at a time.
-const STDERR_CHUNK: usize = 1024;
+/// The reader thread's stack. Smaller than std's 2 MiB default, and more
+/// than four times so: glibc hands a new thread a stack cached from an ended
+/// one when it is at most four times the size asked for, and an ended start
+/// thread's stack keeps the pages its parsing touched (16 KiB more), which an
+/// idle reader would then carry for its whole life. The deepest message the
+/// parser accepts (128 levels) needs under 64 KiB in an optimised build, and
+/// under 512 KiB in a debug build (`tests/it/reading.rs` sends one).
+const READER_STACK: usize = if cfg!(debug_assertions) { 1024 * 1024 } else { 256 * 1024 };
 /// How long the reader waits, at end of output, for the server to exit.
 const EXIT_PEEK: Duration = Duration::from_millis(100);
-
-fn drain_stderr(server: &str, mut stderr: ChildStderr, tail: &StderrTail, inbox: &dyn Inbox) {
-    let mut chunk = vec![0u8; STDERR_CHUNK];
-    let mut lines = StderrLines::new(server, inbox);
-    loop {
-        let n = match stderr.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        lock(&tail.bytes).push(&chunk[..n]);
-        lines.chunk(&chunk[..n]);
-    }
-    lines.finish();
-    lock(&tail.bytes).ended = true;
-    tail.changed.notify_all();
-}
-
-/// Hands a server's stderr, line by line, to the host: at most
-/// [`STDERR_LINES_PER_SECOND`] lines a second. Past that the rest of the
-/// second is skipped whole, without looking for line breaks, so a flood
-/// costs the drain nothing, and a line says lines were left out (the tail
-/// keeps everything).
-struct StderrLines<'a> {
-    server: &'a str,
-    inbox: &'a dyn Inbox,
-    /// The bytes of a line not ended yet.
-    partial: Vec<u8>,
-    window: Instant,
-    in_window: u32,
-    /// Over the limit: skipping until the window ends.
-    skipping: bool,
-    /// After skipping: the next bytes up to a line break are a fragment.
-    resync: bool,
-}
-
-impl<'a> StderrLines<'a> {
-    fn new(server: &'a str, inbox: &'a dyn Inbox) -> StderrLines<'a> {
-        StderrLines {
-            server,
-            inbox,
-            partial: Vec::new(),
-            window: Instant::now(),
-            in_window: 0,
-            skipping: false,
-            resync: false,
-        }
-    }
-
-    fn chunk(&mut self, mut bytes: &[u8]) {
-        if self.window.elapsed() >= Duration::from_secs(1) {
-            if std::mem::take(&mut self.skipping) {
-                self.inbox.stderr_line("(more stderr lines than can be shown; see the tail)");
-            }
-            (self.window, self.in_window) = (Instant::now(), 0);
-        }
-        if self.skipping {
-            return;
-        }
-        if self.resync {
-            match bytes.iter().position(|&byte| byte == b'\n') {
-                Some(end) => {
-                    bytes = &bytes[end + 1..];
-                    self.resync = false;
-                }
-                None => return,
-            }
-        }
-        self.partial.extend_from_slice(bytes);
-        let mut start = 0;
-        while let Some(end) = self.partial[start..].iter().position(|&byte| byte == b'\n') {
-            if self.in_window >= STDERR_LINES_PER_SECOND {
-                (self.skipping, self.resync) = (true, true);
-                self.partial.clear();
-                return;
-            }
-            self.hand_on(start, start + end);
-            start += end + 1;
-        }
-        self.partial.drain(..start);
-        // A line without end is cut into pieces, never kept without bound.
-        if self.partial.len() > MAX_STDERR_LINE {
-            self.hand_on(0, self.partial.len());
-            self.partial.clear();
-        }
-    }
-
-    fn hand_on(&mut self, start: usize, end: usize) {
-        self.in_window += 1;
-        let line = String::from_utf8_lossy(&self.partial[start..end]);
-        let line = line.trim_end();
-        log::debug!("{} stderr: {line}", self.server);
-        self.inbox.stderr_line(line);
-    }
-
-    /// At the end of the stream: what is left of a line, or that lines were
-    /// left out.
-    fn finish(&mut self) {
-        if self.skipping {
-            self.inbox.stderr_line("(more stderr lines than can be shown; see the tail)");
-        } else if !self.partial.is_empty() && !self.resync {
-            let end = self.partial.len();
-            self.hand_on(0, end);
-        }
-    }
-}
-
-/// The longest stderr line handed on whole.
-const MAX_STDERR_LINE: usize = 4096;
-/// How many stderr lines a second are handed to the host.
-const STDERR_LINES_PER_SECOND: u32 = 200;
-
-/// The end of a server's stderr, and whether the stream has ended.
-#[derive(Default)]
-struct StderrTail {
-    bytes: Mutex<Tail>,
-    changed: Condvar,
-}
-
-impl StderrTail {
-    /// The tail; first waits up to `wait_for_end` for the stream to end, so
-    /// that a server's last words before it exited are in it.
-    fn text(&self, wait_for_end: Duration) -> String {
-        let deadline = Instant::now() + wait_for_end;
-        let mut tail = lock(&self.bytes);
-        while !tail.ended {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            tail = wait_timeout(&self.changed, tail, deadline - now);
-        }
-        tail.text()
-    }
-}
-
-/// The last bytes of a stream, bounded.
-#[derive(Default)]
-struct Tail {
-    bytes: VecDeque<u8>,
-    ended: bool,
-}
-
-impl Tail {
-    fn push(&mut self, chunk: &[u8]) {
-        let chunk = &chunk[chunk.len().saturating_sub(STDERR_TAIL)..];
-        let overflow = (self.bytes.len() + chunk.len()).saturating_sub(STDERR_TAIL);
-        self.bytes.drain(..overflow);
-        self.bytes.extend(chunk);
-    }
-
-    fn text(&self) -> String {
-        let (front, back) = self.bytes.as_slices();
-        let mut joined = Vec::with_capacity(self.bytes.len());
-        joined.extend_from_slice(front);
-        joined.extend_from_slice(back);
-        String::from_utf8_lossy(&joined).into_owned()
-    }
-}
 
 /// Ends the server, whose stdin is already closed: wait, SIGTERM the group,
 /// wait, SIGKILL the group; then the group again, since the server's children
@@ -529,21 +368,4 @@ fn group_has_live_members(pgid: i32) -> bool {
         let group = fields.nth(1).and_then(|pgrp| pgrp.parse::<i32>().ok());
         group == Some(pgid) && state != "Z" && state != "X"
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tail_keeps_the_last_bytes() {
-        let mut tail = Tail::default();
-        tail.push(&vec![b'a'; STDERR_TAIL - 2]);
-        tail.push(b"bcde");
-        let text = tail.text();
-        assert_eq!(text.len(), STDERR_TAIL);
-        assert!(text.ends_with("bcde") && text.starts_with("aa"));
-        tail.push(&vec![b'z'; STDERR_TAIL * 3]);
-        assert_eq!(tail.text(), "z".repeat(STDERR_TAIL));
-    }
 }

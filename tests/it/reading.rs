@@ -65,6 +65,27 @@ fn what_an_idle_server_sends_after_a_call_still_reaches_the_host() {
     tag.assert_gone();
 }
 
+/// The reader thread's stack is small (so that an idle server costs
+/// little), yet deep enough for the deepest message the parser accepts: a
+/// notification nested 127 levels deep, read by the reader thread of this
+/// debug build, reaches the host, and the connection goes on.
+#[test]
+fn the_reader_thread_parses_the_deepest_message_accepted() {
+    let tag = Tag::new();
+    let host = Arc::new(Notifications::default());
+    let options = quick(5_000).with_host(host.clone());
+    let client = Client::connect("fx", &misbehave(&tag, &[]), options).unwrap();
+    // The message object, its params and 125 arrays: 127 levels.
+    let asked = Instant::now();
+    call(&client, "notify_later", json!({"ms": 200, "depth": 125}), &CallOptions::default())
+        .unwrap();
+    host.arrival("notifications/message", asked + Duration::from_secs(5));
+    let text = call(&client, "echo", json!({"text": "still here"}), &CallOptions::default());
+    assert_eq!(text.unwrap(), "still here");
+    drop(client);
+    tag.assert_gone();
+}
+
 /// A caller reading for its own slow answer delivers the others' answers
 /// as they come: a caller with a cancel handle (which never leads) and a
 /// plain one are answered at once, not when the slow call ends.

@@ -276,6 +276,69 @@ fn a_stderr_flood_never_blocks_the_server_and_only_the_tail_is_kept() {
     close_and_check(client, &tag);
 }
 
+/// Sees stderr lines, slowly.
+#[derive(Default)]
+struct SlowStderrHost {
+    lines: Mutex<Vec<(String, String)>>,
+}
+
+impl Host for SlowStderrHost {
+    fn stderr(&self, server: &str, line: &str) {
+        self.lines.lock().unwrap().push((server.to_owned(), line.to_owned()));
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every server's stderr is drained by one shared thread: several servers
+/// flooding it at once each keep their own tail, and a host that takes
+/// 100 ms per line holds up none of them (nor a quiet one beside them);
+/// their lines reach the host, each under its server's name.
+#[test]
+fn stderr_floods_of_many_servers_at_once_are_drained_past_a_slow_host() {
+    let tag = Tag::new();
+    let host = Arc::new(SlowStderrHost::default());
+    let started = Instant::now();
+    let command = misbehave(&tag, &["--stderr-flood", "4"]);
+    let starts: Vec<_> = (0..3)
+        .map(|n| {
+            let (command, options) = (command.clone(), quick(10_000).with_host(host.clone()));
+            thread::spawn(move || Client::connect(&format!("flood{n}"), &command, options))
+        })
+        .collect();
+    let flooders: Vec<Client> =
+        starts.into_iter().map(|start| start.join().unwrap().unwrap()).collect();
+    let quiet =
+        Client::connect("quiet", &misbehave(&tag, &[]), quick(5_000).with_host(host.clone()))
+            .unwrap();
+    assert_quick(started, Duration::from_secs(8), "starting three servers that flood stderr");
+    assert_eq!(echo(&quiet, "quiet").unwrap(), "quiet");
+    for client in &flooders {
+        assert_eq!(echo(client, "after flood").unwrap(), "after flood");
+        let tail = client.stderr_tail().unwrap();
+        assert!(tail.len() <= 64 * 1024 && tail.contains("flood done"), "{}", tail.len());
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let lines = host.lines.lock().unwrap().clone();
+        let seen = |server: &str| {
+            lines.iter().any(|(from, line)| from == server && line.starts_with("flood line"))
+        };
+        if seen("flood0") && seen("flood1") && seen("flood2") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not every server's lines reached the host");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let closing = Instant::now();
+    for client in flooders {
+        client.close().unwrap();
+    }
+    quiet.close().unwrap();
+    // Each close gives the events thread, busy in the slow handler, 1 s.
+    assert_quick(closing, Duration::from_secs(6), "closing past a slow stderr handler");
+    tag.assert_gone();
+}
+
 #[test]
 fn a_server_ignoring_stdin_eof_and_sigterm_is_killed() {
     let tag = Tag::new();

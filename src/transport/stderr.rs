@@ -1,0 +1,401 @@
+//! Every stdio server's stderr, drained by one thread: `tether-stderr`.
+//!
+//! A server must never block on a full stderr pipe, and its last words must
+//! be at hand for an error message; but a thread per server just to drain a
+//! stream that is silent nearly always cost each idle server a stack and a
+//! share of malloc's per-thread arenas. So one thread polls the stderr of
+//! every running server (and a wake-up socket through which streams are
+//! added and removed), keeps each stream's last 64 KiB, and cuts it into
+//! lines for the host. It never calls the host itself: a line goes to the
+//! connection's inbox, which queues it for the connection's events thread,
+//! so a slow host handler holds up no server's stderr.
+//!
+//! The thread starts with the first stream and ends when the last one has
+//! ended; the next start joins it. A stream ends when the server's side of
+//! the pipe closes (every process holding it exited), or when the
+//! connection's close gave up waiting for that (an escaped grandchild holds
+//! it) and removed it.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::process::ChildStderr;
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::sync::{lock, wait_timeout};
+use crate::threads::NamedThread;
+use crate::transport::Inbox;
+
+/// How much of a server's stderr is kept for error messages.
+const STDERR_TAIL: usize = 64 * 1024;
+/// What the thread reads from one stream at a time.
+const CHUNK: usize = 4096;
+/// The longest stderr line handed on whole.
+const MAX_STDERR_LINE: usize = 4096;
+/// How many stderr lines a second are handed to the host.
+const STDERR_LINES_PER_SECOND: u32 = 200;
+/// How long joining an ended drain thread may take (it has returned).
+const JOIN_WAIT: Duration = Duration::from_secs(1);
+/// What the host is told in place of a flood's lines.
+const LEFT_OUT: &str = "(more stderr lines than can be shown; see the tail)";
+
+/// One server's stderr, as its connection sees it.
+pub(super) struct StderrWatch {
+    id: u64,
+    tail: Arc<StderrTail>,
+}
+
+/// The drain: its thread, while one runs.
+struct Drain {
+    running: Option<Running>,
+    /// The thread that ended last, joined by whoever starts the next.
+    ended: Option<NamedThread>,
+    next_id: u64,
+}
+
+struct Running {
+    commands: Sender<Command>,
+    /// Written to wake the thread's `poll`.
+    wake: UnixStream,
+    thread: NamedThread,
+}
+
+enum Command {
+    Add(Stream),
+    /// The connection closed without seeing the end of the stream.
+    Remove(u64),
+}
+
+static DRAIN: Mutex<Drain> = Mutex::new(Drain { running: None, ended: None, next_id: 1 });
+
+/// Starts draining `stderr`: its lines go to `inbox`, its tail to the watch.
+///
+/// # Errors
+/// When the drain thread or its wake-up socket cannot be created.
+pub(super) fn watch(
+    server: &str,
+    stderr: ChildStderr,
+    inbox: Weak<dyn Inbox>,
+) -> io::Result<StderrWatch> {
+    let tail = Arc::new(StderrTail::default());
+    let mut drain = lock(&DRAIN);
+    let id = drain.next_id;
+    drain.next_id += 1;
+    let stream =
+        Stream { id, stderr, tail: Arc::clone(&tail), lines: StderrLines::new(server, inbox) };
+    if drain.running.is_none() {
+        if let Some(ended) = drain.ended.take() {
+            ended.join_within(JOIN_WAIT);
+        }
+        let (commands, received) = crossbeam_channel::unbounded();
+        let (wake, woken) = UnixStream::pair()?;
+        woken.set_nonblocking(true)?;
+        wake.set_nonblocking(true)?;
+        let thread = NamedThread::spawn("tether-stderr".into(), move || run(&received, &woken))?;
+        drain.running = Some(Running { commands, wake, thread });
+    }
+    if let Some(running) = &drain.running {
+        running.tell(Command::Add(stream));
+    }
+    Ok(StderrWatch { id, tail })
+}
+
+impl Running {
+    fn tell(&self, command: Command) {
+        // The thread ends only under the drain's lock, after finding no
+        // command: it is there to take this one.
+        let _ = self.commands.send(command);
+        // A full socket already has a wake-up waiting.
+        let _ = (&self.wake).write(&[1]);
+    }
+}
+
+impl StderrWatch {
+    /// The tail; first waits up to `wait_for_end` for the stream to end, so
+    /// that a server's last words before it exited are in it.
+    pub(super) fn text(&self, wait_for_end: Duration) -> String {
+        self.tail.text(wait_for_end)
+    }
+
+    /// At close: waits up to `within` for the stream to end (its last lines
+    /// handed on), then stops draining it in any case.
+    pub(super) fn close(&self, within: Duration) {
+        if self.tail.wait_for_end(within) {
+            return;
+        }
+        log::debug!(
+            "stderr of a closed server is still open (an escaped process holds it); no longer read"
+        );
+        if let Some(running) = &lock(&DRAIN).running {
+            running.tell(Command::Remove(self.id));
+        }
+    }
+}
+
+/// The drain thread: polls the streams until none is left.
+fn run(commands: &Receiver<Command>, woken: &UnixStream) {
+    let mut streams: Vec<Stream> = Vec::new();
+    let mut polled: Vec<libc::pollfd> = Vec::new();
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        for command in commands.try_iter() {
+            match command {
+                Command::Add(stream) => streams.push(stream),
+                Command::Remove(id) => {
+                    if let Some(at) = streams.iter().position(|stream| stream.id == id) {
+                        streams.swap_remove(at).finish();
+                    }
+                }
+            }
+        }
+        if streams.is_empty() {
+            let mut drain = lock(&DRAIN);
+            if commands.is_empty() {
+                drain.ended = drain.running.take().map(|running| running.thread);
+                return;
+            }
+            continue;
+        }
+        polled.clear();
+        polled.push(readable(woken.as_raw_fd()));
+        polled.extend(streams.iter().map(|stream| readable(stream.stderr.as_raw_fd())));
+        if let Err(err) = poll(&mut polled) {
+            log::warn!("polling servers' stderr failed: {err}; no longer read");
+            streams.drain(..).for_each(Stream::finish);
+            continue;
+        }
+        if polled[0].revents != 0 {
+            let mut sink = [0u8; 64];
+            while matches!((&*woken).read(&mut sink), Ok(n) if n > 0) {}
+        }
+        // From the back, so that removing one moves none still to be seen.
+        for at in (0..streams.len()).rev() {
+            if polled[at + 1].revents != 0 && !streams[at].read(&mut chunk) {
+                streams.swap_remove(at).finish();
+            }
+        }
+    }
+}
+
+fn readable(fd: RawFd) -> libc::pollfd {
+    libc::pollfd { fd, events: libc::POLLIN, revents: 0 }
+}
+
+/// Waits, without a time limit, until one of `fds` is ready.
+fn poll(fds: &mut [libc::pollfd]) -> io::Result<()> {
+    loop {
+        // SAFETY: a valid array of `fds.len()` pollfds, for the call.
+        if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) } >= 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// One server's stderr, read by the drain thread.
+struct Stream {
+    id: u64,
+    stderr: ChildStderr,
+    tail: Arc<StderrTail>,
+    lines: StderrLines,
+}
+
+impl Stream {
+    /// Reads what is ready (the poll said so; it does not block); false at
+    /// the end of the stream.
+    fn read(&mut self, chunk: &mut [u8]) -> bool {
+        match self.stderr.read(chunk) {
+            Ok(0) => false,
+            Ok(n) => {
+                lock(&self.tail.bytes).push(&chunk[..n]);
+                self.lines.chunk(&chunk[..n]);
+                true
+            }
+            Err(err) => {
+                matches!(err.kind(), io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock)
+            }
+        }
+    }
+
+    fn finish(mut self) {
+        self.lines.finish();
+        lock(&self.tail.bytes).ended = true;
+        self.tail.changed.notify_all();
+    }
+}
+
+/// Hands a server's stderr, line by line, to the host: at most
+/// [`STDERR_LINES_PER_SECOND`] lines a second. Past that the rest of the
+/// second is skipped whole, without looking for line breaks, so a flood
+/// costs the drain nothing, and a line says lines were left out (the tail
+/// keeps everything).
+struct StderrLines {
+    server: String,
+    /// Weak: a closed connection's inbox is not kept alive by its stderr.
+    inbox: Weak<dyn Inbox>,
+    /// The bytes of a line not ended yet.
+    partial: Vec<u8>,
+    window: Instant,
+    in_window: u32,
+    /// Over the limit: skipping until the window ends.
+    skipping: bool,
+    /// After skipping: the next bytes up to a line break are a fragment.
+    resync: bool,
+}
+
+impl StderrLines {
+    fn new(server: &str, inbox: Weak<dyn Inbox>) -> StderrLines {
+        StderrLines {
+            server: server.to_owned(),
+            inbox,
+            partial: Vec::new(),
+            window: Instant::now(),
+            in_window: 0,
+            skipping: false,
+            resync: false,
+        }
+    }
+
+    fn chunk(&mut self, mut bytes: &[u8]) {
+        if self.window.elapsed() >= Duration::from_secs(1) {
+            if std::mem::take(&mut self.skipping) {
+                self.say(LEFT_OUT);
+            }
+            (self.window, self.in_window) = (Instant::now(), 0);
+        }
+        if self.skipping {
+            return;
+        }
+        if self.resync {
+            match bytes.iter().position(|&byte| byte == b'\n') {
+                Some(end) => {
+                    bytes = &bytes[end + 1..];
+                    self.resync = false;
+                }
+                None => return,
+            }
+        }
+        self.partial.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(end) = self.partial[start..].iter().position(|&byte| byte == b'\n') {
+            if self.in_window >= STDERR_LINES_PER_SECOND {
+                (self.skipping, self.resync) = (true, true);
+                self.partial.clear();
+                return;
+            }
+            self.hand_on(start, start + end);
+            start += end + 1;
+        }
+        self.partial.drain(..start);
+        // A line without end is cut into pieces, never kept without bound.
+        if self.partial.len() > MAX_STDERR_LINE {
+            self.hand_on(0, self.partial.len());
+            self.partial.clear();
+        }
+        if self.partial.is_empty() {
+            // Most lines come whole: nothing stays allocated between them.
+            self.partial = Vec::new();
+        }
+    }
+
+    fn hand_on(&mut self, start: usize, end: usize) {
+        self.in_window += 1;
+        let line = String::from_utf8_lossy(&self.partial[start..end]);
+        let line = line.trim_end();
+        log::debug!("{} stderr: {line}", self.server);
+        self.say(line);
+    }
+
+    fn say(&self, line: &str) {
+        if let Some(inbox) = self.inbox.upgrade() {
+            inbox.stderr_line(line);
+        }
+    }
+
+    /// At the end of the stream: what is left of a line, or that lines were
+    /// left out.
+    fn finish(&mut self) {
+        if self.skipping {
+            self.say(LEFT_OUT);
+        } else if !self.partial.is_empty() && !self.resync {
+            let end = self.partial.len();
+            self.hand_on(0, end);
+        }
+    }
+}
+
+/// The end of a server's stderr, and whether the stream has ended.
+#[derive(Default)]
+struct StderrTail {
+    bytes: Mutex<Tail>,
+    changed: Condvar,
+}
+
+impl StderrTail {
+    /// Waits up to `within` for the stream to end; true if it did.
+    fn wait_for_end(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        let mut tail = lock(&self.bytes);
+        while !tail.ended {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            tail = wait_timeout(&self.changed, tail, deadline - now);
+        }
+        true
+    }
+
+    fn text(&self, wait_for_end: Duration) -> String {
+        self.wait_for_end(wait_for_end);
+        lock(&self.bytes).text()
+    }
+}
+
+/// The last bytes of a stream, bounded.
+#[derive(Default)]
+struct Tail {
+    bytes: VecDeque<u8>,
+    ended: bool,
+}
+
+impl Tail {
+    fn push(&mut self, chunk: &[u8]) {
+        let chunk = &chunk[chunk.len().saturating_sub(STDERR_TAIL)..];
+        let overflow = (self.bytes.len() + chunk.len()).saturating_sub(STDERR_TAIL);
+        self.bytes.drain(..overflow);
+        self.bytes.extend(chunk);
+    }
+
+    fn text(&self) -> String {
+        let (front, back) = self.bytes.as_slices();
+        let mut joined = Vec::with_capacity(self.bytes.len());
+        joined.extend_from_slice(front);
+        joined.extend_from_slice(back);
+        String::from_utf8_lossy(&joined).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_last_bytes() {
+        let mut tail = Tail::default();
+        tail.push(&vec![b'a'; STDERR_TAIL - 2]);
+        tail.push(b"bcde");
+        let text = tail.text();
+        assert_eq!(text.len(), STDERR_TAIL);
+        assert!(text.ends_with("bcde") && text.starts_with("aa"));
+        tail.push(&vec![b'z'; STDERR_TAIL * 3]);
+        assert_eq!(tail.text(), "z".repeat(STDERR_TAIL));
+    }
+}
