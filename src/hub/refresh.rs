@@ -107,7 +107,7 @@ impl Hub {
             state = shared.wait_for(state, name);
         }
         drop(state);
-        shared.rebuild_registry();
+        shared.registry_changed();
         if !report.is_empty() {
             log::info!("refresh: {report:?}");
         }

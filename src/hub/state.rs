@@ -52,8 +52,9 @@ pub(super) struct HubState {
     pub(super) slots: Vec<Slot>,
     pub(super) failed_entries: Vec<FailedEntry>,
     pub(super) untrusted: Vec<UntrustedServer>,
-    /// Rebuilt whenever a slot becomes ready, changes its tools or goes.
-    pub(super) registry: Arc<ToolRegistry>,
+    /// Built from the ready slots when read; `None` once a slot became
+    /// ready, changed its tools or went, until read again.
+    registry: Option<Arc<ToolRegistry>>,
     /// Deferred tools that `tool_search` found: declared from then on.
     pub(super) discovered: HashSet<String>,
     /// The `{server}-start` threads not joined yet: each start joins those
@@ -183,8 +184,12 @@ impl HubState {
         Some(StartJob { config: Arc::clone(&slot.config), start_id: slot.start_id })
     }
 
-    /// Builds the registry again from the ready slots.
-    fn rebuild_registry(&mut self, options: &HubOptions) {
+    /// The registry of the ready slots, built again if something changed
+    /// since it was last read.
+    fn registry(&mut self, options: &HubOptions) -> Arc<ToolRegistry> {
+        if let Some(registry) = &self.registry {
+            return Arc::clone(registry);
+        }
         let ready: Vec<(&str, &[Tool])> = self
             .slots
             .iter()
@@ -203,7 +208,14 @@ impl HubState {
                     .find(|slot| slot.config.name == server)
                     .map_or(Exposure::Direct, |slot| slot.config.exposure_of(tool))
             });
-        self.registry = Arc::new(rebuilt);
+        Arc::clone(self.registry.insert(Arc::new(rebuilt)))
+    }
+
+    /// The ready slots or their tools changed: the registry is built again
+    /// when next read. Not at once: a hub starting 200 servers would build
+    /// it 200 times, cloning every tool each time.
+    pub(super) fn registry_changed(&mut self) {
+        self.registry = None;
     }
 
     fn any_starting(&self) -> bool {
@@ -223,7 +235,7 @@ impl Shared {
                 slots,
                 failed_entries,
                 untrusted,
-                registry: Arc::new(ToolRegistry::default()),
+                registry: None,
                 discovered: HashSet::new(),
                 starters: Vec::new(),
                 shutting_down: false,
@@ -243,7 +255,7 @@ impl Shared {
     }
 
     pub(super) fn registry(&self) -> Arc<ToolRegistry> {
-        Arc::clone(&self.state().registry)
+        self.state().registry(&self.options)
     }
 
     /// Starts every enabled server that is waiting to, each on its own thread.
@@ -326,7 +338,7 @@ impl Shared {
                 _ => false,
             };
             if stored && outcome.is_ok() {
-                state.rebuild_registry(&self.options);
+                state.registry_changed();
             }
             join_ended(&mut state.starters);
             stored
@@ -528,7 +540,7 @@ impl Shared {
                             warnings: connected.warnings.clone(),
                         };
                         slot.phase = Phase::Ready(Arc::new(updated));
-                        state.rebuild_registry(&self.options);
+                        state.registry_changed();
                     }
                 }
             }
@@ -540,9 +552,9 @@ impl Shared {
         }
     }
 
-    /// Rebuilds the registry (after slots went away).
-    pub(super) fn rebuild_registry(&self) {
-        self.state().rebuild_registry(&self.options);
+    /// The registry is built again when next read (slots went away).
+    pub(super) fn registry_changed(&self) {
+        self.state().registry_changed();
     }
 
     /// Shuts down: ends every client (in parallel) and joins every start
