@@ -508,21 +508,26 @@ fn events_loop(router: &Router) {
         }
     }
     let mut running = Running { queue, armed: true };
+    // Leaves when nothing waits, deciding under the worker's lock: an event
+    // queued after the check starts a new thread (a stderr line can come
+    // after the connection's `Stop`, the server's last words).
+    let mut leave_if_idle = || {
+        let mut worker = lock(&queue.worker);
+        if !queue.events.is_empty() {
+            return false;
+        }
+        worker.running = false;
+        running.armed = false;
+        true
+    };
     loop {
-        let event = match queue.events.recv_timeout(EVENTS_IDLE) {
+        // Closing: what is queued goes to the host, then the thread ends.
+        let idle = if queue.closing.load(Ordering::Acquire) { Duration::ZERO } else { EVENTS_IDLE };
+        let event = match queue.events.recv_timeout(idle) {
             Ok(event) => event,
             Err(RecvTimeoutError::Disconnected) => return,
-            Err(RecvTimeoutError::Timeout) => {
-                // Under the worker's lock: an event queued after this check
-                // starts a new thread.
-                let mut worker = lock(&queue.worker);
-                if queue.events.is_empty() {
-                    worker.running = false;
-                    running.armed = false;
-                    return;
-                }
-                continue;
-            }
+            Err(RecvTimeoutError::Timeout) if leave_if_idle() => return,
+            Err(RecvTimeoutError::Timeout) => continue,
         };
         if !matches!(event, Event::Stop) {
             queue.taken();
@@ -568,7 +573,8 @@ fn events_loop(router: &Router) {
                     log::warn!("{server}: the host panicked on a stderr line");
                 }
             }
-            Event::Stop => return,
+            Event::Stop if leave_if_idle() => return,
+            Event::Stop => {}
         }
     }
 }
