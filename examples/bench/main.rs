@@ -108,11 +108,19 @@ fn main() {
         _ => {}
     }
     let (raw, threaded, tether, errors, inflight) = match mode {
+        "seq" if std::env::var_os("BENCH_ONLY").is_some() => {
+            let (tether, errors) = tether_calls(n, 1, &server);
+            (tether, None, tether, errors, 1)
+        }
         "seq" => {
             let raw = raw::seq(n, &server);
             let threaded = raw::threaded(n, 1, &server);
             let (tether, errors) = tether_calls(n, 1, &server);
             (raw, Some(threaded), tether, errors, 1)
+        }
+        "conc" if std::env::var_os("BENCH_ONLY").is_some() => {
+            let (tether, errors) = tether_calls(n, IN_FLIGHT, &server);
+            (tether, None, tether, errors, IN_FLIGHT)
         }
         "conc" => {
             let raw = raw::pipelined(n, IN_FLIGHT, &server);
@@ -123,7 +131,11 @@ fn main() {
         "http-seq" | "http-conc" => {
             let threads = if mode == "http-seq" { 1 } else { IN_FLIGHT };
             let (mut child, url) = start_http_server(&server);
-            let raw = raw::http(n, threads, &url);
+            let raw = if std::env::var_os("BENCH_ONLY").is_some() {
+                Duration::from_secs(1)
+            } else {
+                raw::http(n, threads, &url)
+            };
             let (tether, errors) = tether_http_calls(n, threads, &url);
             let _ = child.kill();
             let _ = child.wait();

@@ -29,6 +29,16 @@ impl Client {
         params: Option<&Value>,
         options: &CallOptions,
     ) -> Result<Value, Error> {
+        self.exchange_with(method, Params::Value(params), options)
+    }
+
+    /// [`Client::exchange`] with parameters that may not be a `Value` yet.
+    pub(super) fn exchange_with(
+        &self,
+        method: &str,
+        params: Params<'_>,
+        options: &CallOptions,
+    ) -> Result<Value, Error> {
         if options.cancel.as_ref().is_some_and(CancelHandle::is_cancelled) {
             return Err(Error::Cancelled);
         }
@@ -36,24 +46,35 @@ impl Client {
         let progress_token = (options.progress.is_some() || method == "tools/call").then_some(id);
         let channel = ReplyChannel::take();
         let replies = &channel.receiver;
+        let queued_progress = &channel.queued_progress;
         let waiter = Waiter {
             replies: channel.sender.clone(),
-            queued_progress: Arc::new(AtomicUsize::new(0)),
+            queued_progress: Arc::clone(queued_progress),
             patient: false,
         };
-        let queued_progress = Arc::clone(&waiter.queued_progress);
         self.router.register(id, waiter)?;
         // Whatever happens from here (even a panicking progress callback),
         // the pending entry goes when this call does.
         let _pending = PendingGuard { router: &self.router, id };
-        let mut frame = match progress_token {
-            Some(token) => {
+        let mut frame = match (params, progress_token) {
+            (Params::Value(params), Some(token)) => {
                 Frame::request_with(id, method, Some(with_progress_token(params, token)))
             }
-            None => Frame::request(id, method, params),
+            (Params::Value(params), None) => Frame::request(id, method, params),
+            (Params::ToolCall { name, arguments }, progress_token) => Frame::request_with(
+                id,
+                method,
+                Some(ToolCallParams { name, arguments, progress_token }),
+            ),
         };
         if self.http_url.is_some() {
-            self.route_over_http(&mut frame, method, params, options)?;
+            match params {
+                Params::Value(params) => {
+                    self.route_over_http(&mut frame, method, params, options)?
+                }
+                // Not stateless (its requests carry `_meta` and take the `Value` path).
+                Params::ToolCall { .. } => frame.deadline = self.hard_deadline(options),
+            }
         }
         if self.router.send(frame).is_err() {
             // The server stopped reading: the reader says why (how it
@@ -65,7 +86,7 @@ impl Client {
             };
             return Err(Error::Disconnected(reason));
         }
-        self.wait(id, method, replies, &queued_progress, options)
+        self.wait(id, method, replies, queued_progress, options)
     }
 
     /// What only an HTTP exchange needs besides the body (the stdio path
@@ -263,6 +284,52 @@ pub(super) fn with_progress_token(params: Option<&Value>, token: i64) -> impl Se
     }
 }
 
+/// A request's parameters.
+#[derive(Clone, Copy)]
+pub(super) enum Params<'a> {
+    Value(Option<&'a Value>),
+    /// `tools/call`'s `{"name", "arguments"}`, written out without being
+    /// built as an object first (the commonest request, made lean).
+    ToolCall {
+        name: &'a str,
+        arguments: &'a Value,
+    },
+}
+
+/// `tools/call`'s parameters as they are written, with the progress token
+/// in `_meta` when there is one.
+pub(super) struct ToolCallParams<'a> {
+    pub(super) name: &'a str,
+    pub(super) arguments: &'a Value,
+    pub(super) progress_token: Option<i64>,
+}
+
+impl Serialize for ToolCallParams<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map =
+            serializer.serialize_map(Some(2 + usize::from(self.progress_token.is_some())))?;
+        map.serialize_entry("name", self.name)?;
+        map.serialize_entry("arguments", self.arguments)?;
+        if let Some(token) = self.progress_token {
+            map.serialize_entry("_meta", &ProgressMeta { token })?;
+        }
+        map.end()
+    }
+}
+
+/// `{"progressToken": token}`.
+struct ProgressMeta {
+    token: i64,
+}
+
+impl Serialize for ProgressMeta {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry("progressToken", &self.token)?;
+        map.end()
+    }
+}
+
 /// `object` with `key` set to what `value` makes of the value it had
 /// (`None`: absent): in place, or after the other entries. Absent counts as
 /// an empty object; a value that is not an object goes out unchanged.
@@ -315,22 +382,25 @@ enum Wake {
 struct ReplyChannel {
     sender: Sender<Mail>,
     receiver: Receiver<Mail>,
+    /// The progress updates sent to this channel and not yet taken (the
+    /// bound the reader keeps); zero between calls.
+    queued_progress: Arc<AtomicUsize>,
 }
 
-type ChannelEnds = (Sender<Mail>, Receiver<Mail>);
+type ChannelParts = (Sender<Mail>, Receiver<Mail>, Arc<AtomicUsize>);
 
 thread_local! {
-    static REPLY_CHANNEL: std::cell::Cell<Option<ChannelEnds>> = const { std::cell::Cell::new(None) };
+    static REPLY_CHANNEL: std::cell::Cell<Option<ChannelParts>> = const { std::cell::Cell::new(None) };
 }
 
 impl ReplyChannel {
     fn take() -> ReplyChannel {
-        let (sender, receiver) = REPLY_CHANNEL
-            .try_with(std::cell::Cell::take)
-            .ok()
-            .flatten()
-            .unwrap_or_else(crossbeam_channel::unbounded);
-        ReplyChannel { sender, receiver }
+        let (sender, receiver, queued_progress) =
+            REPLY_CHANNEL.try_with(std::cell::Cell::take).ok().flatten().unwrap_or_else(|| {
+                let (sender, receiver) = crossbeam_channel::unbounded();
+                (sender, receiver, Arc::new(AtomicUsize::new(0)))
+            });
+        ReplyChannel { sender, receiver, queued_progress }
     }
 }
 
@@ -338,8 +408,16 @@ impl Drop for ReplyChannel {
     fn drop(&mut self) {
         // What is left belongs to the call that ended.
         while self.receiver.try_recv().is_ok() {}
-        let ends = (self.sender.clone(), self.receiver.clone());
-        // A tuple of channel ends: putting it back drops no ReplyChannel.
-        let _ = REPLY_CHANNEL.try_with(|slot| slot.set(Some(ends)));
+        // A late progress update the reader still counts against a call
+        // that ended must not count against the next one: a fresh counter
+        // then (the old one stays with that call's waiter).
+        if Arc::strong_count(&self.queued_progress) > 1
+            || self.queued_progress.load(Ordering::Acquire) != 0
+        {
+            self.queued_progress = Arc::new(AtomicUsize::new(0));
+        }
+        let parts = (self.sender.clone(), self.receiver.clone(), Arc::clone(&self.queued_progress));
+        // A tuple of parts: putting it back drops no ReplyChannel.
+        let _ = REPLY_CHANNEL.try_with(|slot| slot.set(Some(parts)));
     }
 }

@@ -42,6 +42,7 @@ mod rounds;
 mod router;
 
 use crate::transport::{self, Endpoint, Inbox, Transport};
+use exchange::Params;
 pub use options::{CallOptions, CancelHandle, ClientOptions, ProgressCallback};
 use router::{PendingState, Router};
 
@@ -350,11 +351,18 @@ impl Client {
         arguments: Value,
         options: &CallOptions,
     ) -> Result<ToolResult, Error> {
-        let raw = self.request(
-            "tools/call",
-            Some(json!({"name": name, "arguments": arguments})),
-            options,
-        )?;
+        let raw = match self.meta.get() {
+            None => self.exchange_with(
+                "tools/call",
+                Params::ToolCall { name, arguments: &arguments },
+                options,
+            )?,
+            Some(_) => self.request(
+                "tools/call",
+                Some(json!({"name": name, "arguments": arguments})),
+                options,
+            )?,
+        };
         if !raw.is_object() {
             return Err(Error::Protocol(format!("tools/call result is not an object: {raw}")));
         }

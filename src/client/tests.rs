@@ -646,3 +646,25 @@ fn the_progress_token_is_written_where_inserting_it_would_put_it() {
         assert_eq!(written, expected, "{params:?}");
     }
 }
+
+/// A `tools/call` written straight from its name and arguments is the very
+/// frame the `Value` path writes.
+#[test]
+fn tool_call_params_are_written_as_the_value_path_writes_them() {
+    let arguments = json!({"text": "x", "nested": {"b": [1, 2], "a": null}});
+    for token in [None, Some(7)] {
+        let direct = serde_json::to_string(&super::exchange::ToolCallParams {
+            name: "echo",
+            arguments: &arguments,
+            progress_token: token,
+        })
+        .unwrap();
+        let value = json!({"name": "echo", "arguments": arguments});
+        let through_value = match token {
+            Some(token) => serde_json::to_string(&with_progress_token(Some(&value), token)),
+            None => serde_json::to_string(&value),
+        }
+        .unwrap();
+        assert_eq!(direct, through_value);
+    }
+}
