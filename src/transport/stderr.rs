@@ -20,6 +20,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::ChildStderr;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -40,6 +41,8 @@ const MAX_STDERR_LINE: usize = 4096;
 const STDERR_LINES_PER_SECOND: u32 = 200;
 /// How long joining an ended drain thread may take (it has returned).
 const JOIN_WAIT: Duration = Duration::from_secs(1);
+/// The pause before polling again after `poll` failed.
+const POLL_RETRY: Duration = Duration::from_millis(100);
 /// What the host is told in place of a flood's lines.
 const LEFT_OUT: &str = "(more stderr lines than can be shown; see the tail)";
 
@@ -164,8 +167,10 @@ fn run(commands: &Receiver<Command>, woken: &UnixStream) {
         polled.push(readable(woken.as_raw_fd()));
         polled.extend(streams.iter().map(|stream| readable(stream.stderr.as_raw_fd())));
         if let Err(err) = poll(&mut polled) {
-            log::warn!("polling servers' stderr failed: {err}; no longer read");
-            streams.drain(..).for_each(Stream::finish);
+            // Out of kernel memory, say. Dropping the pipes would kill the
+            // servers (SIGPIPE) at their next line: wait and try again.
+            log::warn!("polling servers' stderr failed: {err}; trying again");
+            std::thread::sleep(POLL_RETRY);
             continue;
         }
         if polled[0].revents != 0 {
@@ -215,7 +220,9 @@ impl Stream {
             Ok(0) => false,
             Ok(n) => {
                 lock(&self.tail.bytes).push(&chunk[..n]);
-                self.lines.chunk(&chunk[..n]);
+                // The host's logger runs here (`log::debug!`): a panic in it
+                // loses these lines, never the drain of every server.
+                let _ = catch_unwind(AssertUnwindSafe(|| self.lines.chunk(&chunk[..n])));
                 true
             }
             Err(err) => {
@@ -225,7 +232,7 @@ impl Stream {
     }
 
     fn finish(mut self) {
-        self.lines.finish();
+        let _ = catch_unwind(AssertUnwindSafe(|| self.lines.finish()));
         lock(&self.tail.bytes).ended = true;
         self.tail.changed.notify_all();
     }
