@@ -29,6 +29,9 @@
 //! - `frame`: one N MiB answer (the `huge` tool of `misbehave`), and the
 //!   peak resident memory it took against its size.
 //!
+//! `BENCH_ONLY=1` runs tether alone in `seq`, `conc` and the HTTP modes,
+//! for profiling (the ratios it prints are then meaningless).
+//!
 //! The ratio is the figure to compare across machines; absolute times are
 //! not. The last stdout line of the call modes is one JSON object.
 
