@@ -65,8 +65,8 @@ pub trait LogSink: Send + Sync {
     /// One message from `server`.
     fn log(&self, server: &str, message: &LogMessage);
 
-    /// One line `server` wrote to its stderr (stdio servers), on its stderr
-    /// thread: keep it quick.
+    /// One line `server` wrote to its stderr (stdio servers), on the
+    /// connection's events thread: keep it quick.
     fn stderr(&self, server: &str, line: &str) {
         let _ = (server, line);
     }
