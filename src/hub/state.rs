@@ -52,9 +52,9 @@ pub(super) struct HubState {
     pub(super) slots: Vec<Slot>,
     pub(super) failed_entries: Vec<FailedEntry>,
     pub(super) untrusted: Vec<UntrustedServer>,
-    /// Built from the ready slots when read; `None` once a slot became
-    /// ready, changed its tools or went, until read again.
-    registry: Option<Arc<ToolRegistry>>,
+    /// Every ready server's tools by qualified name, as they were at the
+    /// last change (a slot became ready, changed its tools, or went).
+    registry: RegistryState,
     /// Deferred tools that `tool_search` found: declared from then on.
     pub(super) discovered: HashSet<String>,
     /// The `{server}-start` threads not joined yet: each start joins those
@@ -184,38 +184,42 @@ impl HubState {
         Some(StartJob { config: Arc::clone(&slot.config), start_id: slot.start_id })
     }
 
-    /// The registry of the ready slots, built again if something changed
-    /// since it was last read.
+    /// The registry, built now if the ready slots changed since it was
+    /// last read.
     fn registry(&mut self, options: &HubOptions) -> Arc<ToolRegistry> {
-        if let Some(registry) = &self.registry {
-            return Arc::clone(registry);
-        }
-        let ready: Vec<(&str, &[Tool])> = self
+        let ready = match &self.registry {
+            RegistryState::Built(registry) => return Arc::clone(registry),
+            RegistryState::Due(ready) => ready,
+        };
+        let servers = ready.iter().map(|(config, tools)| (config.name.as_str(), tools.as_slice()));
+        let built =
+            ToolRegistry::build(servers, options.name_style).with_exposure(|server, tool| {
+                ready
+                    .iter()
+                    .find(|(config, _)| config.name == server)
+                    .map_or(Exposure::Direct, |(config, _)| config.exposure_of(tool))
+            });
+        let built = Arc::new(built);
+        self.registry = RegistryState::Built(Arc::clone(&built));
+        built
+    }
+
+    /// The ready slots or their tools changed: the registry is built from
+    /// them as they are now when it is next read. Not at once: a hub
+    /// starting 200 servers would build it 200 times, cloning every tool
+    /// each time (what is kept here is two `Arc`s per ready server).
+    pub(super) fn registry_changed(&mut self) {
+        let ready = self
             .slots
             .iter()
             .filter_map(|slot| match &slot.phase {
                 Phase::Ready(connected) => {
-                    Some((slot.config.name.as_str(), connected.tools.as_slice()))
+                    Some((Arc::clone(&slot.config), Arc::clone(&connected.tools)))
                 }
                 _ => None,
             })
             .collect();
-        let slots = &self.slots;
-        let rebuilt =
-            ToolRegistry::build(ready, options.name_style).with_exposure(|server, tool| {
-                slots
-                    .iter()
-                    .find(|slot| slot.config.name == server)
-                    .map_or(Exposure::Direct, |slot| slot.config.exposure_of(tool))
-            });
-        Arc::clone(self.registry.insert(Arc::new(rebuilt)))
-    }
-
-    /// The ready slots or their tools changed: the registry is built again
-    /// when next read. Not at once: a hub starting 200 servers would build
-    /// it 200 times, cloning every tool each time.
-    pub(super) fn registry_changed(&mut self) {
-        self.registry = None;
+        self.registry = RegistryState::Due(ready);
     }
 
     fn any_starting(&self) -> bool {
@@ -235,7 +239,7 @@ impl Shared {
                 slots,
                 failed_entries,
                 untrusted,
-                registry: None,
+                registry: RegistryState::Built(Arc::new(ToolRegistry::default())),
                 discovered: HashSet::new(),
                 starters: Vec::new(),
                 shutting_down: false,
@@ -600,6 +604,13 @@ impl Shared {
         drop(state);
         self.settled.notify_all();
     }
+}
+
+/// The registry, or what it is to be built from when next read.
+enum RegistryState {
+    Built(Arc<ToolRegistry>),
+    /// The ready servers at the last change, each with its tools.
+    Due(Vec<(Arc<ServerConfig>, Arc<Vec<Tool>>)>),
 }
 
 /// Joins the start threads that have ended (at once: they have returned).
