@@ -56,9 +56,9 @@ impl Root {
 /// notifications ignored. Methods run on the connection's `{server}-events`
 /// thread, never on its reader, so a slow answer (a person typing) blocks no
 /// response to another request; calls for one server come one at a time, in
-/// the order the server sent them. That thread starts when the server first
-/// asks or notifies and ends after 5 s without, so two calls may come on
-/// different OS threads: keep no thread-local state across them. With a
+/// the order they arrived. That thread starts when the server first asks,
+/// notifies or writes to stderr and ends after 5 s without, so two calls may
+/// come on different OS threads: keep no thread-local state across them. With a
 /// stateless (2026-07-28) server, elicitation, sampling and roots are asked
 /// on the thread of the call that needs them instead.
 pub trait Host: Send + Sync {
@@ -103,9 +103,11 @@ pub trait Host: Send + Sync {
     /// Sees each line a stdio server writes to its stderr (without the line
     /// break; invalid UTF-8 replaced; at most 200 lines a second, the rest
     /// summed up in one line). Runs on the connection's events thread, in
-    /// order with its notifications: the pipe is drained meanwhile, but
-    /// what waits behind a slow handler is dropped past the events queue's
-    /// bound, so keep it quick (append to a file, say).
+    /// the order lines and messages arrived (stderr and stdout are separate
+    /// pipes, so only that): the pipe is drained meanwhile, but a slow
+    /// handler holds up the server's requests and notifications behind it,
+    /// and past 256 waiting lines the rest are dropped (the stderr tail has
+    /// them), so keep it quick (append to a file, say).
     fn stderr(&self, server: &str, line: &str) {
         let _ = (server, line);
     }

@@ -84,14 +84,14 @@ pub fn status_field(name: &str) -> u64 {
 }
 
 /// Resident KiB of the mappings shaped like thread stacks (2 MiB, or a stdio
-/// reader's 256 KiB), and how many.
+/// reader's 448 KiB), and how many.
 fn stack_rss() -> (u64, u64) {
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
     let (mut total, mut count, mut in_stack) = (0, 0, false);
     for line in smaps.lines() {
         if let Some(size) = line.strip_prefix("Size:") {
             // std's default, and a stdio reader's (see `transport::stdio`).
-            in_stack = matches!(size.trim(), "2048 kB" | "256 kB");
+            in_stack = matches!(size.trim(), "2048 kB" | "448 kB");
             count += u64::from(in_stack);
         } else if let Some(rss) = line.strip_prefix("Rss:").filter(|_| in_stack) {
             total += rss.trim().trim_end_matches(" kB").parse::<u64>().unwrap_or(0);

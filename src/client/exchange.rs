@@ -411,9 +411,8 @@ impl Drop for ReplyChannel {
         // A late progress update the reader still counts against a call
         // that ended must not count against the next one: a fresh counter
         // then (the old one stays with that call's waiter).
-        if Arc::strong_count(&self.queued_progress) > 1
-            || self.queued_progress.load(Ordering::Acquire) != 0
-        {
+        // (`get_mut` proves this is the last holder, and sees its writes.)
+        if Arc::get_mut(&mut self.queued_progress).is_none_or(|count| *count.get_mut() != 0) {
             self.queued_progress = Arc::new(AtomicUsize::new(0));
         }
         let parts = (self.sender.clone(), self.receiver.clone(), Arc::clone(&self.queued_progress));

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use serde_json::{json, Value};
@@ -58,13 +58,21 @@ pub(super) enum Event {
 pub(super) struct EventQueue {
     sender: Sender<Event>,
     events: Receiver<Event>,
+    /// Requests and notifications waiting, at most `limit`.
     queued: AtomicUsize,
     limit: usize,
+    /// Stderr lines waiting, at most [`STDERR_QUEUE`]: counted apart, so
+    /// that a chatty server never crowds out its own requests and
+    /// notifications while the host is slow (the lines past the bound are
+    /// still in the stderr tail).
+    stderr_queued: AtomicUsize,
     worker: Mutex<EventsWorker>,
-    /// Set by close: the thread hands the host the notifications already
-    /// queued, answers no more requests, and stops at the `Stop` behind them
-    /// (the close waits for it [`EVENTS_JOIN_WAIT`] at most).
-    closing: AtomicBool,
+    /// Set by close, to when it began: the thread hands the host the
+    /// notifications and stderr lines already queued (for as long as the
+    /// close waits for it, [`EVENTS_JOIN_WAIT`]; what is left after that is
+    /// dropped), answers no more requests, and stops at the `Stop` behind
+    /// them.
+    closing: OnceLock<Instant>,
 }
 
 /// The events thread, when one runs.
@@ -85,6 +93,8 @@ fn busy() -> RpcError {
 const EVENTS_IDLE: Duration = Duration::from_secs(5);
 /// How long `close` waits for the events thread (it may be inside the host).
 const EVENTS_JOIN_WAIT: Duration = Duration::from_secs(1);
+/// How many stderr lines may wait for the events thread.
+const STDERR_QUEUE: usize = 256;
 
 impl EventQueue {
     pub(super) fn new(limit: usize) -> EventQueue {
@@ -94,37 +104,57 @@ impl EventQueue {
             events,
             queued: AtomicUsize::new(0),
             limit,
+            stderr_queued: AtomicUsize::new(0),
             worker: Mutex::default(),
-            closing: AtomicBool::new(false),
+            closing: OnceLock::new(),
         }
     }
 
-    /// Queues an event, unless `limit` are waiting already (a `Stop` always goes).
+    /// The count `event` belongs to, and its bound (a `Stop` has none).
+    fn count_of(&self, event: &Event) -> Option<(&AtomicUsize, usize)> {
+        match event {
+            Event::Stop => None,
+            Event::Stderr(_) => Some((&self.stderr_queued, STDERR_QUEUE)),
+            Event::Request(_) | Event::Notification(_) => Some((&self.queued, self.limit)),
+        }
+    }
+
+    /// Queues an event, unless its count is at its bound (a `Stop` always goes).
     // As crossbeam's own `try_send`: a refused request comes back, to be
     // answered "busy".
     #[allow(clippy::result_large_err)]
     fn try_send(&self, event: Event) -> Result<(), TrySendError<Event>> {
-        let counted = !matches!(event, Event::Stop);
-        if counted && self.queued.fetch_add(1, Ordering::AcqRel) >= self.limit {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
-            return Err(TrySendError::Full(event));
+        let count = self.count_of(&event);
+        if let Some((count, bound)) = count {
+            if count.fetch_add(1, Ordering::AcqRel) >= bound {
+                count.fetch_sub(1, Ordering::AcqRel);
+                return Err(TrySendError::Full(event));
+            }
         }
         self.sender.try_send(event).inspect_err(|_| {
-            if counted {
-                self.queued.fetch_sub(1, Ordering::AcqRel);
+            if let Some((count, _)) = count {
+                count.fetch_sub(1, Ordering::AcqRel);
             }
         })
     }
 
-    /// The events thread took one counted event.
-    fn taken(&self) {
-        self.queued.fetch_sub(1, Ordering::AcqRel);
+    /// The events thread took `event` off the queue.
+    fn taken(&self, event: &Event) {
+        if let Some((count, _)) = self.count_of(event) {
+            count.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Closing, and the close has stopped waiting for the thread: what is
+    /// still queued is dropped.
+    fn past_close(&self) -> bool {
+        self.closing.get().is_some_and(|since| since.elapsed() >= EVENTS_JOIN_WAIT)
     }
 
     /// Stops the events thread and joins it, unless this is that thread (a
     /// host may close from inside its own callback; it ends after it).
     pub(super) fn close(&self) {
-        self.closing.store(true, Ordering::Release);
+        let _ = self.closing.set(Instant::now());
         let thread = {
             let mut worker = lock(&self.worker);
             worker.closed = true;
@@ -256,13 +286,9 @@ impl Router {
                 // after it.
                 let mut refused = Vec::new();
                 while let Ok(event) = self.events.events.try_recv() {
-                    match event {
-                        Event::Request(request) => {
-                            self.events.taken();
-                            refused.push(request.id);
-                        }
-                        Event::Notification(_) | Event::Stderr(_) => self.events.taken(),
-                        Event::Stop => {}
+                    self.events.taken(&event);
+                    if let Event::Request(request) = event {
+                        refused.push(request.id);
                     }
                 }
                 drop(worker);
@@ -455,7 +481,7 @@ impl Inbox for Router {
     fn stderr_line(&self, line: &str) {
         if self.queue(Event::Stderr(line.to_owned())).is_err() {
             self.dropped
-                .warn(|| format!("{}: too many events queued; dropping stderr lines", self.server));
+                .warn(|| format!("{}: too many stderr lines queued; dropping some", self.server));
         }
     }
 
@@ -522,21 +548,24 @@ fn events_loop(router: &Router) {
     };
     loop {
         // Closing: what is queued goes to the host, then the thread ends.
-        let idle = if queue.closing.load(Ordering::Acquire) { Duration::ZERO } else { EVENTS_IDLE };
+        let idle = if queue.closing.get().is_some() { Duration::ZERO } else { EVENTS_IDLE };
         let event = match queue.events.recv_timeout(idle) {
             Ok(event) => event,
             Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) if leave_if_idle() => return,
             Err(RecvTimeoutError::Timeout) => continue,
         };
-        if !matches!(event, Event::Stop) {
-            queue.taken();
-        }
-        // Closing: the notifications that arrived before the close still
-        // reach the host (a one-shot command's log must have the server's
-        // last message), up to the `Stop` the close queued behind them;
-        // requests are not answered any more.
-        if queue.closing.load(Ordering::Acquire) && matches!(event, Event::Request(_)) {
+        queue.taken(&event);
+        // Closing: the notifications and stderr lines that arrived before
+        // the close still reach the host (a one-shot command's log must have
+        // the server's last words), up to the `Stop` the close queued behind
+        // them and while the close waits; requests are not answered any more.
+        let dropped = match event {
+            Event::Request(_) => queue.closing.get().is_some(),
+            Event::Notification(_) | Event::Stderr(_) => queue.past_close(),
+            Event::Stop => false,
+        };
+        if dropped {
             continue;
         }
         match event {

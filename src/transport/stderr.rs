@@ -12,12 +12,15 @@
 //!
 //! The thread starts with the first stream and ends when the last one has
 //! ended; the next start joins it. A stream ends when the server's side of
-//! the pipe closes (every process holding it exited), or when the
-//! connection's close gave up waiting for that (an escaped grandchild holds
-//! it) and removed it.
+//! the pipe closes (every process holding it exited). A connection's close
+//! waits for that a moment; if some escaped process still holds the pipe,
+//! the stream is detached (its tail says it ended, nothing more reaches the
+//! host) but still read until it ends: a pipe closed under a writer would
+//! kill it with SIGPIPE. A panicking logger on this thread loses its lines,
+//! never the thread.
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -88,8 +91,8 @@ pub(super) fn watch(
     let mut drain = lock(&DRAIN);
     let id = drain.next_id;
     drain.next_id += 1;
-    let stream =
-        Stream { id, stderr, tail: Arc::clone(&tail), lines: StderrLines::new(server, inbox) };
+    let lines = StderrLines::new(server, inbox);
+    let stream = Stream { id, stderr, tail: Arc::clone(&tail), lines, detached: false };
     if drain.running.is_none() {
         if let Some(ended) = drain.ended.take() {
             ended.join_within(JOIN_WAIT);
@@ -112,8 +115,17 @@ impl Running {
         // The thread ends only under the drain's lock, after finding no
         // command: it is there to take this one.
         let _ = self.commands.send(command);
-        // A full socket already has a wake-up waiting.
-        let _ = (&self.wake).write(&[1]);
+        // A full socket already has a wake-up waiting. Never SIGPIPE: the
+        // thread's end of it lives as long as `running` names it.
+        // SAFETY: one byte from a valid buffer to an open socket.
+        let _ = unsafe {
+            libc::send(
+                self.wake.as_raw_fd(),
+                [1u8].as_ptr().cast(),
+                1,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
     }
 }
 
@@ -141,6 +153,17 @@ impl StderrWatch {
 
 /// The drain thread: polls the streams until none is left.
 fn run(commands: &Receiver<Command>, woken: &UnixStream) {
+    /// Should this thread unwind after all, the next stream starts another.
+    struct Unwinding;
+    impl Drop for Unwinding {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                let mut drain = lock(&DRAIN);
+                drain.ended = drain.running.take().map(|running| running.thread);
+            }
+        }
+    }
+    let _unwinding = Unwinding;
     let mut streams: Vec<Stream> = Vec::new();
     let mut polled: Vec<libc::pollfd> = Vec::new();
     let mut chunk = vec![0u8; CHUNK];
@@ -149,8 +172,8 @@ fn run(commands: &Receiver<Command>, woken: &UnixStream) {
             match command {
                 Command::Add(stream) => streams.push(stream),
                 Command::Remove(id) => {
-                    if let Some(at) = streams.iter().position(|stream| stream.id == id) {
-                        streams.swap_remove(at).finish();
+                    if let Some(stream) = streams.iter_mut().find(|stream| stream.id == id) {
+                        stream.detach();
                     }
                 }
             }
@@ -169,7 +192,9 @@ fn run(commands: &Receiver<Command>, woken: &UnixStream) {
         if let Err(err) = poll(&mut polled) {
             // Out of kernel memory, say. Dropping the pipes would kill the
             // servers (SIGPIPE) at their next line: wait and try again.
-            log::warn!("polling servers' stderr failed: {err}; trying again");
+            let said =
+                AssertUnwindSafe(|| log::warn!("polling stderr failed: {err}; trying again"));
+            let _ = catch_unwind(said);
             std::thread::sleep(POLL_RETRY);
             continue;
         }
@@ -210,6 +235,8 @@ struct Stream {
     stderr: ChildStderr,
     tail: Arc<StderrTail>,
     lines: StderrLines,
+    /// Its connection closed: read and dropped until it ends.
+    detached: bool,
 }
 
 impl Stream {
@@ -218,6 +245,9 @@ impl Stream {
     fn read(&mut self, chunk: &mut [u8]) -> bool {
         match self.stderr.read(chunk) {
             Ok(0) => false,
+            // Nobody looks any more: read on, so that whoever holds the
+            // pipe never blocks on it (nor dies of SIGPIPE were it closed).
+            Ok(_) if self.detached => true,
             Ok(n) => {
                 lock(&self.tail.bytes).push(&chunk[..n]);
                 // The host's logger runs here (`log::debug!`): a panic in it
@@ -231,7 +261,21 @@ impl Stream {
         }
     }
 
+    /// The connection closed before the stream ended: its last line and
+    /// its end are said now, and what comes after is read and dropped.
+    fn detach(&mut self) {
+        self.end();
+        self.detached = true;
+    }
+
+    /// The stream ended.
     fn finish(mut self) {
+        if !self.detached {
+            self.end();
+        }
+    }
+
+    fn end(&mut self) {
         let _ = catch_unwind(AssertUnwindSafe(|| self.lines.finish()));
         lock(&self.tail.bytes).ended = true;
         self.tail.changed.notify_all();

@@ -3,7 +3,7 @@
 //! the test is left behind.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -337,6 +337,52 @@ fn stderr_floods_of_many_servers_at_once_are_drained_past_a_slow_host() {
     // Each close gives the events thread, busy in the slow handler, 1 s.
     assert_quick(closing, Duration::from_secs(6), "closing past a slow stderr handler");
     tag.assert_gone();
+}
+
+/// Holds every stderr line until opened; records notifications.
+#[derive(Default)]
+struct GatedStderrHost {
+    open: Mutex<bool>,
+    opened: Condvar,
+    notifications: Mutex<Vec<String>>,
+}
+
+impl Host for GatedStderrHost {
+    fn stderr(&self, _server: &str, _line: &str) {
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+    }
+
+    fn notification(&self, _server: &str, notification: &Notification) {
+        self.notifications.lock().unwrap().push(notification.method.clone());
+    }
+}
+
+/// Stderr lines wait apart from the server's requests and notifications:
+/// with the host's stderr handler stuck for 6 s while the server writes a
+/// line every millisecond (200 a second are handed on), more lines pile up
+/// than the 1024 requests and notifications the queue holds, yet the
+/// server's notification gets through once the handler moves again.
+#[test]
+fn stderr_lines_never_crowd_out_a_servers_notifications() {
+    let tag = Tag::new();
+    let host = Arc::new(GatedStderrHost::default());
+    let options = quick(10_000).with_host(host.clone());
+    let client =
+        Client::connect("fx", &misbehave(&tag, &["--stderr-every", "1"]), options).unwrap();
+    thread::sleep(Duration::from_secs(6));
+    client.call_tool("notify_later", json!({"ms": 0}), &CallOptions::default()).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    *host.open.lock().unwrap() = true;
+    host.opened.notify_all();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !host.notifications.lock().unwrap().iter().any(|m| m == "notifications/message") {
+        assert!(Instant::now() < deadline, "the notification never reached the host");
+        thread::sleep(Duration::from_millis(10));
+    }
+    close_and_check(client, &tag);
 }
 
 #[test]
