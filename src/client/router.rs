@@ -6,8 +6,9 @@
 //! channel (resetting that caller's timer), a `ping` is answered on the spot,
 //! and everything else (server requests, other notifications, a stdio
 //! server's stderr lines) is queued for the `{server}-events` thread, which
-//! hands it to the host, so that the reader never waits on the host. The queue is bounded: past it, a flooding
-//! server's notifications are dropped and its requests refused.
+//! hands it to the host, so that the reader never waits on the host. The
+//! queue is bounded: past it, a flooding server's notifications are dropped
+//! and its requests refused; its stderr lines are bounded apart.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
