@@ -4,6 +4,7 @@
 //! [`Message`]; outgoing messages are encoded straight from borrowed parts into
 //! bytes, so the per-call path never clones a request's arguments.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -167,9 +168,13 @@ struct OutgoingError<'a> {
 }
 
 fn to_bytes<T: Serialize>(message: &T) -> Vec<u8> {
+    // Room for a typical request at once (`to_vec` starts at 128 bytes, and
+    // a `tools/call` with its progress token is just past that).
+    let mut bytes = Vec::with_capacity(256);
     // Serializing these plain structs into a Vec cannot fail: every key is a
     // string and a Value is always representable.
-    serde_json::to_vec(message).expect("JSON-RPC message serializes")
+    serde_json::to_writer(&mut bytes, message).expect("JSON-RPC message serializes");
+    bytes
 }
 
 /// One outgoing message, encoded as one JSON text (no newline), with what a
@@ -181,7 +186,7 @@ pub struct Frame {
     /// A request's id; `None` for notifications and responses.
     pub id: Option<i64>,
     /// A request's or notification's method; `None` for a response.
-    pub method: Option<String>,
+    pub method: Option<Cow<'static, str>>,
     /// What a `tools/call`, `prompts/get` or `resources/read` names (its
     /// `name` or `uri`), which stateless Streamable HTTP mirrors into
     /// `Mcp-Name`; set by the client only then.
@@ -191,6 +196,14 @@ pub struct Frame {
     /// When the caller gives up on a request whatever happens (its
     /// ceiling): an HTTP exchange ends then too.
     pub deadline: Option<std::time::Instant>,
+}
+
+/// A frame's method, kept: the commonest one without an allocation.
+fn method_name(method: &str) -> Cow<'static, str> {
+    match method {
+        "tools/call" => Cow::Borrowed("tools/call"),
+        other => Cow::Owned(other.to_owned()),
+    }
 }
 
 impl Frame {
@@ -211,7 +224,7 @@ impl Frame {
         Frame {
             bytes,
             id: Some(id),
-            method: Some(method.to_owned()),
+            method: Some(method_name(method)),
             name: None,
             headers: Vec::new(),
             deadline: None,
@@ -224,7 +237,7 @@ impl Frame {
         Frame {
             bytes,
             id: None,
-            method: Some(method.to_owned()),
+            method: Some(method_name(method)),
             name: None,
             headers: Vec::new(),
             deadline: None,

@@ -99,7 +99,7 @@ impl HttpTransport {
         request = self.with_common_headers(request, with_session, bearer);
         if let Some(frame) = mirrored.filter(|_| lock(&self.state).stateless) {
             if let Some(method) = &frame.method {
-                request = request.header("Mcp-Method", method.as_str());
+                request = request.header("Mcp-Method", method.as_ref());
             }
             if let Some(name) = &frame.name {
                 request = request.header("Mcp-Name", header_value(name));
