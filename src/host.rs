@@ -106,8 +106,8 @@ pub trait Host: Send + Sync {
     /// the order lines and messages arrived (stderr and stdout are separate
     /// pipes, so only that): the pipe is drained meanwhile, but a slow
     /// handler holds up the server's requests and notifications behind it,
-    /// and past 256 waiting lines the rest are dropped (the stderr tail has
-    /// them), so keep it quick (append to a file, say).
+    /// and past 256 waiting lines the rest are dropped (the stderr tail keeps
+    /// the last 64 KiB), so keep it quick (append to a file, say).
     fn stderr(&self, server: &str, line: &str) {
         let _ = (server, line);
     }

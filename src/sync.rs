@@ -33,6 +33,11 @@ pub(crate) struct Occasional {
 }
 
 impl Occasional {
+    /// Nothing said yet (usable in a `static`).
+    pub(crate) const fn new() -> Occasional {
+        Occasional { last: Mutex::new(None), unsaid: AtomicU64::new(0) }
+    }
+
     /// Warns `what` now, or counts it for the next time.
     pub(crate) fn warn(&self, what: impl FnOnce() -> String) {
         let mut last = lock(&self.last);

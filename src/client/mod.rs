@@ -131,6 +131,7 @@ impl Client {
             outlet: OnceLock::new(),
             skipped: AtomicU64::new(0),
             dropped: Default::default(),
+            stderr_dropped: Default::default(),
             lists: Default::default(),
             stateless: Default::default(),
             listening: Default::default(),

@@ -65,14 +65,15 @@ pub(super) struct EventQueue {
     /// Stderr lines waiting, at most [`STDERR_QUEUE`]: counted apart, so
     /// that a chatty server never crowds out its own requests and
     /// notifications while the host is slow (the lines past the bound are
-    /// still in the stderr tail).
+    /// only in the stderr tail, which keeps the last 64 KiB).
     stderr_queued: AtomicUsize,
     worker: Mutex<EventsWorker>,
     /// Set by close, to when it began: the thread hands the host the
-    /// notifications and stderr lines already queued (for as long as the
-    /// close waits for it, [`EVENTS_JOIN_WAIT`]; what is left after that is
-    /// dropped), answers no more requests, and stops at the `Stop` behind
-    /// them.
+    /// notifications and stderr lines queued (for as long as the close waits
+    /// for it, [`EVENTS_JOIN_WAIT`]; what is left after that is dropped),
+    /// answers no more requests, and ends once the queue is empty. What is
+    /// queued after that (a closed connection's last stderr fragment) starts
+    /// no thread and stays until the router goes.
     closing: OnceLock<Instant>,
 }
 
@@ -237,6 +238,9 @@ pub(super) struct Router {
     pub(super) skipped: AtomicU64,
     /// Said once a second at most, however many notifications a flood drops.
     pub(super) dropped: Occasional,
+    /// The same for stderr lines dropped (a chatty server, a slow host), so
+    /// that they never hide dropped notifications.
+    pub(super) stderr_dropped: Occasional,
     /// Lists a stateless server said may be kept; forgotten when they change.
     pub(super) lists: ListCache,
     /// The server speaks the stateless revision: it may not send requests
@@ -481,7 +485,7 @@ impl Inbox for Router {
 
     fn stderr_line(&self, line: &str) {
         if self.queue(Event::Stderr(line.to_owned())).is_err() {
-            self.dropped
+            self.stderr_dropped
                 .warn(|| format!("{}: too many stderr lines queued; dropping some", self.server));
         }
     }
@@ -536,8 +540,9 @@ fn events_loop(router: &Router) {
     }
     let mut running = Running { queue, armed: true };
     // Leaves when nothing waits, deciding under the worker's lock: an event
-    // queued after the check starts a new thread (a stderr line can come
-    // after the connection's `Stop`, the server's last words).
+    // queued after the check starts a new thread, unless the client closed
+    // (a stderr line can come after the connection's `Stop`: the server's
+    // last words).
     let mut leave_if_idle = || {
         let mut worker = lock(&queue.worker);
         if !queue.events.is_empty() {

@@ -81,6 +81,8 @@ impl Hub {
                     report.stopped.push(old.config.name.clone());
                 }
                 state.slots = new_slots;
+                // At once: no reader sees a removed or changed server's tools.
+                state.registry_changed();
                 state.failed_entries = config.failed;
                 state.untrusted = config.untrusted;
             }

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::sync::{lock, wait_timeout};
+use crate::sync::{lock, wait_timeout, Occasional};
 use crate::threads::NamedThread;
 use crate::transport::Inbox;
 
@@ -46,6 +46,8 @@ const STDERR_LINES_PER_SECOND: u32 = 200;
 const JOIN_WAIT: Duration = Duration::from_secs(1);
 /// The pause before polling again after `poll` failed.
 const POLL_RETRY: Duration = Duration::from_millis(100);
+/// Said once a second at most, however long `poll` keeps failing.
+static POLL_FAILED: Occasional = Occasional::new();
 /// What the host is told in place of a flood's lines.
 const LEFT_OUT: &str = "(more stderr lines than can be shown; see the tail)";
 
@@ -73,7 +75,7 @@ struct Running {
 enum Command {
     Add(Stream),
     /// The connection closed without seeing the end of the stream.
-    Remove(u64),
+    Detach(u64),
 }
 
 static DRAIN: Mutex<Drain> = Mutex::new(Drain { running: None, ended: None, next_id: 1 });
@@ -137,16 +139,15 @@ impl StderrWatch {
     }
 
     /// At close: waits up to `within` for the stream to end (its last lines
-    /// handed on), then stops draining it in any case.
+    /// handed on); if it has not, detaches it: it is still read to its end,
+    /// and what comes is dropped.
     pub(super) fn close(&self, within: Duration) {
         if self.tail.wait_for_end(within) {
             return;
         }
-        log::debug!(
-            "stderr of a closed server is still open (an escaped process holds it); no longer read"
-        );
+        log::debug!("stderr of a closed server is still open (an escaped process holds it)");
         if let Some(running) = &lock(&DRAIN).running {
-            running.tell(Command::Remove(self.id));
+            running.tell(Command::Detach(self.id));
         }
     }
 }
@@ -171,7 +172,7 @@ fn run(commands: &Receiver<Command>, woken: &UnixStream) {
         for command in commands.try_iter() {
             match command {
                 Command::Add(stream) => streams.push(stream),
-                Command::Remove(id) => {
+                Command::Detach(id) => {
                     if let Some(stream) = streams.iter_mut().find(|stream| stream.id == id) {
                         stream.detach();
                     }
@@ -192,8 +193,9 @@ fn run(commands: &Receiver<Command>, woken: &UnixStream) {
         if let Err(err) = poll(&mut polled) {
             // Out of kernel memory, say. Dropping the pipes would kill the
             // servers (SIGPIPE) at their next line: wait and try again.
-            let said =
-                AssertUnwindSafe(|| log::warn!("polling stderr failed: {err}; trying again"));
+            let said = AssertUnwindSafe(|| {
+                POLL_FAILED.warn(|| format!("polling stderr failed: {err}; trying again"));
+            });
             let _ = catch_unwind(said);
             std::thread::sleep(POLL_RETRY);
             continue;

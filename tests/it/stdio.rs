@@ -361,22 +361,31 @@ impl Host for GatedStderrHost {
 }
 
 /// Stderr lines wait apart from the server's requests and notifications:
-/// with the host's stderr handler stuck for 6 s while the server writes a
+/// with the host's stderr handler stuck for 7 s while the server writes a
 /// line every millisecond (200 a second are handed on), more lines pile up
 /// than the 1024 requests and notifications the queue holds, yet the
 /// server's notification gets through once the handler moves again.
 #[test]
 fn stderr_lines_never_crowd_out_a_servers_notifications() {
+    /// Opens the gate however the test ends, so no thread stays stuck in it.
+    struct Opener(Arc<GatedStderrHost>);
+    impl Drop for Opener {
+        fn drop(&mut self) {
+            *self.0.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = true;
+            self.0.opened.notify_all();
+        }
+    }
     let tag = Tag::new();
     let host = Arc::new(GatedStderrHost::default());
+    let opener = Opener(host.clone());
     let options = quick(10_000).with_host(host.clone());
     let client =
         Client::connect("fx", &misbehave(&tag, &["--stderr-every", "1"]), options).unwrap();
-    thread::sleep(Duration::from_secs(6));
+    // 200 lines a second: past 1024 after about 5 s.
+    thread::sleep(Duration::from_secs(7));
     client.call_tool("notify_later", json!({"ms": 0}), &CallOptions::default()).unwrap();
     thread::sleep(Duration::from_millis(200));
-    *host.open.lock().unwrap() = true;
-    host.opened.notify_all();
+    drop(opener);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !host.notifications.lock().unwrap().iter().any(|m| m == "notifications/message") {
         assert!(Instant::now() < deadline, "the notification never reached the host");
