@@ -258,7 +258,13 @@ fn init_logging(verbosity: i32) {
         .filter_module("ureq", log::LevelFilter::Info)
         .filter_module("ureq_proto", log::LevelFilter::Info)
         .filter_module("rustls", log::LevelFilter::Info)
-        .format_target(false)
+        // A log line may carry a server's words (its stderr, a skipped
+        // frame, an error message): escaped, so that it cannot move the
+        // cursor or hide lines on the terminal.
+        .format(|out, record| {
+            let message = shown::escaped(&record.args().to_string());
+            writeln!(out, "[{:<5}] {message}", record.level())
+        })
         .init();
 }
 

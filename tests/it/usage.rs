@@ -271,6 +271,12 @@ fn a_servers_terminal_escapes_are_shown_not_obeyed() {
     let out = stdout_of(&output);
     assert!(out.contains("| rm -rf ~\\e[2K\\rall is well"), "{out}");
     assert!(!out.contains('\u{1b}'), "{out:?}");
+    // The verbose log carries the server's stderr lines: escaped too.
+    let (output, _) =
+        run_tether(dir.path(), &["-vv", "call", "fx", "echo", r#"{"text":"x"}"#], WITHIN);
+    let err = stderr_of(&output);
+    assert!(err.contains("fx stderr: rm -rf ~\\e[2K\\rall is well"), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
     tag.assert_gone();
 }
 
