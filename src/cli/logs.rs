@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -56,32 +57,48 @@ pub(super) fn logs(config_dir: &Path, server: Option<&str>, lines: usize, follow
 }
 
 /// Prints new matching lines until interrupted (SIGINT ends the process).
-fn follow_from(path: &Path, mut position: u64, matches: &dyn Fn(&str) -> bool) -> u8 {
+/// The file is kept open between looks: when it is rotated (`mcp.log`
+/// becomes `mcp.log.1`), what was written to it before the move is read
+/// from the open file first, then the new file from its start.
+fn follow_from(path: &Path, position: u64, matches: &dyn Fn(&str) -> bool) -> u8 {
+    let mut open: Option<(BufReader<File>, u64)> = None;
+    let mut start = position;
     let mut partial = String::new();
     while !OUTPUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
-        if let Ok(mut file) = File::open(path) {
-            let length = file.metadata().map(|meta| meta.len()).unwrap_or(0);
-            if length < position {
-                // Rotated: start again at the top of the new file.
-                position = 0;
-            }
-            if length > position && file.seek(SeekFrom::Start(position)).is_ok() {
-                let mut reader = BufReader::new(file);
-                let mut chunk = String::new();
-                while let Ok(n) = reader.read_line(&mut chunk) {
-                    if n == 0 {
-                        break;
-                    }
-                    position += n as u64;
-                    partial.push_str(&chunk);
-                    chunk.clear();
-                    if partial.ends_with('\n') {
-                        if matches(&partial) {
-                            emit(&partial);
-                        }
-                        partial.clear();
-                    }
+        if open.is_none() {
+            open = File::open(path).ok().and_then(|mut file| {
+                let meta = file.metadata().ok()?;
+                // Cut short in place (not moved): from the top again.
+                let from = if meta.len() < start { 0 } else { start };
+                file.seek(SeekFrom::Start(from)).ok()?;
+                Some((BufReader::new(file), meta.ino()))
+            });
+        }
+        if let Some((reader, inode)) = &mut open {
+            // Looked at before reading: once it moved, nothing more is
+            // written to the open file, so reading it to its end now loses
+            // nothing.
+            let moved = std::fs::metadata(path).map_or(true, |meta| meta.ino() != *inode);
+            let mut chunk = String::new();
+            while let Ok(n) = reader.read_line(&mut chunk) {
+                if n == 0 {
+                    break;
                 }
+                start += n as u64;
+                partial.push_str(&chunk);
+                chunk.clear();
+                if partial.ends_with('\n') {
+                    if matches(&partial) {
+                        emit(&partial);
+                    }
+                    partial.clear();
+                }
+            }
+            let cut = reader.get_ref().metadata().is_ok_and(|meta| meta.len() < start);
+            if moved || cut {
+                // The new file (or the one cut short) from its start.
+                open = None;
+                start = 0;
             }
         }
         std::thread::sleep(FOLLOW_POLL);

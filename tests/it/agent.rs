@@ -126,6 +126,55 @@ fn tether_logs_has_the_stderr_of_a_crashed_server() {
     tag.assert_gone();
 }
 
+/// `tether logs -f` across a rotation: what was written to the old file
+/// just before it moved to `mcp.log.1` is printed, then the new file's
+/// lines, in order.
+#[test]
+fn tether_logs_follows_across_a_rotation_without_losing_lines() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let dir = TempDir::new();
+    let log = dir.write("mcp.log", "2026-12-01T00:00:00Z [fx] stderr before\n");
+    let mut child = Command::new(crate::support::tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["logs", "-f", "-n", "0"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, seen) = crossbeam_channel::unbounded();
+    let stdout = child.stdout.take().unwrap();
+    let reader = thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    // Following (its first look is at once; the next 200 ms later).
+    thread::sleep(Duration::from_millis(500));
+    let append = |path: &std::path::Path, text: &str| {
+        let mut file = fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+    };
+    // A line, then at once the move, as a writer past the size limit does.
+    append(&log, "2026-12-01T00:00:01Z [fx] stderr old\n");
+    fs::rename(&log, dir.path().join("mcp.log.1")).unwrap();
+    append(&log, "2026-12-01T00:00:02Z [fx] stderr new\n");
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.len() < 2 {
+        match seen.recv_deadline(deadline) {
+            Ok(line) => got.push(line),
+            Err(_) => break,
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    reader.join().unwrap();
+    let tails: Vec<&str> = got.iter().map(|line| &line[line.len() - 3..]).collect();
+    assert_eq!(tails, ["old", "new"], "{got:?}");
+}
+
 #[test]
 fn exposure_decides_what_the_model_sees_and_tool_search_finds_the_rest() {
     let tag = Tag::new();
