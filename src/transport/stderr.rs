@@ -288,7 +288,9 @@ impl Stream {
 /// [`STDERR_LINES_PER_SECOND`] lines a second. Past that the rest of the
 /// second is skipped whole, without looking for line breaks, so a flood
 /// costs the drain nothing, and a line says lines were left out (the tail
-/// keeps everything).
+/// keeps the last 64 KiB). The last 4 KiB skipped are kept meanwhile: if the
+/// stream ends while skipping (a server that floods, then fails), its last
+/// lines still reach the host, after the note.
 struct StderrLines {
     server: String,
     /// Weak: a closed connection's inbox is not kept alive by its stderr.
@@ -299,9 +301,18 @@ struct StderrLines {
     in_window: u32,
     /// Over the limit: skipping until the window ends.
     skipping: bool,
+    /// While skipping: the last bytes skipped, at most [`MAX_STDERR_LINE`].
+    hidden: VecDeque<u8>,
+    /// The front of `hidden` is not the start of a line (older bytes went).
+    hidden_cut: bool,
     /// After skipping: the next bytes up to a line break are a fragment.
     resync: bool,
 }
+
+/// How many of the lines a skip hid are handed on when the stream ends.
+const LAST_WORDS: usize = 10;
+/// The note before them.
+const LAST_WORDS_NOTE: &str = "(more stderr lines than can be shown; the last ones follow)";
 
 impl StderrLines {
     fn new(server: &str, inbox: Weak<dyn Inbox>) -> StderrLines {
@@ -312,6 +323,8 @@ impl StderrLines {
             window: Instant::now(),
             in_window: 0,
             skipping: false,
+            hidden: VecDeque::new(),
+            hidden_cut: false,
             resync: false,
         }
     }
@@ -320,10 +333,12 @@ impl StderrLines {
         if self.window.elapsed() >= Duration::from_secs(1) {
             if std::mem::take(&mut self.skipping) {
                 self.say(LEFT_OUT);
+                self.hidden = VecDeque::new();
             }
             (self.window, self.in_window) = (Instant::now(), 0);
         }
         if self.skipping {
+            self.hide(bytes);
             return;
         }
         if self.resync {
@@ -339,8 +354,11 @@ impl StderrLines {
         let mut start = 0;
         while let Some(end) = self.partial[start..].iter().position(|&byte| byte == b'\n') {
             if self.in_window >= STDERR_LINES_PER_SECOND {
-                (self.skipping, self.resync) = (true, true);
-                self.partial.clear();
+                // From a line's start: what is not handed on is hidden.
+                self.skipping = true;
+                self.hidden_cut = false;
+                let rest = std::mem::take(&mut self.partial);
+                self.hide(&rest[start..]);
                 return;
             }
             self.hand_on(start, start + end);
@@ -358,25 +376,49 @@ impl StderrLines {
         }
     }
 
+    /// Skips `bytes`, keeping the last of them.
+    fn hide(&mut self, bytes: &[u8]) {
+        let Some(&last) = bytes.last() else { return };
+        // When the window ends, a line cut by it is a fragment.
+        self.resync = last != b'\n';
+        self.hidden.extend(&bytes[bytes.len().saturating_sub(MAX_STDERR_LINE)..]);
+        let over = self.hidden.len().saturating_sub(MAX_STDERR_LINE);
+        if over > 0 {
+            self.hidden.drain(..over);
+            self.hidden_cut = true;
+        }
+    }
+
     fn hand_on(&mut self, start: usize, end: usize) {
         self.in_window += 1;
         let line = String::from_utf8_lossy(&self.partial[start..end]);
-        let line = line.trim_end();
-        log::debug!("{} stderr: {line}", self.server);
-        self.say(line);
+        self.say(line.trim_end());
     }
 
     fn say(&self, line: &str) {
+        log::debug!("{} stderr: {line}", self.server);
         if let Some(inbox) = self.inbox.upgrade() {
             inbox.stderr_line(line);
         }
     }
 
     /// At the end of the stream: what is left of a line, or that lines were
-    /// left out.
+    /// left out and the last of them.
     fn finish(&mut self) {
         if self.skipping {
-            self.say(LEFT_OUT);
+            self.say(LAST_WORDS_NOTE);
+            let hidden: Vec<u8> = std::mem::take(&mut self.hidden).into();
+            let mut text = &hidden[..];
+            if self.hidden_cut {
+                let whole =
+                    text.iter().position(|&byte| byte == b'\n').map_or(text.len(), |at| at + 1);
+                text = &text[whole..];
+            }
+            let lines: Vec<&[u8]> =
+                text.split(|&byte| byte == b'\n').filter(|line| !line.is_empty()).collect();
+            for line in &lines[lines.len().saturating_sub(LAST_WORDS)..] {
+                self.say(String::from_utf8_lossy(line).trim_end());
+            }
         } else if !self.partial.is_empty() && !self.resync {
             let end = self.partial.len();
             self.hand_on(0, end);
@@ -439,6 +481,89 @@ impl Tail {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{CloseReason, Error};
+    use crate::jsonrpc::Message;
+    use crate::transport::Outlet;
+
+    /// Records the stderr lines it is handed.
+    #[derive(Default)]
+    struct Lines(Mutex<Vec<String>>);
+
+    impl Inbox for Lines {
+        fn attach(&self, _outlet: Arc<dyn Outlet>) {}
+        fn skipped(&self) -> u64 {
+            0
+        }
+        fn deliver(&self, _message: Message) {}
+        fn closed(&self, _reason: CloseReason) {}
+        fn failed(&self, _id: i64, _error: Error) {}
+        fn waiting(&self) -> bool {
+            false
+        }
+        fn stderr_line(&self, line: &str) {
+            lock(&self.0).push(line.to_owned());
+        }
+    }
+
+    fn numbered(from: usize, to: usize) -> String {
+        (from..=to).map(|n| format!("line {n}\n")).collect()
+    }
+
+    fn lines_for(inbox: &Arc<Lines>) -> StderrLines {
+        let weak: Weak<dyn Inbox> = Arc::downgrade(&(Arc::clone(inbox) as Arc<dyn Inbox>));
+        StderrLines::new("fx", weak)
+    }
+
+    /// A server that floods and then fails: its last words still reach the
+    /// host when the stream ends, after the note.
+    #[test]
+    fn a_flood_then_an_end_hands_on_the_last_lines() {
+        let inbox = Arc::new(Lines::default());
+        let mut lines = lines_for(&inbox);
+        lines.chunk(numbered(1, 300).as_bytes());
+        lines.chunk(b"fatal: crashing now\n");
+        lines.finish();
+        let got = lock(&inbox.0).clone();
+        assert_eq!(got.len(), 200 + 1 + LAST_WORDS, "{got:?}");
+        assert_eq!(got[199], "line 200");
+        assert_eq!(got[200], LAST_WORDS_NOTE);
+        assert_eq!(got[201], "line 292");
+        assert_eq!(got.last().unwrap(), "fatal: crashing now");
+    }
+
+    /// Past 4 KiB of skipped bytes, the oldest go, and a line they cut is
+    /// not handed on in pieces.
+    #[test]
+    fn the_last_words_are_whole_lines() {
+        let inbox = Arc::new(Lines::default());
+        let mut lines = lines_for(&inbox);
+        lines.chunk(numbered(1, 2000).as_bytes());
+        lines.finish();
+        let got = lock(&inbox.0).clone();
+        let last: Vec<&str> = got[201..].iter().map(String::as_str).collect();
+        let expected: Vec<String> = (1991..=2000).map(|n| format!("line {n}")).collect();
+        assert_eq!(last, expected);
+    }
+
+    /// When the skipping second ends on a line break, the next line is
+    /// whole and handed on; one cut by the window is a fragment and is not.
+    #[test]
+    fn after_a_skip_whole_lines_come_through_and_fragments_do_not() {
+        let inbox = Arc::new(Lines::default());
+        let mut lines = lines_for(&inbox);
+        lines.chunk(numbered(1, 250).as_bytes());
+        lines.window -= Duration::from_secs(2);
+        lines.chunk(b"line 251\n");
+        lines.chunk(numbered(252, 500).as_bytes());
+        lines.chunk(b"line 501 cut by the");
+        lines.window -= Duration::from_secs(2);
+        lines.chunk(b" window\nline 502\n");
+        let got = lock(&inbox.0).clone();
+        assert_eq!(got[200], LEFT_OUT);
+        assert_eq!(got[201], "line 251");
+        assert_eq!(got[401], LEFT_OUT, "{:?}", &got[395..]);
+        assert_eq!(got[402..], ["line 502"]);
+    }
 
     #[test]
     fn tail_keeps_the_last_bytes() {

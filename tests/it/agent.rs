@@ -126,6 +126,23 @@ fn tether_logs_has_the_stderr_of_a_crashed_server() {
     tag.assert_gone();
 }
 
+/// A server that floods stderr and then crashes: past the 200 lines a
+/// second the log keeps, its last words are still in it.
+#[test]
+fn tether_logs_has_the_last_words_of_a_server_that_flooded_then_crashed() {
+    let tag = Tag::new();
+    let dir = crate::support::config_dir(json!({
+        "fl": misbehave_entry(&tag, &["--stderr-flood", "1", "--crash-on-call", "1"]),
+    }));
+    let (output, _) =
+        run_tether(dir.path(), &["call", "fl", "echo", r#"{"text":"x"}"#], Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(3));
+    let (output, _) = run_tether(dir.path(), &["logs", "--server", "fl"], Duration::from_secs(20));
+    let out = stdout_of(&output);
+    assert!(out.lines().any(|line| line.ends_with(" [fl] stderr crashing now")), "{out}");
+    tag.assert_gone();
+}
+
 /// `tether logs -f` across a rotation: what was written to the old file
 /// just before it moved to `mcp.log.1` is printed, then the new file's
 /// lines, in order.
