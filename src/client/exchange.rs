@@ -311,21 +311,10 @@ impl Serialize for ToolCallParams<'_> {
         map.serialize_entry("name", self.name)?;
         map.serialize_entry("arguments", self.arguments)?;
         if let Some(token) = self.progress_token {
-            map.serialize_entry("_meta", &ProgressMeta { token })?;
+            // `{"progressToken": token}`.
+            let meta = WithEntry { object: None, key: "progressToken", value: move |_| token };
+            map.serialize_entry("_meta", &meta)?;
         }
-        map.end()
-    }
-}
-
-/// `{"progressToken": token}`.
-struct ProgressMeta {
-    token: i64,
-}
-
-impl Serialize for ProgressMeta {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(1))?;
-        map.serialize_entry("progressToken", &self.token)?;
         map.end()
     }
 }
