@@ -110,39 +110,31 @@ fn main() {
         "frame" => return frame(n, &server),
         _ => {}
     }
+    // `BENCH_ONLY`: tether alone; its time stands in for the baselines'.
+    let only = std::env::var_os("BENCH_ONLY").is_some();
     let (raw, threaded, tether, errors, inflight) = match mode {
-        "seq" if std::env::var_os("BENCH_ONLY").is_some() => {
-            let (tether, errors) = tether_calls(n, 1, &server);
-            (tether, None, tether, errors, 1)
-        }
-        "seq" => {
-            let raw = raw::seq(n, &server);
-            let threaded = raw::threaded(n, 1, &server);
-            let (tether, errors) = tether_calls(n, 1, &server);
-            (raw, Some(threaded), tether, errors, 1)
-        }
-        "conc" if std::env::var_os("BENCH_ONLY").is_some() => {
-            let (tether, errors) = tether_calls(n, IN_FLIGHT, &server);
-            (tether, None, tether, errors, IN_FLIGHT)
-        }
-        "conc" => {
-            let raw = raw::pipelined(n, IN_FLIGHT, &server);
-            let threaded = raw::threaded(n, IN_FLIGHT, &server);
-            let (tether, errors) = tether_calls(n, IN_FLIGHT, &server);
-            (raw, Some(threaded), tether, errors, IN_FLIGHT)
+        "seq" | "conc" => {
+            let inflight = if mode == "seq" { 1 } else { IN_FLIGHT };
+            let baselines = (!only).then(|| {
+                let raw = match inflight {
+                    1 => raw::seq(n, &server),
+                    _ => raw::pipelined(n, inflight, &server),
+                };
+                (raw, raw::threaded(n, inflight, &server))
+            });
+            let (tether, errors) = tether_calls(n, inflight, &server);
+            let (raw, threaded) =
+                baselines.map_or((tether, None), |(raw, threaded)| (raw, Some(threaded)));
+            (raw, threaded, tether, errors, inflight)
         }
         "http-seq" | "http-conc" => {
             let threads = if mode == "http-seq" { 1 } else { IN_FLIGHT };
             let (mut child, url) = start_http_server(&server);
-            let raw = if std::env::var_os("BENCH_ONLY").is_some() {
-                Duration::from_secs(1)
-            } else {
-                raw::http(n, threads, &url)
-            };
+            let raw = (!only).then(|| raw::http(n, threads, &url));
             let (tether, errors) = tether_http_calls(n, threads, &url);
             let _ = child.kill();
             let _ = child.wait();
-            (raw, None, tether, errors, threads)
+            (raw.unwrap_or(tether), None, tether, errors, threads)
         }
         other => {
             eprintln!("unknown mode {other:?}");
