@@ -23,6 +23,7 @@
 //! agent down, which wakes every blocked read at once, and joins every thread.
 
 mod legacy;
+mod socket;
 mod streamable;
 pub(crate) mod tls;
 mod wire;

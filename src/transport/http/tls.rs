@@ -6,7 +6,7 @@
 //! the last link of the connector chain is ours: the same rustls client as
 //! ureq's, over one root store holding both. The chain before it is ureq's
 //! own: a CONNECT proxy from `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` (with
-//! `NO_PROXY`), then TCP.
+//! `NO_PROXY`), then TCP (ours: `socket.rs`).
 
 use std::fmt;
 use std::io::{Read, Write};
@@ -17,8 +17,10 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use ureq::unversioned::transport::{
     Buffers, ConnectProxyConnector, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout,
-    TcpConnector, Transport, TransportAdapter,
+    Transport, TransportAdapter,
 };
+
+use super::socket::TcpLink;
 
 use crate::error::Error;
 
@@ -33,10 +35,7 @@ pub(crate) fn connector(ca_file: Option<&Path>) -> Result<impl Connector, Error>
 /// The connector chain, trusting these CAs besides the bundled roots.
 pub(crate) fn connector_with(extra: Vec<CertificateDer<'static>>) -> impl Connector {
     let tls = Tls::new(extra);
-    ().chain(NoSocks)
-        .chain(ConnectProxyConnector::default())
-        .chain(TcpConnector::default())
-        .chain(tls)
+    ().chain(NoSocks).chain(ConnectProxyConnector::default()).chain(TcpLink).chain(tls)
 }
 
 /// Refuses a SOCKS proxy from the environment (`ALL_PROXY=socks5://…`):
