@@ -253,6 +253,10 @@ impl HttpTransport {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
+            // A connection kept for every worker: past ureq's default of
+            // three, calls in flight opened a new connection every few calls.
+            .max_idle_connections(MAX_WORKERS)
+            .max_idle_connections_per_host(MAX_WORKERS)
             .timeout_connect(Some(Duration::from_secs(10)))
             .user_agent(format!("tether/{}", env!("CARGO_PKG_VERSION")))
             .build();
