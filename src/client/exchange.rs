@@ -3,7 +3,13 @@
 //! progress and cancel handle (reading the server's output meanwhile when
 //! nobody else does), and giving up: `notifications/cancelled`, or for a
 //! stateless HTTP server the end of the response stream.
+//!
+//! Over HTTP the caller may POST on its own thread (`transport::while_waiting`):
+//! the watch it gives the transport takes progress off its channel, hands it
+//! to the callback and moves the deadline on, exactly as the wait does.
 
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -76,7 +82,31 @@ impl Client {
                 Params::ToolCall { .. } => frame.deadline = self.hard_deadline(options),
             }
         }
-        if self.router.send(frame).is_err() {
+        let clock = self.clock(options);
+        // What the watch below took from the channel besides progress (the
+        // answer itself, delivered on this thread): the wait's first mail.
+        let early = RefCell::new(VecDeque::new());
+        let sent = if self.http_url.is_some() && options.cancel.is_none() {
+            // The transport may POST on this thread and wait in its reads
+            // (`transport::while_waiting`): they end at this call's
+            // deadline, and progress reaches the callback meanwhile.
+            let watch = || {
+                while let Ok((of, reply)) = replies.try_recv() {
+                    match reply {
+                        Reply::Progress(params) if of == id => {
+                            self.progressed(&params, queued_progress, options, &clock)
+                        }
+                        reply if of == id => early.borrow_mut().push_back(reply),
+                        _ => {} // A late reply to an earlier call.
+                    }
+                }
+                clock.deadline.get()
+            };
+            crate::transport::while_waiting(&watch, || self.router.send(frame)).0
+        } else {
+            self.router.send(frame)
+        };
+        if sent.is_err() {
             // The server stopped reading: the reader says why (how it
             // exited) as soon as its output ends, which is at once.
             self.follow();
@@ -86,7 +116,46 @@ impl Client {
             };
             return Err(Error::Disconnected(reason));
         }
-        self.wait(id, method, replies, queued_progress, options)
+        self.wait(id, method, replies, queued_progress, options, &clock, early.into_inner())
+    }
+
+    /// When a request with these options, starting now, is given up.
+    fn clock(&self, options: &CallOptions) -> Clock {
+        let timeout = options.timeout.unwrap_or(self.options.request_timeout);
+        let ceiling =
+            options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
+        let started = Instant::now();
+        // A huge timeout means "no timeout", not an overflow.
+        let far = |after: Duration| {
+            started.checked_add(after).unwrap_or(started + Duration::from_secs(100 * 365 * 86_400))
+        };
+        let mut hard_deadline = far(ceiling);
+        if let Some(deadline) = options.deadline {
+            hard_deadline = hard_deadline.min(deadline);
+        }
+        let deadline = Cell::new(far(timeout).min(hard_deadline));
+        Clock { started, timeout, hard_deadline, deadline }
+    }
+
+    /// A progress update for the call: to the callback, and the timeout
+    /// starts again (never past the hard deadline).
+    fn progressed(
+        &self,
+        params: &Value,
+        queued_progress: &AtomicUsize,
+        options: &CallOptions,
+        clock: &Clock,
+    ) {
+        queued_progress.fetch_sub(1, Ordering::AcqRel);
+        if let Some(callback) = &options.progress {
+            callback(&Progress::from_params(params));
+        }
+        clock.deadline.set(
+            Instant::now()
+                .checked_add(clock.timeout)
+                .unwrap_or(clock.hard_deadline)
+                .min(clock.hard_deadline),
+        );
     }
 
     /// What only an HTTP exchange needs besides the body (the stdio path
@@ -130,6 +199,7 @@ impl Client {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn wait(
         &self,
         id: i64,
@@ -137,23 +207,14 @@ impl Client {
         replies: &Receiver<Mail>,
         queued_progress: &AtomicUsize,
         options: &CallOptions,
+        clock: &Clock,
+        mut early: VecDeque<Reply>,
     ) -> Result<Value, Error> {
-        let timeout = options.timeout.unwrap_or(self.options.request_timeout);
-        let ceiling =
-            options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
-        let started = Instant::now();
-        // A huge timeout means "no timeout", not an overflow.
-        let far = |after: Duration| {
-            started.checked_add(after).unwrap_or(started + Duration::from_secs(100 * 365 * 86_400))
-        };
-        let mut hard_deadline = far(ceiling);
-        if let Some(deadline) = options.deadline {
-            hard_deadline = hard_deadline.min(deadline);
-        }
-        let mut deadline = far(timeout).min(hard_deadline);
         loop {
-            let wake = match &options.cancel {
-                None => {
+            let deadline = clock.deadline.get();
+            let wake = match (early.pop_front(), &options.cancel) {
+                (Some(reply), _) => Wake::Reply(reply),
+                (None, None) => {
                     self.read_while_waiting(replies, deadline);
                     match replies.recv_deadline(deadline) {
                         Ok((of, reply)) if of == id => Wake::Reply(reply),
@@ -165,7 +226,7 @@ impl Client {
                     }
                 }
                 // A blocking read cannot watch a cancel handle: follow.
-                Some(cancel) => {
+                (None, Some(cancel)) => {
                     self.follow();
                     select! {
                         recv(replies) -> mail => match mail {
@@ -186,20 +247,13 @@ impl Client {
                 // A late reply to an earlier call on this thread's channel.
                 Wake::Stale => {}
                 Wake::Reply(Reply::Progress(params)) => {
-                    queued_progress.fetch_sub(1, Ordering::AcqRel);
-                    if let Some(callback) = &options.progress {
-                        callback(&Progress::from_params(&params));
-                    }
-                    deadline = Instant::now()
-                        .checked_add(timeout)
-                        .unwrap_or(hard_deadline)
-                        .min(hard_deadline);
+                    self.progressed(&params, queued_progress, options, clock);
                 }
                 Wake::TimedOut => {
                     if let Some(outcome) = self.abandon(id, method, replies, "timed out") {
                         return outcome;
                     }
-                    return Err(Error::Timeout(Timeout::request(method, started.elapsed())));
+                    return Err(Error::Timeout(Timeout::request(method, clock.started.elapsed())));
                 }
                 Wake::Cancelled => {
                     if let Some(outcome) =
@@ -354,6 +408,15 @@ where
         }
         map.end()
     }
+}
+
+/// When a call is given up: `deadline`, which progress moves on by
+/// `timeout`, never past `hard_deadline`.
+struct Clock {
+    started: Instant,
+    timeout: Duration,
+    hard_deadline: Instant,
+    deadline: Cell<Instant>,
 }
 
 enum Wake {

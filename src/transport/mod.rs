@@ -28,6 +28,7 @@ use crate::config::{self, ServerConfig, TransportConfig};
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::{Frame, Message};
 
+pub(crate) use http::while_waiting;
 pub use http::HttpTarget;
 pub use stdio::StdioCommand;
 

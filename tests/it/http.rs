@@ -114,6 +114,61 @@ fn sse_answers_carry_progress_then_the_response() {
     client.close().unwrap();
 }
 
+// A call POSTed on its caller's thread waits inside the socket's reads:
+// progress must still reach the callback as it comes, and still move the
+// timeout on (the whole call takes twice the timeout).
+#[test]
+fn progress_on_a_response_stream_comes_as_it_happens_and_keeps_a_short_timeout_alive() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--answer", "sse"]);
+    let client = connect(&server, HttpKind::Streamable);
+    let started = Instant::now();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let times = Arc::clone(&seen);
+    let options = CallOptions::default()
+        .with_timeout(Duration::from_millis(400))
+        .with_progress(move |_: &Progress| times.lock().unwrap().push(started.elapsed()));
+    let result =
+        client.call_tool("progress", json!({"steps": 6, "interval_ms": 150}), &options).unwrap();
+    let took = started.elapsed();
+    assert_eq!(result.to_text(), "done");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 6, "{seen:?}");
+    assert!(took >= Duration::from_millis(800), "{took:?}");
+    assert!(
+        seen[0] + Duration::from_millis(400) < took,
+        "the first came at once: {seen:?}, {took:?}"
+    );
+    client.close().unwrap();
+}
+
+// A JSON answer slower than the caller's timeout: the caller gives up at its
+// timeout (its own thread was reading), and the next call is answered.
+#[test]
+fn a_json_answer_slower_than_the_timeout_times_out_and_the_next_call_works() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &[]);
+    let client = connect(&server, HttpKind::Streamable);
+    let options = CallOptions::default().with_timeout(Duration::from_millis(300));
+    let started = Instant::now();
+    let err = client.call_tool("sleep", json!({"ms": 2000}), &options).unwrap_err();
+    assert!(matches!(err, Error::Timeout(_)), "{err:?}");
+    assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
+    assert_quick(started, Duration::from_millis(1000), "a timeout on the caller's own POST");
+    assert_eq!(echo(&client, "after").unwrap(), "after");
+    // The notification travels on a worker, beside the calls.
+    let told = Instant::now();
+    loop {
+        let log = http_log(&client);
+        if posts_of(&log, "notifications/cancelled").len() == 1 {
+            break;
+        }
+        assert!(told.elapsed() < Duration::from_secs(3), "the server is told: {log:?}");
+        thread::sleep(Duration::from_millis(20));
+    }
+    client.close().unwrap();
+}
+
 #[test]
 fn a_200_body_on_a_notification_is_ignored() {
     let tag = Tag::new();

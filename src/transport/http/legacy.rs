@@ -184,6 +184,7 @@ impl HttpTransport {
                 }),
             }
         })
+        .map(drop)
     }
 }
 

@@ -1,12 +1,20 @@
 //! Remote servers: Streamable HTTP, and the legacy HTTP+SSE transport, over
 //! blocking ureq.
 //!
-//! Every message is one POST. A caller hands its frame to the outlet and goes
-//! to wait for its answer as over stdio; `{server}-http-N` worker threads
-//! (started as needed, so a long tool call never holds up another) do the
-//! POST and deliver what comes back — a JSON body, or an SSE stream of
-//! progress, server requests and finally the response — into the inbox. So
-//! timeouts and cancellation are the client's, exactly as over stdio.
+//! Every message is one POST. `{server}-http-N` worker threads (started as
+//! needed, so a long tool call never holds up another) do the POST and
+//! deliver what comes back — a JSON body, or an SSE stream of progress,
+//! server requests and finally the response — into the inbox, while the
+//! caller waits for its answer as over stdio. So timeouts and cancellation
+//! are the client's, exactly as over stdio.
+//!
+//! A request of an established session whose caller waits with no cancel
+//! handle skips the hand-off (two thread switches a call): the caller POSTs
+//! it on its own thread (`post_inline`) under the watch it installed
+//! (`socket::while_waiting`), which ends every read at the caller's
+//! deadline and hands it progress as it comes. What could hold it longer —
+//! a session renewal, a sign-in — goes to a worker, which sends the request
+//! anew (the server did not take it: 401, 403, 404).
 //!
 //! The session starts in order: `Client::initialize` hands
 //! `notifications/initialized` to `begin_session`, which POSTs it on the
@@ -24,6 +32,7 @@
 
 mod legacy;
 mod socket;
+pub(crate) use socket::while_waiting;
 mod streamable;
 pub(crate) mod tls;
 mod wire;
@@ -45,6 +54,8 @@ use crate::sync::{lock, Occasional};
 use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
 use crate::transport::{Dialect, Endpoint, Inbox, Outlet};
+
+use wire::Posted;
 
 use wire::LiteralFirstResolver;
 
@@ -324,10 +335,13 @@ impl HttpTransport {
         self.closing.load(Ordering::Acquire)
     }
 
-    /// Sleeps, unless the transport closes first; false when it closed.
+    /// Sleeps, unless the transport closes first; false when it closed, or
+    /// when a caller pausing on its own thread reached its deadline first.
     fn pause(&self, duration: Duration) -> bool {
+        let allowed = socket::pause_within_caller(duration);
         !self.is_closing()
-            && matches!(self.stopped.recv_timeout(duration), Err(RecvTimeoutError::Timeout))
+            && matches!(self.stopped.recv_timeout(allowed), Err(RecvTimeoutError::Timeout))
+            && allowed == duration
     }
 
     fn spawn_thread(
@@ -401,21 +415,55 @@ impl HttpTransport {
     }
 
     /// POSTs a frame on this thread, by the transport in use.
-    fn post_now(&self, frame: &Frame, deadline: Option<Instant>) -> Result<(), Error> {
+    fn post_now(&self, frame: &Frame, deadline: Option<Instant>) -> Result<Posted, Error> {
         let method = frame.method.as_deref();
         match self.mode() {
-            Mode::Sse => self.post_legacy(&frame.bytes, method, deadline),
+            Mode::Sse => self.post_legacy(&frame.bytes, method, deadline).map(|()| Posted::Done),
             Mode::Streamable | Mode::Undecided => self.post_streamable(frame, deadline),
         }
     }
-}
 
-impl Outlet for HttpTransport {
-    fn send(&self, frame: Frame) -> Result<(), Closed> {
-        if self.is_closing() {
-            return Err(Closed);
+    /// Whether the caller may POST `frame` itself: a request of an
+    /// established Streamable HTTP session, from a caller waiting on this
+    /// thread (so watched: `socket::while_waiting`), while no renewal runs.
+    /// The session's own requests (the handshake, the era probe) and
+    /// `subscriptions/listen` stay with the workers, and so does all of a
+    /// stateless server's traffic (its abandoned requests are the workers').
+    fn posts_inline(&self, frame: &Frame) -> bool {
+        if !(socket::caller_waits() && frame.is_request())
+            || frame.is("initialize")
+            || frame.is("server/discover")
+            || frame.is("subscriptions/listen")
+        {
+            return false;
         }
+        let state = lock(&self.state);
+        state.mode == Mode::Streamable && !state.stateless && !state.renewing
+    }
+
+    /// POSTs a caller's request on the caller's thread and delivers the
+    /// answer into the inbox, as a worker would; hands it to a worker when
+    /// the server wants a renewal or a sign-in first.
+    fn post_inline(&self, frame: Frame) -> Result<(), Closed> {
         log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
+        match self.post_now(&frame, None) {
+            Ok(Posted::Done) => Ok(()),
+            Ok(Posted::HandedOff) => self.queue(frame),
+            // The caller's own timeout says it; a closing transport, Closed.
+            Err(_) if socket::caller_gave_up() => Ok(()),
+            Err(_) if self.is_closing() => Err(Closed),
+            Err(error) => {
+                if let (Some(inbox), Some(id)) = (self.inbox(), frame.id) {
+                    inbox.failed(id, error);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Queues a frame for the workers, starting one when every worker is
+    /// busy (up to the limit), so that a long call never holds up another.
+    fn queue(&self, frame: Frame) -> Result<(), Closed> {
         let jobs = lock(&self.jobs).clone().ok_or(Closed)?;
         if let Some(id) = frame.id {
             let mut state = lock(&self.state);
@@ -472,6 +520,19 @@ impl Outlet for HttpTransport {
             }
         }
         Ok(())
+    }
+}
+
+impl Outlet for HttpTransport {
+    fn send(&self, frame: Frame) -> Result<(), Closed> {
+        if self.is_closing() {
+            return Err(Closed);
+        }
+        if self.posts_inline(&frame) {
+            return self.post_inline(frame);
+        }
+        log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
+        self.queue(frame)
     }
 
     fn abandon(&self, id: i64) {

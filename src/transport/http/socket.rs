@@ -19,7 +19,15 @@
 //! body is held back and leaves together with the body's first bytes, in
 //! one `writev`; anything else is sent at once, and nothing held back is
 //! ever left unsent when the transport reads.
+//!
+//! A caller may POST its own request on its own thread, with no worker in
+//! between (`HttpTransport::send`). It then waits inside this link's reads,
+//! so it installs a watch first ([`while_waiting`]): every read and write
+//! asks it how long the caller may still wait (its timeout, moved on by
+//! progress, which the watch hands to the caller's callback as it comes)
+//! and ends there, so no caller is held past its own deadline.
 
+use std::cell::Cell;
 use std::fmt;
 use std::io::{self, IoSlice, Read};
 use std::net::TcpStream;
@@ -35,6 +43,63 @@ use ureq::unversioned::transport::{
 /// The longest socket timeout set: a read with more time left than this
 /// wakes once per `QUANTUM` to look at the clock.
 const QUANTUM: Duration = Duration::from_secs(1);
+
+thread_local! {
+    /// The watch of the caller waiting on this thread, if one is.
+    static WATCH: Cell<Option<*const (dyn Fn() -> Instant + 'static)>> = const { Cell::new(None) };
+    /// Set when I/O under the watch stopped at the caller's deadline.
+    static EXPIRED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `body` with `watch` saying, whenever this thread's HTTP I/O asks,
+/// how long the caller may still wait; returns what `body` did and whether
+/// that I/O stopped at the caller's deadline. Watches nest (a progress
+/// callback may make a call of its own).
+pub(crate) fn while_waiting<T>(watch: &dyn Fn() -> Instant, body: impl FnOnce() -> T) -> (T, bool) {
+    struct Restore(Option<*const (dyn Fn() -> Instant + 'static)>, bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            WATCH.set(self.0);
+            EXPIRED.set(self.1);
+        }
+    }
+    // SAFETY: only the lifetime is erased; the pointer is taken out of the
+    // slot (by `Restore`, also on unwind) before `watch` goes out of scope.
+    let erased: *const (dyn Fn() -> Instant + 'static) =
+        unsafe { std::mem::transmute(watch as *const (dyn Fn() -> Instant + '_)) };
+    let restore = Restore(WATCH.replace(Some(erased)), EXPIRED.replace(false));
+    let outcome = body();
+    let expired = EXPIRED.get();
+    drop(restore);
+    (outcome, expired)
+}
+
+/// True when a caller waits on this thread (under [`while_waiting`]).
+pub(crate) fn caller_waits() -> bool {
+    WATCH.get().is_some()
+}
+
+/// The caller's deadline, when a caller waits on this thread.
+pub(crate) fn caller_deadline() -> Option<Instant> {
+    // SAFETY: see `while_waiting`: a pointer in the slot is alive.
+    WATCH.get().map(|watch| unsafe { (*watch)() })
+}
+
+/// True once I/O under the current watch stopped at the caller's deadline.
+pub(crate) fn caller_gave_up() -> bool {
+    EXPIRED.get()
+}
+
+/// `duration`, or less when the waiting caller's deadline comes sooner
+/// (then also marks that the caller gave up), for a pause on its thread.
+pub(crate) fn pause_within_caller(duration: Duration) -> Duration {
+    let Some(deadline) = caller_deadline() else { return duration };
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left < duration {
+        EXPIRED.set(true);
+    }
+    duration.min(left)
+}
 
 /// Opens plain TCP connections (the proxy's or the server's).
 #[derive(Debug, Default)]
@@ -52,7 +117,12 @@ impl<In: Transport> Connector<In> for TcpLink {
             // A proxy's tunnel is already the connection.
             return Ok(Some(Either::A(chained)));
         }
-        let deadline = details.timeout.not_zero().map(|limit| Instant::now() + *limit);
+        let own = details.timeout.not_zero().map(|limit| Instant::now() + *limit);
+        let caller = caller_deadline();
+        let deadline = match (own, caller) {
+            (Some(own), Some(caller)) => Some(own.min(caller)),
+            (own, caller) => own.or(caller),
+        };
         let mut failure = None;
         let mut stream = None;
         for addr in &*details.addrs {
@@ -75,6 +145,9 @@ impl<In: Transport> Connector<In> for TcpLink {
             }
         }
         let Some(stream) = stream else {
+            if caller.is_some_and(|caller| caller <= Instant::now()) {
+                EXPIRED.set(true);
+            }
             return Err(match failure {
                 Some(err) if err.kind() != io::ErrorKind::TimedOut => ureq::Error::Io(err),
                 _ => ureq::Error::Timeout(ureq::Timeout::Connect),
@@ -166,13 +239,23 @@ fn bounded<T>(
     }
     let deadline = timeout.not_zero().map(|after| Instant::now() + *after);
     loop {
-        let left = deadline.map(|at| at.saturating_duration_since(Instant::now()));
+        // Asked again after each wait: progress moves the caller's on.
+        let caller = caller_deadline();
+        let now = Instant::now();
+        let left = match (deadline, caller) {
+            (Some(own), Some(caller)) => Some(own.min(caller)),
+            (own, caller) => own.or(caller),
+        }
+        .map(|at| at.saturating_duration_since(now));
         if left.is_some_and(|left| left.is_zero()) {
+            if caller.is_some_and(|caller| caller <= now) {
+                EXPIRED.set(true);
+            }
             return Err(ureq::Error::Timeout(timeout.reason));
         }
         let wanted = left.map(|left| left.min(QUANTUM));
         let keep = match (*current, wanted) {
-            (Some(now), Some(wanted)) => now <= left.unwrap_or(now) && now * 4 >= wanted,
+            (Some(now), Some(wanted)) => now <= wanted && now * 4 >= wanted,
             (now, wanted) => now == wanted,
         };
         if !keep {
@@ -181,7 +264,7 @@ fn bounded<T>(
         }
         match io() {
             Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-            Err(err) if timed_out(&err) && deadline.is_some() => {}
+            Err(err) if timed_out(&err) && left.is_some() => {}
             Err(err) => return Err(err.into()),
             Ok(done) => return Ok(done),
         }

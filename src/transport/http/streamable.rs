@@ -19,7 +19,8 @@ use crossbeam_channel::{RecvTimeoutError, Sender};
 use ureq::http::Response;
 use ureq::Body;
 
-use super::wire::{http_error, is_transient, rpc_refusal, unauthorized, Attempt};
+use super::socket;
+use super::wire::{http_error, is_transient, rpc_refusal, unauthorized, Attempt, Posted};
 use super::{HttpTransport, Mode, DEFAULT_RETRY, MAX_GET_BACKOFF, MAX_RESUMES, MAX_RETRY};
 use crate::auth::Challenge;
 use crate::error::{CloseReason, Error};
@@ -55,11 +56,16 @@ fn resolve(base: &str, location: &str) -> String {
 impl HttpTransport {
     /// POSTs a frame to the Streamable HTTP endpoint, with retries, session
     /// renewal and the fallback to the legacy transport.
+    ///
+    /// On a caller's own thread (`socket::caller_waits`), a renewal or a
+    /// sign-in is handed back ([`Posted::HandedOff`]) for a worker, and
+    /// whatever stops at the caller's deadline ends quietly: the caller's
+    /// own timeout says what happened.
     pub(super) fn post_streamable(
         &self,
         frame: &Frame,
         deadline: Option<Instant>,
-    ) -> Result<(), Error> {
+    ) -> Result<Posted, Error> {
         let method = frame.method.as_deref();
         let mut renewed_session = false;
         let mut sign_ins = 0;
@@ -83,6 +89,7 @@ impl HttpTransport {
                 self.send_post(url, &frame.bytes, Some(frame), ceiling, true, bearer.as_deref());
             let mut response = match sent {
                 Ok(response) => response,
+                Err(_) if socket::caller_gave_up() => return Attempt::Done(Ok(())),
                 Err(err) => return Attempt::Unreachable(super::wire::network_words(&err)),
             };
             match response.status().as_u16() {
@@ -116,11 +123,18 @@ impl HttpTransport {
                         self.remember_session(&response);
                     }
                     Attempt::Done(if frame.is_request() {
-                        self.read_answer(&mut response, frame.id, method)
+                        self.read_answer(&mut response, frame.id, method).or_else(|err| {
+                            if socket::caller_gave_up() {
+                                Ok(())
+                            } else {
+                                Err(err)
+                            }
+                        })
                     } else {
                         Ok(())
                     })
                 }
+                404 | 401 | 403 if socket::caller_waits() => Attempt::HandOff,
                 404 if sent_session.is_some() && !renewed_session && !frame.is("initialize") => {
                     renewed_session = true;
                     match self.renew_once(sent_session) {

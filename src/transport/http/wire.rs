@@ -9,7 +9,7 @@ use serde_json::Value;
 use ureq::http::Response;
 use ureq::Body;
 
-use super::{HttpTransport, RETRY_PAUSES};
+use super::{socket, HttpTransport, RETRY_PAUSES};
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::{Frame, Message, RequestId, RpcError};
 use crate::sync::lock;
@@ -31,6 +31,19 @@ pub(super) enum Attempt {
     Unreachable(String),
     /// Try again at once, not counted as a retry (the session was renewed).
     Again,
+    /// Not for a caller's own thread (a session renewal or a sign-in may
+    /// take longer than it may wait): a worker sends the request anew. Only
+    /// for answers that say the server did not take the request.
+    HandOff,
+}
+
+/// How a POST ended, when it did not fail.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Posted {
+    /// Sent, and whatever came back delivered (or nobody waits any more).
+    Done,
+    /// Handed back untaken (see [`Attempt::HandOff`]): a worker must send it.
+    HandedOff,
 }
 
 /// True for a status worth another try.
@@ -48,13 +61,16 @@ impl HttpTransport {
         repeatable: bool,
         deadline: Option<Instant>,
         mut attempt: impl FnMut() -> Attempt,
-    ) -> Result<(), Error> {
+    ) -> Result<Posted, Error> {
         let mut pauses = RETRY_PAUSES.iter();
+        // A caller posting on its own thread gives up at its own deadline.
+        let deadline = deadline.or_else(socket::caller_deadline);
         loop {
             let (error, unreachable) = match attempt() {
-                Attempt::Done(outcome) => return outcome,
+                Attempt::Done(outcome) => return outcome.map(|()| Posted::Done),
                 Attempt::Again => continue,
-                _ if self.is_closing() => return Ok(()),
+                Attempt::HandOff => return Ok(Posted::HandedOff),
+                _ if self.is_closing() || socket::caller_gave_up() => return Ok(Posted::Done),
                 Attempt::Transient(error) => (error, false),
                 Attempt::Unreachable(why) => {
                     let message = format!("cannot reach {}: {why}", redact_url(&self.target.url));
@@ -67,7 +83,7 @@ impl HttpTransport {
                 Some(pause) => {
                     log::debug!("{}: {error}; retrying", self.server);
                     if !self.pause(*pause) {
-                        return Ok(());
+                        return Ok(Posted::Done);
                     }
                 }
                 None => {
@@ -185,7 +201,12 @@ impl HttpTransport {
                 continue; // Priming events carry only an id.
             }
             *answered |= self.deliver_json(event.data.as_bytes(), id);
-            if let Some(id) = id.filter(|_| !*answered) {
+            if id.is_some() && *answered {
+                // Nothing follows a response on its stream (a resumed one
+                // may stay open): its reader, perhaps the caller, goes.
+                return Ok(());
+            }
+            if let Some(id) = id {
                 if lock(&self.state).abandoned.contains(&id) {
                     // Closing the stream is the cancellation (stateless).
                     *answered = true;
@@ -293,7 +314,20 @@ impl ureq::unversioned::resolver::Resolver for LiteralFirstResolver {
                 addresses.push(std::net::SocketAddr::new(ip, port));
                 Ok(addresses)
             }
-            _ => self.names.resolve(uri, config, timeout),
+            _ => {
+                // A caller posting on its own thread waits no longer for a
+                // name than for anything else.
+                let mut timeout = timeout;
+                if let Some(left) = socket::caller_deadline()
+                    .map(|at| {
+                        at.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))
+                    })
+                    .filter(|left| *left < *timeout.after)
+                {
+                    timeout.after = ureq::unversioned::transport::time::Duration::Exact(left);
+                }
+                self.names.resolve(uri, config, timeout)
+            }
         }
     }
 }
