@@ -339,9 +339,12 @@ impl HttpTransport {
             .headers()
             .get("content-type")
             .and_then(|value| value.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase();
-        if content_type.starts_with("text/event-stream") {
+            .unwrap_or("");
+        let is = |kind: &str| {
+            content_type.get(..kind.len()).is_some_and(|start| start.eq_ignore_ascii_case(kind))
+        };
+        let (is_json, is_sse) = (is("application/json"), is("text/event-stream"));
+        if is_sse {
             let mut reader =
                 SseReader::new(BufReader::new(response.body_mut().as_reader()), MAX_FRAME);
             let mut answered = false;
@@ -401,7 +404,13 @@ impl HttpTransport {
                 retry = reader.retry_ms.map(Duration::from_millis).or(retry);
             }
         }
-        let mut body = Vec::new();
+        // Sized from Content-Length when there is one: read in one go.
+        let length = response
+            .headers()
+            .get("content-length")
+            .and_then(|value| value.to_str().ok()?.parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut body = Vec::with_capacity(length.min(MAX_FRAME) + 1);
         let read =
             response.body_mut().as_reader().take(MAX_FRAME as u64 + 1).read_to_end(&mut body);
         if let Err(err) = read {
@@ -419,8 +428,7 @@ impl HttpTransport {
         let trimmed = body.trim_ascii();
         let accepted = status == 202
             || trimmed.is_empty()
-            || (content_type.starts_with("application/json")
-                && (trimmed == b"null" || trimmed == b"{}"));
+            || (is_json && (trimmed == b"null" || trimmed == b"{}"));
         if accepted {
             // 202 Accepted for a request: the answer comes on the GET stream,
             // if there is one; without it (or statelessly), it never comes.

@@ -124,6 +124,11 @@ impl HttpTransport {
                 request = request.header(name.as_str(), header_value(value));
             }
         }
+        if socket::caller_waits() {
+            // The caller's watch bounds every step, sooner than the ceiling
+            // (and a request-level configuration is a copy of the agent's).
+            return request.send(body);
+        }
         request.config().timeout_global(Some(ceiling)).build().send(body)
     }
 
