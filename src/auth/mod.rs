@@ -319,6 +319,21 @@ impl OAuth {
 
     /// The access token to send, if there is one; refreshed first when it
     /// is about to expire and can be.
+    /// True when [`OAuth::token`] would answer at once, asking nobody (no
+    /// token yet, or one not due for its refresh ahead).
+    pub(crate) fn token_at_hand(&self) -> bool {
+        let state = lock(&self.state);
+        state
+            .tokens
+            .as_ref()
+            .is_none_or(|tokens| !tokens.is_expiring() || tokens.refresh.is_none() || state.busy)
+    }
+
+    /// The access token as it is, never refreshed here.
+    pub(crate) fn token_now(&self) -> Option<String> {
+        lock(&self.state).tokens.as_ref().map(|tokens| tokens.access.clone())
+    }
+
     pub(crate) fn token(&self) -> Option<String> {
         let expiring = {
             let state = lock(&self.state);

@@ -93,14 +93,21 @@ impl Client {
             let watch = || {
                 while let Ok((of, reply)) = replies.try_recv() {
                     match reply {
-                        Reply::Progress(params) if of == id => {
+                        // The callback is the host's: what it sends is not
+                        // this caller's to watch.
+                        Reply::Progress(params) if of == id => crate::transport::unwatched(|| {
                             self.progressed(&params, queued_progress, options, &clock)
-                        }
+                        }),
                         reply if of == id => early.borrow_mut().push_back(reply),
                         _ => {} // A late reply to an earlier call.
                     }
                 }
-                clock.deadline.get()
+                if early.borrow().is_empty() {
+                    clock.deadline.get()
+                } else {
+                    // Answered (or failed, or closed): nothing to wait for.
+                    Instant::now()
+                }
             };
             crate::transport::while_waiting(&watch, || self.router.send(frame)).0
         } else {

@@ -28,8 +28,8 @@ use crate::config::{self, ServerConfig, TransportConfig};
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::{Frame, Message};
 
-pub(crate) use http::while_waiting;
 pub use http::HttpTarget;
+pub(crate) use http::{unwatched, while_waiting};
 pub use stdio::StdioCommand;
 
 /// How to reach a server.

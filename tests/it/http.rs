@@ -142,6 +142,30 @@ fn progress_on_a_response_stream_comes_as_it_happens_and_keeps_a_short_timeout_a
     client.close().unwrap();
 }
 
+// A progress callback that makes a call of its own, on the thread that is
+// reading the outer call's response stream: both answered.
+#[test]
+fn a_progress_callback_may_call_the_same_server() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--answer", "sse"]);
+    let client = Arc::new(connect(&server, HttpKind::Streamable));
+    let inner = Arc::clone(&client);
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&answers);
+    let options = CallOptions::default().with_progress(move |progress: &Progress| {
+        let text = format!("inside {}", progress.progress);
+        seen.lock().unwrap().push(echo(&inner, &text).map_err(|err| err.to_string()));
+    });
+    let result =
+        client.call_tool("progress", json!({"steps": 3, "interval_ms": 20}), &options).unwrap();
+    assert_eq!(result.to_text(), "done");
+    let answers = answers.lock().unwrap().clone();
+    let expected: Vec<Result<String, String>> =
+        (1..=3).map(|step| Ok(format!("inside {step}"))).collect();
+    assert_eq!(answers, expected);
+    client.close().unwrap();
+}
+
 // A JSON answer slower than the caller's timeout: the caller gives up at its
 // timeout (its own thread was reading), and the next call is answered.
 #[test]

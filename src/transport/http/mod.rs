@@ -32,7 +32,7 @@
 
 mod legacy;
 mod socket;
-pub(crate) use socket::while_waiting;
+pub(crate) use socket::{unwatched, while_waiting};
 mod streamable;
 pub(crate) mod tls;
 mod wire;
@@ -201,6 +201,8 @@ pub(crate) struct HttpTransport {
     jobs: Mutex<Option<Sender<Frame>>>,
     queue: Receiver<Frame>,
     idle_workers: AtomicUsize,
+    /// Callers POSTing their own requests right now (`post_inline`).
+    inline_posts: AtomicUsize,
     /// Frames sent but not yet taken by a worker.
     queued: AtomicUsize,
     /// Said once a second at most, however many answers a flood drops.
@@ -302,6 +304,7 @@ impl HttpTransport {
             jobs: Mutex::new(Some(jobs)),
             queue,
             idle_workers: AtomicUsize::new(0),
+            inline_posts: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
             dropped: Occasional::default(),
             threads: Mutex::new(Vec::new()),
@@ -437,6 +440,13 @@ impl HttpTransport {
         {
             return false;
         }
+        // Host code (a token provider) and a refresh ahead may take any
+        // time: a worker asks them.
+        if self.target.token_provider.is_some()
+            || self.oauth.as_ref().is_some_and(|oauth| !oauth.token_at_hand())
+        {
+            return false;
+        }
         let state = lock(&self.state);
         state.mode == Mode::Streamable && !state.stateless && !state.renewing
     }
@@ -445,8 +455,23 @@ impl HttpTransport {
     /// answer into the inbox, as a worker would; hands it to a worker when
     /// the server wants a renewal or a sign-in first.
     fn post_inline(&self, frame: Frame) -> Result<(), Closed> {
-        log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
-        match self.post_now(&frame, None) {
+        // No more POSTs at once than the workers would make.
+        if self.inline_posts.fetch_add(1, Ordering::AcqRel) >= MAX_WORKERS {
+            self.inline_posts.fetch_sub(1, Ordering::AcqRel);
+            return self.queue(frame);
+        }
+        let posted = {
+            struct Done<'a>(&'a AtomicUsize);
+            impl Drop for Done<'_> {
+                fn drop(&mut self) {
+                    self.0.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            let _done = Done(&self.inline_posts);
+            log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
+            self.post_now(&frame, None)
+        };
+        match posted {
             Ok(Posted::Done) => Ok(()),
             Ok(Posted::HandedOff) => self.queue(frame),
             // The caller's own timeout says it; a closing transport, Closed.

@@ -43,6 +43,9 @@ use ureq::unversioned::transport::{
 /// The longest socket timeout set: a read with more time left than this
 /// wakes once per `QUANTUM` to look at the clock.
 const QUANTUM: Duration = Duration::from_secs(1);
+/// The same under a caller's watch, which is asked at each wake (progress
+/// that came another way reaches the callback this soon).
+const WATCHED_QUANTUM: Duration = Duration::from_millis(100);
 
 thread_local! {
     /// The watch of the caller waiting on this thread, if one is.
@@ -85,9 +88,23 @@ pub(crate) fn caller_deadline() -> Option<Instant> {
     WATCH.get().map(|watch| unsafe { (*watch)() })
 }
 
-/// True once I/O under the current watch stopped at the caller's deadline.
+/// True once the waiting caller's deadline has passed (its I/O stopped
+/// there, or anything else took that long).
 pub(crate) fn caller_gave_up() -> bool {
-    EXPIRED.get()
+    EXPIRED.get() || caller_deadline().is_some_and(|deadline| deadline <= Instant::now())
+}
+
+/// Runs `body` (host code, a request that is not the caller's own) with no
+/// caller watching: its I/O keeps its own limits.
+pub(crate) fn unwatched<T>(body: impl FnOnce() -> T) -> T {
+    struct Restore(Option<*const (dyn Fn() -> Instant + 'static)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            WATCH.set(self.0);
+        }
+    }
+    let _restore = Restore(WATCH.take());
+    body()
 }
 
 /// `duration`, or less when the waiting caller's deadline comes sooner
@@ -206,7 +223,7 @@ fn send_all_of(stream: &TcpStream, slices: &[IoSlice<'_>]) -> io::Result<usize> 
     let sent = unsafe {
         let mut message: libc::msghdr = std::mem::zeroed();
         message.msg_iov = slices.as_ptr().cast_mut().cast();
-        message.msg_iovlen = slices.len();
+        message.msg_iovlen = slices.len() as _;
         libc::sendmsg(stream.as_raw_fd(), &raw const message, libc::MSG_NOSIGNAL)
     };
     usize::try_from(sent).map_err(|_| io::Error::last_os_error())
@@ -253,7 +270,8 @@ fn bounded<T>(
             }
             return Err(ureq::Error::Timeout(timeout.reason));
         }
-        let wanted = left.map(|left| left.min(QUANTUM));
+        let quantum = if caller.is_some() { WATCHED_QUANTUM } else { QUANTUM };
+        let wanted = left.map(|left| left.min(quantum));
         let keep = match (*current, wanted) {
             (Some(now), Some(wanted)) => now <= wanted && now * 4 >= wanted,
             (now, wanted) => now == wanted,

@@ -348,7 +348,7 @@ impl HttpTransport {
             let mut reader =
                 SseReader::new(BufReader::new(response.body_mut().as_reader()), MAX_FRAME);
             let mut answered = false;
-            let mut outcome = self.deliver_events(&mut reader, id, &mut answered);
+            let mut outcome = self.deliver_events(&mut reader, id, &mut answered, false);
             let mut last_id = reader.last_id().map(str::to_owned);
             let mut retry = reader.retry_ms.map(Duration::from_millis);
             let mut resumes = 0;
@@ -399,7 +399,7 @@ impl HttpTransport {
                 };
                 let mut reader =
                     SseReader::new(BufReader::new(resumed.body_mut().as_reader()), MAX_FRAME);
-                outcome = self.deliver_events(&mut reader, id, &mut answered);
+                outcome = self.deliver_events(&mut reader, id, &mut answered, true);
                 last_id = reader.last_id().map(str::to_owned).or(last_id);
                 retry = reader.retry_ms.map(Duration::from_millis).or(retry);
             }
@@ -514,7 +514,7 @@ impl HttpTransport {
                     backoff = DEFAULT_RETRY;
                     let mut reader =
                         SseReader::new(BufReader::new(response.body_mut().as_reader()), MAX_FRAME);
-                    if let Err(err) = self.deliver_events(&mut reader, None, &mut false) {
+                    if let Err(err) = self.deliver_events(&mut reader, None, &mut false, false) {
                         log::debug!("{}: the GET stream broke: {err}", self.server);
                     }
                     last_id = reader.last_id().map(str::to_owned).or(last_id);

@@ -63,14 +63,15 @@ impl HttpTransport {
         mut attempt: impl FnMut() -> Attempt,
     ) -> Result<Posted, Error> {
         let mut pauses = RETRY_PAUSES.iter();
-        // A caller posting on its own thread gives up at its own deadline.
-        let deadline = deadline.or_else(socket::caller_deadline);
         loop {
             let (error, unreachable) = match attempt() {
                 Attempt::Done(outcome) => return outcome.map(|()| Posted::Done),
                 Attempt::Again => continue,
                 Attempt::HandOff => return Ok(Posted::HandedOff),
                 _ if self.is_closing() || socket::caller_gave_up() => return Ok(Posted::Done),
+                // A worker has the time for every retry (and for declaring
+                // the server unreachable only after them).
+                _ if repeatable && socket::caller_waits() => return Ok(Posted::HandedOff),
                 Attempt::Transient(error) => (error, false),
                 Attempt::Unreachable(why) => {
                     let message = format!("cannot reach {}: {why}", redact_url(&self.target.url));
@@ -166,7 +167,13 @@ impl HttpTransport {
                 }
             };
         }
-        self.target.bearer_token.clone().or_else(|| self.oauth.as_ref()?.token())
+        let oauth = self.oauth.as_ref();
+        self.target.bearer_token.clone().or_else(|| match socket::caller_waits() {
+            // Never a refresh on a caller's thread (`posts_inline` checked
+            // none was due): an expired token gets a 401, and a worker.
+            true => oauth?.token_now(),
+            false => oauth?.token(),
+        })
     }
 
     /// Custom headers, credentials, session and protocol version.
@@ -195,20 +202,22 @@ impl HttpTransport {
     }
 
     /// Delivers every event of a stream; true once the response to `id` came.
+    /// With `to_answer`, reading ends at the response (a resumed stream may
+    /// stay open after it); otherwise at the end of the stream, so that a
+    /// POST's connection is read to its end and kept.
     pub(super) fn deliver_events<R: io::BufRead>(
         &self,
         reader: &mut SseReader<R>,
         id: Option<i64>,
         answered: &mut bool,
+        to_answer: bool,
     ) -> io::Result<()> {
         while let Some(event) = reader.next_event()? {
             if event.data.trim().is_empty() {
                 continue; // Priming events carry only an id.
             }
             *answered |= self.deliver_json(event.data.as_bytes(), id);
-            if id.is_some() && *answered {
-                // Nothing follows a response on its stream (a resumed one
-                // may stay open): its reader, perhaps the caller, goes.
+            if to_answer && *answered {
                 return Ok(());
             }
             if let Some(id) = id {
