@@ -166,6 +166,28 @@ fn a_progress_callback_may_call_the_same_server() {
     client.close().unwrap();
 }
 
+// Closing the client while a caller waits inside its own POST: the call
+// ends at once, as disconnected, and close is not held up either.
+#[test]
+fn closing_while_a_caller_waits_on_its_own_post_ends_the_call_at_once() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &[]);
+    let client = Arc::new(connect(&server, HttpKind::Streamable));
+    let caller = Arc::clone(&client);
+    let call = thread::spawn(move || {
+        let started = Instant::now();
+        let outcome = caller.call_tool("sleep", json!({"ms": 5000}), &CallOptions::default());
+        (outcome.map(|result| result.to_text()), started.elapsed())
+    });
+    thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    client.close().unwrap();
+    assert_quick(started, Duration::from_secs(3), "closing with a caller's POST in flight");
+    let (outcome, took) = call.join().unwrap();
+    assert!(matches!(outcome, Err(Error::Disconnected(_))), "{outcome:?}");
+    assert!(took < Duration::from_secs(3), "the call ended with the close: {took:?}");
+}
+
 // A JSON answer slower than the caller's timeout: the caller gives up at its
 // timeout (its own thread was reading), and the next call is answered.
 #[test]
