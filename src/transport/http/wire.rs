@@ -3,7 +3,10 @@
 //! status makes, URLs as messages may show them, and the resolver.
 
 use std::io::{self, Read};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use ureq::unversioned::resolver::ResolvedSocketAddrs;
 
 use serde_json::Value;
 use ureq::http::Response;
@@ -298,14 +301,23 @@ impl HttpTransport {
     }
 }
 
-/// Resolves IP-literal hosts (`127.0.0.1`, `[::1]`) on the spot and leaves
-/// names to ureq's resolver. With a timeout set, that resolver looks every
-/// name up on a thread of its own, per request: a new thread per call to a
-/// local server cost more than the call itself.
+/// Resolves IP-literal hosts (`127.0.0.1`, `[::1]`) on the spot, and
+/// names through ureq's resolver, keeping what it found for
+/// [`NAME_LIFETIME`]. ureq asks for every request, also over a pooled
+/// connection, and with a timeout set its resolver looks the name up on a
+/// thread of its own: a new thread and a lookup per call to `localhost`
+/// made calls 2.5 times slower than to `127.0.0.1`.
 #[derive(Debug, Default)]
 pub(super) struct LiteralFirstResolver {
     names: ureq::unversioned::resolver::DefaultResolver,
+    /// Names found, by host and port, with when they were looked up.
+    found: Mutex<Vec<(String, u16, Instant, ResolvedSocketAddrs)>>,
 }
+
+/// How long a name's addresses are used before it is looked up again.
+const NAME_LIFETIME: Duration = Duration::from_secs(30);
+/// Names kept at most (a transport talks to one or two hosts).
+const NAMES_KEPT: usize = 8;
 
 impl ureq::unversioned::resolver::Resolver for LiteralFirstResolver {
     fn resolve(
@@ -313,36 +325,46 @@ impl ureq::unversioned::resolver::Resolver for LiteralFirstResolver {
         uri: &ureq::http::Uri,
         config: &ureq::config::Config,
         timeout: ureq::unversioned::transport::NextTimeout,
-    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
-        let literal = uri
-            .host()
-            .and_then(|host| host.trim_start_matches('[').trim_end_matches(']').parse().ok());
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let host = uri.host().unwrap_or_default();
+        let literal = host.trim_start_matches('[').trim_end_matches(']').parse().ok();
         let port = uri.port_u16().or_else(|| match uri.scheme_str() {
             Some("https") => Some(443),
             Some("http") => Some(80),
             _ => None,
         });
-        match (literal, port) {
-            (Some(ip), Some(port)) => {
-                let mut addresses = self.empty();
-                addresses.push(std::net::SocketAddr::new(ip, port));
-                Ok(addresses)
-            }
-            _ => {
-                // A caller posting on its own thread waits no longer for a
-                // name than for anything else.
-                let mut timeout = timeout;
-                if let Some(left) = socket::caller_deadline()
-                    .map(|at| {
-                        at.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))
-                    })
-                    .filter(|left| *left < *timeout.after)
-                {
-                    timeout.after = ureq::unversioned::transport::time::Duration::Exact(left);
-                }
-                self.names.resolve(uri, config, timeout)
+        let Some(port) = port else { return self.names.resolve(uri, config, timeout) };
+        if let Some(ip) = literal {
+            let mut addresses = self.empty();
+            addresses.push(std::net::SocketAddr::new(ip, port));
+            return Ok(addresses);
+        }
+        let now = Instant::now();
+        {
+            let mut found = lock(&self.found);
+            found.retain(|(.., at, _)| now.saturating_duration_since(*at) < NAME_LIFETIME);
+            if let Some((.., addresses)) =
+                found.iter().find(|(name, at_port, ..)| *at_port == port && name == host)
+            {
+                return Ok(addresses.clone());
             }
         }
+        // A caller posting on its own thread waits no longer for a name
+        // than for anything else.
+        let mut timeout = timeout;
+        if let Some(left) = socket::caller_deadline()
+            .map(|at| at.saturating_duration_since(now).max(Duration::from_millis(1)))
+            .filter(|left| *left < *timeout.after)
+        {
+            timeout.after = ureq::unversioned::transport::time::Duration::Exact(left);
+        }
+        let addresses = self.names.resolve(uri, config, timeout)?;
+        let mut found = lock(&self.found);
+        if found.len() >= NAMES_KEPT {
+            found.remove(0);
+        }
+        found.push((host.to_owned(), port, now, addresses.clone()));
+        Ok(addresses)
     }
 }
 
@@ -443,5 +465,40 @@ pub(crate) fn network_words(err: &ureq::Error) -> String {
         },
         ureq::Error::HostNotFound => "no such host".into(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ureq::unversioned::resolver::Resolver;
+    use ureq::unversioned::transport::NextTimeout;
+
+    #[test]
+    fn a_name_is_looked_up_once_and_a_literal_never_kept() {
+        let resolver = LiteralFirstResolver::default();
+        let config = ureq::config::Config::default();
+        let resolve = |url: &str| {
+            let uri: ureq::http::Uri = url.parse().unwrap();
+            resolver.resolve(&uri, &config, NextTimeout::default()).unwrap()
+        };
+        let first = resolve("http://localhost:8123/mcp");
+        assert!(first.iter().all(|addr| addr.ip().is_loopback() && addr.port() == 8123));
+        assert_eq!(lock(&resolver.found).len(), 1);
+        let again = resolve("http://localhost:8123/other");
+        assert_eq!(&first[..], &again[..]);
+        assert_eq!(lock(&resolver.found).len(), 1, "served from what was found");
+        resolve("http://localhost:9000/");
+        assert_eq!(lock(&resolver.found).len(), 2, "another port is another entry");
+        let literal = resolve("http://127.0.0.1:8123/");
+        assert_eq!(literal[0], "127.0.0.1:8123".parse().unwrap());
+        assert_eq!(lock(&resolver.found).len(), 2, "a literal is not kept");
+        // An entry past its lifetime is looked up again.
+        let Some(old) = Instant::now().checked_sub(NAME_LIFETIME) else { return };
+        lock(&resolver.found)[0].2 = old;
+        resolve("http://localhost:8123/mcp");
+        let found = lock(&resolver.found);
+        assert_eq!(found.len(), 2);
+        assert!(found.iter().all(|(.., at, _)| at.elapsed() < NAME_LIFETIME));
     }
 }
