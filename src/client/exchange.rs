@@ -109,7 +109,7 @@ impl Client {
                     Instant::now()
                 }
             };
-            crate::transport::while_waiting(&watch, || self.router.send(frame)).0
+            crate::transport::while_waiting(&watch, || self.router.send(frame))
         } else {
             self.router.send(frame)
         };

@@ -11,13 +11,13 @@
 //! in force would sleep past the time left, or is far shorter than the
 //! time left; a read that times out early looks at the clock and reads
 //! again. So a deadline is never overslept, and a quiet long read wakes at
-//! most once a second.
+//! most once a second (ten times a second under a caller's watch).
 //!
 //! ureq also writes a request's head and its body with two sends, and on a
 //! loopback each send costs a whole trip through the TCP stack (both ends'
 //! halves of it run in the sender's system call). A head that announces a
 //! body is held back and leaves together with the body's first bytes, in
-//! one `writev`; anything else is sent at once, and nothing held back is
+//! one `sendmsg`; anything else is sent at once, and nothing held back is
 //! ever left unsent when the transport reads.
 //!
 //! A caller may POST its own request on its own thread, with no worker in
@@ -55,10 +55,9 @@ thread_local! {
 }
 
 /// Runs `body` with `watch` saying, whenever this thread's HTTP I/O asks,
-/// how long the caller may still wait; returns what `body` did and whether
-/// that I/O stopped at the caller's deadline. Watches nest (a progress
-/// callback may make a call of its own).
-pub(crate) fn while_waiting<T>(watch: &dyn Fn() -> Instant, body: impl FnOnce() -> T) -> (T, bool) {
+/// how long the caller may still wait. Watches nest (a call made inside a
+/// progress callback runs `unwatched`, and may install its own).
+pub(crate) fn while_waiting<T>(watch: &dyn Fn() -> Instant, body: impl FnOnce() -> T) -> T {
     struct Restore(Option<*const (dyn Fn() -> Instant + 'static)>, bool);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -70,11 +69,8 @@ pub(crate) fn while_waiting<T>(watch: &dyn Fn() -> Instant, body: impl FnOnce() 
     // slot (by `Restore`, also on unwind) before `watch` goes out of scope.
     let erased: *const (dyn Fn() -> Instant + 'static) =
         unsafe { std::mem::transmute(watch as *const (dyn Fn() -> Instant + '_)) };
-    let restore = Restore(WATCH.replace(Some(erased)), EXPIRED.replace(false));
-    let outcome = body();
-    let expired = EXPIRED.get();
-    drop(restore);
-    (outcome, expired)
+    let _restore = Restore(WATCH.replace(Some(erased)), EXPIRED.replace(false));
+    body()
 }
 
 /// True when a caller waits on this thread (under [`while_waiting`]).
@@ -134,7 +130,8 @@ impl<In: Transport> Connector<In> for TcpLink {
             // A proxy's tunnel is already the connection.
             return Ok(Some(Either::A(chained)));
         }
-        let own = details.timeout.not_zero().map(|limit| Instant::now() + *limit);
+        // (A limit too far to add is no limit.)
+        let own = details.timeout.not_zero().and_then(|limit| Instant::now().checked_add(*limit));
         let caller = caller_deadline();
         let deadline = match (own, caller) {
             (Some(own), Some(caller)) => Some(own.min(caller)),
@@ -254,7 +251,7 @@ fn bounded<T>(
     if timeout.after.is_zero() {
         return Err(ureq::Error::Timeout(timeout.reason));
     }
-    let deadline = timeout.not_zero().map(|after| Instant::now() + *after);
+    let deadline = timeout.not_zero().and_then(|after| Instant::now().checked_add(*after));
     loop {
         // Asked again after each wait: progress moves the caller's on.
         let caller = caller_deadline();
