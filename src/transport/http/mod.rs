@@ -270,6 +270,10 @@ impl HttpTransport {
             // three, calls in flight opened a new connection every few calls.
             .max_idle_connections(MAX_WORKERS)
             .max_idle_connections_per_host(MAX_WORKERS)
+            // Each kept connection holds both buffers (ureq's default is
+            // 128 KiB each): input as large as the longest head ureq takes.
+            .input_buffer_size(64 * 1024)
+            .output_buffer_size(32 * 1024)
             .timeout_connect(Some(Duration::from_secs(10)))
             .user_agent(format!("tether/{}", env!("CARGO_PKG_VERSION")))
             .build();
