@@ -396,6 +396,54 @@ fn a_401_says_what_to_configure_and_a_bearer_token_opens_the_door() {
     let client = Client::connect("web", &Transport::Http(target), options(10_000)).unwrap();
     assert_eq!(echo(&client, "authorized").unwrap(), "authorized");
     client.close().unwrap();
+    // A token the server refuses: the advice is to check it, not to set one.
+    let mut target = HttpTarget::new(&server.url, HttpKind::Streamable);
+    target.bearer_token = Some("wrong-token".into());
+    let err = Client::connect("web", &Transport::Http(target), options(10_000)).err().unwrap();
+    let message = err.to_string();
+    assert!(message.contains("refused the credentials"), "{message}");
+    assert!(!message.contains("set \"bearerTokenEnv\""), "{message}");
+}
+
+// https:// to a server that answers in plain HTTP: a TLS failure at once,
+// not retried, and said as such.
+#[test]
+fn an_https_url_to_a_plain_http_server_says_so_at_once() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let over = Arc::clone(&done);
+    listener.set_nonblocking(true).unwrap();
+    let answering = thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until && !over.load(Ordering::SeqCst) {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    use std::io::{Read, Write};
+                    stream.set_nonblocking(false).unwrap();
+                    let _ = stream.read(&mut [0; 512]);
+                    let _ =
+                        stream.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+                }
+                Err(_) => thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    });
+    let url = format!("https://127.0.0.1:{port}/mcp");
+    let started = Instant::now();
+    let target = HttpTarget::new(&url, HttpKind::Streamable);
+    let err = Client::connect("web", &Transport::Http(target), options(10_000)).err().unwrap();
+    assert_quick(started, Duration::from_millis(1000), "a TLS failure");
+    let message = err.to_string();
+    assert!(message.contains("TLS handshake failed"), "{message}");
+    assert!(message.contains("plain http://"), "{message}");
+    done.store(true, Ordering::SeqCst);
+    answering.join().unwrap();
+    // The era probe and initialize: one connection each, no retries.
+    assert!(accepted.load(Ordering::SeqCst) <= 2, "{}", accepted.load(Ordering::SeqCst));
 }
 
 #[test]
@@ -608,6 +656,15 @@ fn issue_8_an_expired_session_is_renewed_once_for_many_calls_in_flight() {
     }
     let log = http_log(&client);
     assert_eq!(posts_of(&log, "initialize").len(), 2, "one renewal for every expired call");
+    let expired: Vec<&Value> = posts_of(&log, "tools/call")
+        .into_iter()
+        .filter(|post| post["status"] == 404)
+        .map(|post| &post["rpc_id"])
+        .collect();
+    let mut once = expired.clone();
+    once.sort_by_key(|id| id.as_i64());
+    once.dedup();
+    assert_eq!(once.len(), expired.len(), "a call met the expired session twice: {expired:?}");
     client.close().unwrap();
 }
 

@@ -37,7 +37,11 @@ impl HttpTransport {
             Ok(mut response) => {
                 let status = response.status().as_u16();
                 let error = if status == 401 {
-                    unauthorized(&response, &redact_url(&self.target.url))
+                    unauthorized(
+                        &response,
+                        &redact_url(&self.target.url),
+                        self.target.has_static_authorization(),
+                    )
                 } else {
                     http_error(&mut response)
                 };
@@ -168,7 +172,11 @@ impl HttpTransport {
                     Attempt::Done(Ok(()))
                 }
                 Ok(response) if response.status().as_u16() == 401 => {
-                    Attempt::Done(Err(unauthorized(&response, &redact_url(&self.target.url))))
+                    Attempt::Done(Err(unauthorized(
+                        &response,
+                        &redact_url(&self.target.url),
+                        self.target.has_static_authorization(),
+                    )))
                 }
                 Ok(mut response) if is_transient(response.status().as_u16()) => {
                     Attempt::Transient(http_error(&mut response))

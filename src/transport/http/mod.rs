@@ -235,6 +235,9 @@ struct State {
     renewing: bool,
     /// The expired session whose renewal failed: not tried again.
     renewal_failed: Option<String>,
+    /// A session a caller's own POST found expired (404), for the worker
+    /// it handed the request to.
+    expired_session: Option<String>,
     /// Stateless requests sent and not yet done with (queued or posting).
     pending: std::collections::HashSet<i64>,
     /// Those of them whose callers gave up: not posted if still queued, their

@@ -72,7 +72,26 @@ impl HttpTransport {
         let mut redirected: Option<String> = None;
         let mut redirects = 0;
         self.with_retries(method != Some("tools/call"), deadline, || {
-            let sent_session = lock(&self.state).session_id.clone();
+            let (sent_session, known_expired) = {
+                let state = lock(&self.state);
+                let expired =
+                    state.session_id.is_some() && state.expired_session == state.session_id;
+                (state.session_id.clone(), expired)
+            };
+            if known_expired && !renewed_session && !socket::caller_waits() {
+                // A caller's own POST met the 404 and handed the request
+                // over: renew before sending it, not after a second 404.
+                renewed_session = true;
+                return match self.renew_once(sent_session) {
+                    Ok(()) => Attempt::Again,
+                    Err(err) => {
+                        self.lost(CloseReason::Io(format!(
+                            "the session expired and could not be renewed: {err}"
+                        )));
+                        Attempt::Done(Err(err))
+                    }
+                };
+            }
             let bearer = self.bearer();
             let url = redirected.as_deref().unwrap_or(&self.target.url);
             // A listen stream stays open until it is closed; a request
@@ -90,7 +109,15 @@ impl HttpTransport {
             let mut response = match sent {
                 Ok(response) => response,
                 Err(_) if socket::caller_gave_up() => return Attempt::Done(Ok(())),
-                Err(err) => return Attempt::Unreachable(super::wire::network_words(&err)),
+                Err(err) => {
+                    return match super::wire::tls_failure(&err) {
+                        Some(why) => Attempt::Done(Err(Error::Http {
+                            status: None,
+                            message: format!("cannot reach {}: {why}", redact_url(url)),
+                        })),
+                        None => Attempt::Unreachable(super::wire::network_words(&err)),
+                    }
+                }
             };
             match response.status().as_u16() {
                 // The request itself moved, on the same origin: sent again
@@ -134,7 +161,12 @@ impl HttpTransport {
                         Ok(())
                     })
                 }
-                404 | 401 | 403 if socket::caller_waits() => Attempt::HandOff,
+                404 | 401 | 403 if socket::caller_waits() => {
+                    if response.status() == 404 && sent_session.is_some() {
+                        lock(&self.state).expired_session = sent_session;
+                    }
+                    Attempt::HandOff
+                }
                 404 if sent_session.is_some() && !renewed_session && !frame.is("initialize") => {
                     renewed_session = true;
                     match self.renew_once(sent_session) {
@@ -187,7 +219,11 @@ impl HttpTransport {
                 401 if self.oauth.is_some() => Attempt::Done(Err(Error::Auth(
                     "the server still refuses the token after signing in".into(),
                 ))),
-                401 => Attempt::Done(Err(unauthorized(&response, &redact_url(&self.target.url)))),
+                401 => Attempt::Done(Err(unauthorized(
+                    &response,
+                    &redact_url(&self.target.url),
+                    self.target.has_static_authorization(),
+                ))),
                 // A stateless server refuses with a JSON-RPC error in the
                 // body (version, capability, headers, method): the caller
                 // gets that error, to retry or fall back on.

@@ -424,8 +424,10 @@ pub(super) fn http_error(response: &mut Response<Body>) -> Error {
     Error::Http { status: Some(status.as_u16()), message }
 }
 
-/// A 401, with what to configure.
-pub(super) fn unauthorized(response: &Response<Body>, url: &str) -> Error {
+/// A 401, with what to configure; `configured`: the entry has credentials
+/// (a token, an `Authorization` header, a token provider), which the server
+/// refused.
+pub(super) fn unauthorized(response: &Response<Body>, url: &str, configured: bool) -> Error {
     let challenge = response
         .headers()
         .get("www-authenticate")
@@ -435,19 +437,42 @@ pub(super) fn unauthorized(response: &Response<Body>, url: &str) -> Error {
         .split("resource_metadata=")
         .nth(1)
         .map(|rest| rest.trim_start_matches('"').split('"').next().unwrap_or(rest).to_owned());
-    let mut message = format!(
-        "{url} needs authorization: set \"bearerTokenEnv\" to a variable holding a token, \
-         or an \"Authorization\" header, in the server's entry"
-    );
+    let mut message = if configured {
+        format!(
+            "{url} refused the credentials in the server's entry: check the token \
+             (\"bearerTokenEnv\", the \"Authorization\" header or the token provider)"
+        )
+    } else {
+        format!(
+            "{url} needs authorization: set \"bearerTokenEnv\" to a variable holding a token, \
+             or an \"Authorization\" header, in the server's entry"
+        )
+    };
     if let Some(metadata) = metadata {
         message.push_str(&format!(" (the server advertises OAuth at {metadata})"));
     }
     Error::Http { status: Some(401), message }
 }
 
+/// A TLS failure (which no retry mends) as a person says it, when `err`
+/// is one: a server that answers TLS with something else is likely plain
+/// `http://`.
+pub(super) fn tls_failure(err: &ureq::Error) -> Option<String> {
+    let ureq::Error::Io(io) = err else { return None };
+    let tls = io.get_ref()?.downcast_ref::<rustls::Error>()?;
+    let hint = match tls {
+        rustls::Error::InvalidMessage(_) => " (does the server speak plain http://?)",
+        _ => "",
+    };
+    Some(format!("the TLS handshake failed: {tls}{hint}"))
+}
+
 /// A network failure as a person says it: "connection refused", not
 /// "io: Connection refused (os error 111)".
 pub(crate) fn network_words(err: &ureq::Error) -> String {
+    if let Some(tls) = tls_failure(err) {
+        return tls;
+    }
     match err {
         ureq::Error::Io(io) => match io.kind() {
             std::io::ErrorKind::ConnectionRefused => {
