@@ -21,7 +21,11 @@ use super::{
 
 /// Starts the hub for `server` (or every server) and fails when a named
 /// server did not connect.
-fn connected_hub(config: Config, server: Option<&str>, signals: &SignalWatch) -> Result<Hub, u8> {
+pub(super) fn connected_hub(
+    config: Config,
+    server: Option<&str>,
+    signals: &SignalWatch,
+) -> Result<Hub, u8> {
     let config = match server {
         None => config,
         Some(name) => only_server(&config, name)?,

@@ -238,14 +238,11 @@ fn list(
 }
 
 fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch) -> u8 {
-    let config = match server {
-        None => config,
-        Some(server) => match only_server(&config, server) {
-            Ok(config) => config,
-            Err(code) => return code,
-        },
+    // A server named that did not connect is an error, as for `call`.
+    let hub = match super::browse::connected_hub(config, server, signals) {
+        Ok(hub) => hub,
+        Err(code) => return code,
     };
-    let hub = signals.start_hub(config);
     let tools: Vec<_> = hub
         .tools()
         .into_iter()
@@ -259,7 +256,7 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
                     "name": entry.qualified_name,
                     "server": entry.server,
                     "tool": entry.tool.name,
-                                        "exposure": entry.exposure,
+                    "exposure": entry.exposure,
                     "description": entry.tool.description,
                     "inputSchema": entry.tool.input_schema,
                     "outputSchema": entry.tool.output_schema,

@@ -194,6 +194,18 @@ fn tools_takes_a_server_and_a_mistyped_tool_gets_a_suggestion() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
     let out = stdout_of(&output);
     assert!(out.contains("mcp__demo__count_words") && !out.contains("mcp__fx__"), "{out}");
+    // A server named that cannot be reached is an error (3), as for `call`;
+    // among all servers it is a warning, and the listing is partial (1).
+    let down = config_dir(json!({
+        "demo": {"command": fixture("demo-server")},
+        "down": {"url": "http://127.0.0.1:9/mcp"},
+    }));
+    let (output, _) = run_tether(down.path(), &["tools", "down"], WITHIN);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr_of(&output));
+    assert!(stderr_of(&output).contains("error: server \"down\""), "{}", stderr_of(&output));
+    let (output, _) = run_tether(down.path(), &["tools"], WITHIN);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr_of(&output));
+    assert!(stdout_of(&output).contains("mcp__demo__count_words"));
     let (output, _) = run_tether(dir.path(), &["call", "demo", "count_wrds"], WITHIN);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr_of(&output).contains("did you mean \"count_words\""), "{}", stderr_of(&output));
