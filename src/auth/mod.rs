@@ -317,8 +317,6 @@ impl OAuth {
         }
     }
 
-    /// The access token to send, if there is one; refreshed first when it
-    /// is about to expire and can be.
     /// True when [`OAuth::token`] would answer at once, asking nobody (no
     /// token yet, or one not due for its refresh ahead).
     pub(crate) fn token_at_hand(&self) -> bool {
@@ -334,6 +332,8 @@ impl OAuth {
         lock(&self.state).tokens.as_ref().map(|tokens| tokens.access.clone())
     }
 
+    /// The access token to send, if there is one; refreshed first when it
+    /// is about to expire and can be.
     pub(crate) fn token(&self) -> Option<String> {
         let expiring = {
             let state = lock(&self.state);

@@ -13,10 +13,9 @@ use serde_json::Value;
 
 use tether::{Config, Error, Hub, Offered, ServerState};
 
-use super::connect::{only_server, start_failure_code, SignalWatch};
+use super::connect::{only_server, report_start_failure, SignalWatch};
 use super::{
-    emit, emit_body, report, shown, status, table, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR,
-    EXIT_USAGE,
+    emit, emit_body, report, shown, table, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE,
 };
 
 /// Starts the hub for `server` (or every server) and fails when a named
@@ -35,13 +34,7 @@ pub(super) fn connected_hub(
         if let Some(status) =
             hub.status().into_iter().find(|status| status.state != ServerState::Ready)
         {
-            eprintln!(
-                "error: server {name:?} is not connected: {}",
-                shown::escaped(
-                    &status::error_text(&status).unwrap_or_else(|| "unknown error".into())
-                )
-            );
-            return Err(start_failure_code(&status));
+            return Err(report_start_failure(name, &status, false));
         }
     }
     Ok(hub)

@@ -378,33 +378,7 @@ fn call(
     let hub = signals.start_hub(config);
     if let Some(status) = hub.status().into_iter().find(|status| status.state != ServerState::Ready)
     {
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            return EXIT_SERVER;
-        }
-        eprintln!(
-            "error: server {name:?} failed to start: {}",
-            shown::escaped(&status::error_text(&status).unwrap_or_else(|| "unknown error".into()))
-        );
-        let start_timed_out = status.error.as_deref().is_some_and(|error| {
-            matches!(
-                error.root(),
-                Error::Timeout(tether::Timeout { step: tether::Step::Start { .. }, .. })
-            )
-        });
-        if start_timed_out && cut_by_ceiling {
-            // The limit was the --timeout given, not the entry's startTimeout.
-            eprintln!(
-                "  hint: it was still starting when --timeout ran out; pass a longer --timeout"
-            );
-        } else if let Some(hint) = status::hint(&status) {
-            eprintln!("  hint: {}", shown::escaped(&hint));
-        }
-        if let Some(tail) = &status.stderr_tail {
-            for line in status::last_lines(tail, 10) {
-                eprintln!("  stderr: {}", shown::escaped(line));
-            }
-        }
-        return start_failure_code(&status);
+        return report_start_failure(&name, &status, cut_by_ceiling);
     }
     let mut options = CallOptions::default();
     if let Some(ceiling) = timeout {
@@ -501,6 +475,37 @@ fn read_arguments(arguments: Option<&str>) -> Result<Value, String> {
         return Err("the arguments must be a JSON object, like {\"text\": \"hi\"}".to_owned());
     }
     Ok(value)
+}
+
+/// Says why the server named did not start (quietly when interrupted),
+/// with a hint and its stderr's last lines; returns the exit code.
+/// `cut_by_ceiling`: a `--timeout` shorter than its start timeout applied.
+pub(super) fn report_start_failure(name: &str, status: &ServerStatus, cut_by_ceiling: bool) -> u8 {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        return EXIT_SERVER;
+    }
+    eprintln!(
+        "error: server {name:?} failed to start: {}",
+        shown::escaped(&status::error_text(status).unwrap_or_else(|| "unknown error".into()))
+    );
+    let start_timed_out = status.error.as_deref().is_some_and(|error| {
+        matches!(
+            error.root(),
+            Error::Timeout(tether::Timeout { step: tether::Step::Start { .. }, .. })
+        )
+    });
+    if start_timed_out && cut_by_ceiling {
+        // The limit was the --timeout given, not the entry's startTimeout.
+        eprintln!("  hint: it was still starting when --timeout ran out; pass a longer --timeout");
+    } else if let Some(hint) = status::hint(status) {
+        eprintln!("  hint: {}", shown::escaped(&hint));
+    }
+    if let Some(tail) = &status.stderr_tail {
+        for line in status::last_lines(tail, 10) {
+            eprintln!("  stderr: {}", shown::escaped(line));
+        }
+    }
+    start_failure_code(status)
 }
 
 /// The exit code of a server that did not start: 2 when its configuration

@@ -113,7 +113,8 @@ Options:
       --server NAME   the same as SERVER
       --json          name, server, tool, exposure, description and schemas
 
-Exit: 0, or 1 when a server is not connected (said on stderr).
+Exit: 0; 1 when one of the servers is not connected (said on stderr); 3 (or 2 when
+its entry is at fault) when the SERVER named did not connect.
 
 Example:
   tether tools
@@ -156,7 +157,8 @@ Options:
       --server NAME   the same as SERVER
       --json          {\"resources\": [...], \"resourceTemplates\": [...]}
 
-Exit: 0, or 1 when a server is not connected or could not list (said on stderr).
+Exit: 0; 1 when one of the servers is not connected or could not list (said on
+stderr); 3 (or 2 when its entry is at fault) when the SERVER named did not connect.
 
 Example:
   tether resources docs
@@ -193,7 +195,8 @@ Options:
       --server NAME   the same as SERVER
       --json          the prompts as JSON
 
-Exit: 0, or 1 when a server is not connected or could not list (said on stderr).
+Exit: 0; 1 when one of the servers is not connected or could not list (said on
+stderr); 3 (or 2 when its entry is at fault) when the SERVER named did not connect.
 
 Example:
   tether prompts

@@ -57,6 +57,7 @@ impl Client {
             replies: channel.sender.clone(),
             queued_progress: Arc::clone(queued_progress),
             patient: false,
+            cancel_on_close: method != "initialize" && method != "server/discover",
         };
         self.router.register(id, waiter)?;
         // Whatever happens from here (even a panicking progress callback),

@@ -64,6 +64,7 @@ pub(super) fn listen_loop(
             replies: sender,
             queued_progress: Arc::new(AtomicUsize::new(0)),
             patient: true,
+            cancel_on_close: false,
         };
         if router.register(id, waiter).is_err() {
             return; // Closed.

@@ -509,6 +509,23 @@ impl Client {
             drop(stop);
             thread.join_within(LISTEN_JOIN_WAIT);
         }
+        // Requests still in flight are cancelled first: a server that
+        // outlives the connection (one that refuses to end an HTTP session,
+        // say) need not finish work nobody waits for. A stateless server
+        // takes the end of the response stream as its cancellation.
+        if self.close_reason().is_none() && !self.stateless_http() {
+            let in_flight = lock(&self.router.state).to_cancel_on_close();
+            let cancellations: Vec<Frame> = in_flight
+                .into_iter()
+                .map(|id| {
+                    let params = json!({"requestId": id, "reason": "the client is closing"});
+                    Frame::notification("notifications/cancelled", Some(&params))
+                })
+                .collect();
+            if let (false, Ok(outlet)) = (cancellations.is_empty(), self.router.outlet()) {
+                outlet.send_last(cancellations);
+            }
+        }
         self.router.closed(CloseReason::Shutdown);
         let result = self.endpoint.close();
         self.router.events.close();

@@ -181,6 +181,9 @@ pub(super) struct Waiter {
     /// does not need the stream read at once, so a reader thread need not
     /// stay for it.
     pub(super) patient: bool,
+    /// Told `notifications/cancelled` if the client closes while it waits
+    /// (never `initialize`, the era probe or the listen stream).
+    pub(super) cancel_on_close: bool,
 }
 
 #[derive(Default)]
@@ -205,6 +208,18 @@ impl PendingState {
         let waiter = self.waiters.remove(&id)?;
         self.impatient -= usize::from(!waiter.patient);
         Some(waiter)
+    }
+
+    /// The requests to cancel if the client closes now.
+    pub(super) fn to_cancel_on_close(&self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self
+            .waiters
+            .iter()
+            .filter(|(_, waiter)| waiter.cancel_on_close)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable();
+        ids
     }
 
     fn take_all(&mut self) -> HashMap<i64, Waiter> {

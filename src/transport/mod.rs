@@ -205,6 +205,17 @@ pub(crate) trait Outlet: Send + Sync {
     /// [`outbox::Closed`] once nothing more can be sent.
     fn send(&self, frame: Frame) -> Result<(), outbox::Closed>;
 
+    /// Sends the last messages before the connection closes (the
+    /// cancellations of requests still in flight), so that they are on
+    /// their way before it does; what cannot be sent is dropped.
+    fn send_last(&self, frames: Vec<Frame>) {
+        for frame in frames {
+            if self.send(frame).is_err() {
+                return;
+            }
+        }
+    }
+
     /// Completes the session start once `initialize` has been answered with
     /// `protocol_version`: sends `initialized` so that it is on the wire
     /// before this returns (no request can overtake it), and opens whatever

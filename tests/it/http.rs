@@ -142,8 +142,9 @@ fn progress_on_a_response_stream_comes_as_it_happens_and_keeps_a_short_timeout_a
     client.close().unwrap();
 }
 
-// A progress callback that makes a call of its own, on the thread that is
-// reading the outer call's response stream: both answered.
+// A progress callback that makes calls of its own, on the thread that is
+// reading the outer call's response stream: one as a plain call (on that
+// thread too), one with a cancel handle (through a worker). All answered.
 #[test]
 fn a_progress_callback_may_call_the_same_server() {
     let tag = Tag::new();
@@ -155,13 +156,22 @@ fn a_progress_callback_may_call_the_same_server() {
     let options = CallOptions::default().with_progress(move |progress: &Progress| {
         let text = format!("inside {}", progress.progress);
         seen.lock().unwrap().push(echo(&inner, &text).map_err(|err| err.to_string()));
+        let cancellable = CallOptions::default().with_cancel(tether::CancelHandle::new());
+        let answer = inner.call_tool("echo", json!({"text": text}), &cancellable);
+        seen.lock().unwrap().push(answer.map(|result| result.to_text()).map_err(|e| e.to_string()));
     });
-    let result =
-        client.call_tool("progress", json!({"steps": 3, "interval_ms": 20}), &options).unwrap();
-    assert_eq!(result.to_text(), "done");
+    let outer = Arc::clone(&client);
+    let (done, finished) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let result = outer.call_tool("progress", json!({"steps": 3, "interval_ms": 20}), &options);
+        let _ = done.send(result.map(|result| result.to_text()).map_err(|e| e.to_string()));
+    });
+    let result = finished.recv_timeout(Duration::from_secs(10)).expect("the outer call ends");
+    assert_eq!(result, Ok("done".to_owned()));
     let answers = answers.lock().unwrap().clone();
-    let expected: Vec<Result<String, String>> =
-        (1..=3).map(|step| Ok(format!("inside {step}"))).collect();
+    let expected: Vec<Result<String, String>> = (1..=3)
+        .flat_map(|step| [Ok(format!("inside {step}")), Ok(format!("inside {step}"))])
+        .collect();
     assert_eq!(answers, expected);
     client.close().unwrap();
 }
@@ -171,7 +181,7 @@ fn a_progress_callback_may_call_the_same_server() {
 #[test]
 fn closing_while_a_caller_waits_on_its_own_post_ends_the_call_at_once() {
     let tag = Tag::new();
-    let server = HttpFixture::start(&tag, &[]);
+    let server = HttpFixture::start(&tag, &["--session", "--delete"]);
     let client = Arc::new(connect(&server, HttpKind::Streamable));
     let caller = Arc::clone(&client);
     let call = thread::spawn(move || {
@@ -186,6 +196,16 @@ fn closing_while_a_caller_waits_on_its_own_post_ends_the_call_at_once() {
     let (outcome, took) = call.join().unwrap();
     assert!(matches!(outcome, Err(Error::Disconnected(_))), "{outcome:?}");
     assert!(took < Duration::from_secs(3), "the call ended with the close: {took:?}");
+    // The server was told the call is cancelled (it may refuse to end the
+    // session), before the session ended.
+    let other = connect(&server, HttpKind::Streamable);
+    let log = http_log(&other);
+    let cancelled = posts_of(&log, "notifications/cancelled");
+    assert_eq!(cancelled.len(), 1, "{log:?}");
+    let at = |entry: &Value| entry["at_ms"].as_u64().unwrap();
+    let deleted = log.iter().find(|entry| entry["method"] == "DELETE").map(at);
+    assert!(deleted.is_some_and(|deleted| at(cancelled[0]) <= deleted), "{log:?}");
+    other.close().unwrap();
 }
 
 // A JSON answer slower than the caller's timeout: the caller gives up at its
@@ -322,9 +342,13 @@ fn the_get_stream_delivers_server_requests_and_notifications() {
         |id: &str| replies.iter().find(|reply| reply["id"] == id).cloned().unwrap_or(Value::Null);
     assert_eq!(by_id("g-ping")["result"], json!({}));
     assert_eq!(by_id("g-roots")["result"], json!({"roots": []}));
+    // Notifications reach the host on the events thread, on their own time.
     let notified =
-        host.notifications.lock().unwrap().iter().any(|n| n.method == "notifications/message");
-    assert!(notified, "the GET stream's notification did not reach the host");
+        || host.notifications.lock().unwrap().iter().any(|n| n.method == "notifications/message");
+    while !notified() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(notified(), "the GET stream's notification did not reach the host");
     client.close().unwrap();
 }
 
@@ -424,6 +448,7 @@ fn an_https_url_to_a_plain_http_server_says_so_at_once() {
                     count.fetch_add(1, Ordering::SeqCst);
                     use std::io::{Read, Write};
                     stream.set_nonblocking(false).unwrap();
+                    stream.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
                     let _ = stream.read(&mut [0; 512]);
                     let _ =
                         stream.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");

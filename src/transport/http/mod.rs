@@ -76,6 +76,8 @@ const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 const MAX_RETRY: Duration = Duration::from_secs(30);
 /// The longest pause between attempts to reopen the GET stream.
 const MAX_GET_BACKOFF: Duration = Duration::from_secs(30);
+/// How long the last messages before a close may take (`send_last`).
+const CANCEL_WAIT: Duration = Duration::from_secs(1);
 /// How long a legacy server may take to name its endpoint.
 const ENDPOINT_WAIT: Duration = Duration::from_secs(30);
 
@@ -153,7 +155,12 @@ impl HttpTarget {
     fn has_static_authorization(&self) -> bool {
         self.bearer_token.is_some()
             || self.token_provider.is_some()
-            || self.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+            || self.has_authorization_header()
+    }
+
+    /// True when the entry's headers include an `Authorization`.
+    fn has_authorization_header(&self) -> bool {
+        self.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
     }
 }
 
@@ -455,7 +462,8 @@ impl HttpTransport {
             return false;
         }
         let state = lock(&self.state);
-        state.mode == Mode::Streamable && !state.stateless && !state.renewing
+        let known_expired = state.session_id.is_some() && state.expired_session == state.session_id;
+        state.mode == Mode::Streamable && !state.stateless && !state.renewing && !known_expired
     }
 
     /// POSTs a caller's request on the caller's thread and delivers the
@@ -565,6 +573,21 @@ impl Outlet for HttpTransport {
         }
         log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
         self.queue(frame)
+    }
+
+    /// POSTed on this thread, one after another, within a second in all:
+    /// queued, they could meet the close on a worker.
+    fn send_last(&self, frames: Vec<Frame>) {
+        let until = Instant::now() + CANCEL_WAIT;
+        for frame in frames {
+            if self.is_closing() || Instant::now() >= until {
+                return;
+            }
+            log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
+            if let Err(err) = self.post_now(&frame, Some(until)) {
+                log::debug!("{}: sending a last message failed: {err}", self.server);
+            }
+        }
     }
 
     fn abandon(&self, id: i64) {

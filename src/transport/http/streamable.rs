@@ -222,7 +222,7 @@ impl HttpTransport {
                 401 => Attempt::Done(Err(unauthorized(
                     &response,
                     &redact_url(&self.target.url),
-                    self.target.has_static_authorization(),
+                    bearer.is_some() || self.target.has_authorization_header(),
                 ))),
                 // A stateless server refuses with a JSON-RPC error in the
                 // body (version, capability, headers, method): the caller
@@ -285,6 +285,9 @@ impl HttpTransport {
         let renewed = self.renew_session();
         let mut state = lock(&self.state);
         state.renewing = false;
+        // Renewed or not, the hint has served (a server may even hand back
+        // the same id).
+        state.expired_session = None;
         match &renewed {
             Ok(session) => state.session_id = session.clone(),
             Err(_) => state.renewal_failed = expired,

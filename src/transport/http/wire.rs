@@ -303,7 +303,7 @@ impl HttpTransport {
 
 /// Resolves IP-literal hosts (`127.0.0.1`, `[::1]`) on the spot, and
 /// names through ureq's resolver, keeping what it found for
-/// [`NAME_LIFETIME`]. ureq asks for every request, also over a pooled
+/// [`NAME_LIFETIME`] (5 s). ureq asks for every request, also over a pooled
 /// connection, and with a timeout set its resolver looks the name up on a
 /// thread of its own: a new thread and a lookup per call to `localhost`
 /// made calls 2.5 times slower than to `127.0.0.1`.
@@ -314,8 +314,9 @@ pub(super) struct LiteralFirstResolver {
     found: Mutex<Vec<(String, u16, Instant, ResolvedSocketAddrs)>>,
 }
 
-/// How long a name's addresses are used before it is looked up again.
-const NAME_LIFETIME: Duration = Duration::from_secs(30);
+/// How long a name's addresses are used before it is looked up again
+/// (short: a server that moved is found again within seconds).
+const NAME_LIFETIME: Duration = Duration::from_secs(5);
 /// Names kept at most (a transport talks to one or two hosts).
 const NAMES_KEPT: usize = 8;
 
