@@ -113,8 +113,7 @@ Options:
       --server NAME   the same as SERVER
       --json          name, server, tool, exposure, description and schemas
 
-Exit: 0; 1 when one of the servers is not connected (said on stderr); 3 (or 2 when
-its entry is at fault) when the SERVER named did not connect.
+Exit: 0; 1 when a server is not connected (said on stderr); 3 when SERVER is not.
 
 Example:
   tether tools
@@ -157,8 +156,8 @@ Options:
       --server NAME   the same as SERVER
       --json          {\"resources\": [...], \"resourceTemplates\": [...]}
 
-Exit: 0; 1 when one of the servers is not connected or could not list (said on
-stderr); 3 (or 2 when its entry is at fault) when the SERVER named did not connect.
+Exit: 0; 1 when a server is not connected or could not list (said on stderr);
+3 when SERVER is not connected.
 
 Example:
   tether resources docs
@@ -195,8 +194,8 @@ Options:
       --server NAME   the same as SERVER
       --json          the prompts as JSON
 
-Exit: 0; 1 when one of the servers is not connected or could not list (said on
-stderr); 3 (or 2 when its entry is at fault) when the SERVER named did not connect.
+Exit: 0; 1 when a server is not connected or could not list (said on stderr);
+3 when SERVER is not connected.
 
 Example:
   tether prompts

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::router::{Mail, PendingGuard, Reply, Waiter};
 use super::{param_headers, CallOptions, CancelHandle, Client, CLOSE_REASON_WAIT};
@@ -326,10 +326,7 @@ impl Client {
                 outlet.abandon(id);
             }
         } else if method != "initialize" && method != "server/discover" {
-            let _ = self.notify(
-                "notifications/cancelled",
-                Some(json!({"requestId": id, "reason": reason})),
-            );
+            let _ = self.router.send(super::router::cancellation(id, reason));
         }
         None
     }

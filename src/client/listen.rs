@@ -96,8 +96,7 @@ pub(super) fn listen_loop(
                 },
                 recv(stop) -> _ => {
                     if cancel_by_notification {
-                        let params = json!({"requestId": id, "reason": "the client closed"});
-                        let _ = router.send(Frame::notification("notifications/cancelled", Some(&params)));
+                        let _ = router.send(super::router::cancellation(id, "the client closed"));
                     }
                     return;
                 }

@@ -517,10 +517,7 @@ impl Client {
             let in_flight = lock(&self.router.state).to_cancel_on_close();
             let cancellations: Vec<Frame> = in_flight
                 .into_iter()
-                .map(|id| {
-                    let params = json!({"requestId": id, "reason": "the client is closing"});
-                    Frame::notification("notifications/cancelled", Some(&params))
-                })
+                .map(|id| router::cancellation(id, "the client is closing"))
                 .collect();
             if let (false, Ok(outlet)) = (cancellations.is_empty(), self.router.outlet()) {
                 outlet.send_last(cancellations);

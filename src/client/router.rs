@@ -228,6 +228,12 @@ impl PendingState {
     }
 }
 
+/// `notifications/cancelled` for request `id`, saying why.
+pub(super) fn cancellation(id: i64, reason: &str) -> Frame {
+    let params = serde_json::json!({"requestId": id, "reason": reason});
+    Frame::notification("notifications/cancelled", Some(&params))
+}
+
 /// Removes a request's pending entry when its call ends, however it ends.
 pub(super) struct PendingGuard<'a> {
     pub(super) router: &'a Router,

@@ -203,7 +203,7 @@ pub(crate) struct TcpTransport {
 
 impl fmt::Debug for TcpTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TcpTransport").field("peer", &self.stream.peer_addr().ok()).finish()
+        f.write_str("TcpTransport")
     }
 }
 
@@ -242,12 +242,12 @@ fn announces_body(output: &[u8]) -> bool {
 /// Runs `io` until it succeeds, fails, or `timeout` has passed, setting the
 /// socket timeout (through `set`) only when the one in force (`current`)
 /// could sleep past the time left, or would wake far too often.
-fn bounded<T>(
+fn bounded(
     timeout: NextTimeout,
     current: &mut Option<Duration>,
-    mut set: impl FnMut(Option<Duration>) -> io::Result<()>,
-    mut io: impl FnMut() -> io::Result<T>,
-) -> Result<T, ureq::Error> {
+    set: &dyn Fn(Option<Duration>) -> io::Result<()>,
+    io: &mut dyn FnMut() -> io::Result<usize>,
+) -> Result<usize, ureq::Error> {
     if timeout.after.is_zero() {
         return Err(ureq::Error::Timeout(timeout.reason));
     }
@@ -307,8 +307,8 @@ impl Transport for TcpTransport {
             let written = bounded(
                 timeout.for_write(),
                 &mut self.write_timeout,
-                |limit| stream.set_write_timeout(limit),
-                || send_all_of(&stream, left),
+                &|limit| stream.set_write_timeout(limit),
+                &mut || send_all_of(&stream, left),
             )?;
             if written == 0 {
                 return Err(io::Error::from(io::ErrorKind::WriteZero).into());
@@ -332,8 +332,8 @@ impl Transport for TcpTransport {
         let amount = bounded(
             timeout.for_read(),
             &mut self.read_timeout,
-            |limit| stream.set_read_timeout(limit),
-            || (&*stream).read(input),
+            &|limit| stream.set_read_timeout(limit),
+            &mut || (&*stream).read(input),
         )?;
         self.buffers.input_appended(amount);
         Ok(amount > 0)

@@ -310,15 +310,14 @@ impl HttpTransport {
 #[derive(Debug, Default)]
 pub(super) struct LiteralFirstResolver {
     names: ureq::unversioned::resolver::DefaultResolver,
-    /// Names found, by host and port, with when they were looked up.
-    found: Mutex<Vec<(String, u16, Instant, ResolvedSocketAddrs)>>,
+    /// The last name found (an agent talks to one host, or to its proxy),
+    /// its port, and when it was looked up.
+    found: Mutex<Option<(String, u16, Instant, ResolvedSocketAddrs)>>,
 }
 
 /// How long a name's addresses are used before it is looked up again
 /// (short: a server that moved is found again within seconds).
 const NAME_LIFETIME: Duration = Duration::from_secs(5);
-/// Names kept at most (a transport talks to one or two hosts).
-const NAMES_KEPT: usize = 8;
 
 impl ureq::unversioned::resolver::Resolver for LiteralFirstResolver {
     fn resolve(
@@ -341,11 +340,10 @@ impl ureq::unversioned::resolver::Resolver for LiteralFirstResolver {
             return Ok(addresses);
         }
         let now = Instant::now();
-        {
-            let mut found = lock(&self.found);
-            found.retain(|(.., at, _)| now.saturating_duration_since(*at) < NAME_LIFETIME);
-            if let Some((.., addresses)) =
-                found.iter().find(|(name, at_port, ..)| *at_port == port && name == host)
+        if let Some((name, at_port, at, addresses)) = &*lock(&self.found) {
+            if name == host
+                && *at_port == port
+                && now.saturating_duration_since(*at) < NAME_LIFETIME
             {
                 return Ok(addresses.clone());
             }
@@ -360,11 +358,7 @@ impl ureq::unversioned::resolver::Resolver for LiteralFirstResolver {
             timeout.after = ureq::unversioned::transport::time::Duration::Exact(left);
         }
         let addresses = self.names.resolve(uri, config, timeout)?;
-        let mut found = lock(&self.found);
-        if found.len() >= NAMES_KEPT {
-            found.remove(0);
-        }
-        found.push((host.to_owned(), port, now, addresses.clone()));
+        *lock(&self.found) = Some((host.to_owned(), port, now, addresses.clone()));
         Ok(addresses)
     }
 }
@@ -508,23 +502,25 @@ mod tests {
             let uri: ureq::http::Uri = url.parse().unwrap();
             resolver.resolve(&uri, &config, NextTimeout::default()).unwrap()
         };
+        let kept =
+            || lock(&resolver.found).as_ref().map(|(name, port, at, _)| (name.clone(), *port, *at));
         let first = resolve("http://localhost:8123/mcp");
         assert!(first.iter().all(|addr| addr.ip().is_loopback() && addr.port() == 8123));
-        assert_eq!(lock(&resolver.found).len(), 1);
+        let (name, port, looked_up) = kept().unwrap();
+        assert_eq!((name.as_str(), port), ("localhost", 8123));
         let again = resolve("http://localhost:8123/other");
         assert_eq!(&first[..], &again[..]);
-        assert_eq!(lock(&resolver.found).len(), 1, "served from what was found");
-        resolve("http://localhost:9000/");
-        assert_eq!(lock(&resolver.found).len(), 2, "another port is another entry");
+        assert_eq!(kept().unwrap().2, looked_up, "served from what was found");
         let literal = resolve("http://127.0.0.1:8123/");
         assert_eq!(literal[0], "127.0.0.1:8123".parse().unwrap());
-        assert_eq!(lock(&resolver.found).len(), 2, "a literal is not kept");
+        assert_eq!(kept().unwrap().2, looked_up, "a literal is not kept");
+        let other = resolve("http://localhost:9000/");
+        assert!(other.iter().all(|addr| addr.port() == 9000), "another port is looked up");
+        assert_eq!(kept().unwrap().1, 9000);
         // An entry past its lifetime is looked up again.
         let Some(old) = Instant::now().checked_sub(NAME_LIFETIME) else { return };
-        lock(&resolver.found)[0].2 = old;
-        resolve("http://localhost:8123/mcp");
-        let found = lock(&resolver.found);
-        assert_eq!(found.len(), 2);
-        assert!(found.iter().all(|(.., at, _)| at.elapsed() < NAME_LIFETIME));
+        lock(&resolver.found).as_mut().unwrap().2 = old;
+        resolve("http://localhost:9000/");
+        assert!(kept().unwrap().2.elapsed() < NAME_LIFETIME);
     }
 }
