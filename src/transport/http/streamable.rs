@@ -82,15 +82,7 @@ impl HttpTransport {
                 // A caller's own POST met the 404 and handed the request
                 // over: renew before sending it, not after a second 404.
                 renewed_session = true;
-                return match self.renew_once(sent_session) {
-                    Ok(()) => Attempt::Again,
-                    Err(err) => {
-                        self.lost(CloseReason::Io(format!(
-                            "the session expired and could not be renewed: {err}"
-                        )));
-                        Attempt::Done(Err(err))
-                    }
-                };
+                return self.renewed(sent_session);
             }
             let bearer = self.bearer();
             let url = redirected.as_deref().unwrap_or(&self.target.url);
@@ -169,15 +161,7 @@ impl HttpTransport {
                 }
                 404 if sent_session.is_some() && !renewed_session && !frame.is("initialize") => {
                     renewed_session = true;
-                    match self.renew_once(sent_session) {
-                        Ok(()) => Attempt::Again,
-                        Err(err) => {
-                            self.lost(CloseReason::Io(format!(
-                                "the session expired and could not be renewed: {err}"
-                            )));
-                            Attempt::Done(Err(err))
-                        }
-                    }
+                    self.renewed(sent_session)
                 }
                 status @ (400 | 404 | 405)
                     if frame.is("initialize") && self.mode() == Mode::Undecided =>
@@ -250,6 +234,20 @@ impl HttpTransport {
                 _ => Attempt::Done(Err(http_error(&mut response))),
             }
         })
+    }
+
+    /// The next step once `expired` is known to be over: send again in a
+    /// renewed session, or fail, and lose the connection, when it cannot be.
+    fn renewed(&self, expired: Option<String>) -> Attempt {
+        match self.renew_once(expired) {
+            Ok(()) => Attempt::Again,
+            Err(err) => {
+                self.lost(CloseReason::Io(format!(
+                    "the session expired and could not be renewed: {err}"
+                )));
+                Attempt::Done(Err(err))
+            }
+        }
     }
 
     /// Starts a new session after `expired` got a 404, unless another
