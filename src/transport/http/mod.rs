@@ -252,6 +252,13 @@ struct State {
     abandoned: std::collections::HashSet<i64>,
 }
 
+impl State {
+    /// The session in use is one a caller's own POST found expired.
+    fn session_known_expired(&self) -> bool {
+        self.session_id.is_some() && self.expired_session == self.session_id
+    }
+}
+
 impl HttpTransport {
     /// Prepares the connection; nothing is sent until the first frame, except
     /// that a legacy (`sse`) server's stream is opened at once.
@@ -462,8 +469,10 @@ impl HttpTransport {
             return false;
         }
         let state = lock(&self.state);
-        let known_expired = state.session_id.is_some() && state.expired_session == state.session_id;
-        state.mode == Mode::Streamable && !state.stateless && !state.renewing && !known_expired
+        state.mode == Mode::Streamable
+            && !state.stateless
+            && !state.renewing
+            && !state.session_known_expired()
     }
 
     /// POSTs a caller's request on the caller's thread and delivers the

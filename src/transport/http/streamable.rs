@@ -74,9 +74,7 @@ impl HttpTransport {
         self.with_retries(method != Some("tools/call"), deadline, || {
             let (sent_session, known_expired) = {
                 let state = lock(&self.state);
-                let expired =
-                    state.session_id.is_some() && state.expired_session == state.session_id;
-                (state.session_id.clone(), expired)
+                (state.session_id.clone(), state.session_known_expired())
             };
             if known_expired && !renewed_session && !socket::caller_waits() {
                 // A caller's own POST met the 404 and handed the request

@@ -156,9 +156,7 @@ impl HttpTransport {
     /// one (refreshed first when it is about to expire). Read once per
     /// request, so that a 401 can say which token it refused.
     pub(super) fn bearer(&self) -> Option<String> {
-        let configured =
-            self.target.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("authorization"));
-        if configured {
+        if self.target.has_authorization_header() {
             return None;
         }
         if let Some((server, provider)) = &self.target.token_provider {
