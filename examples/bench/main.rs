@@ -6,8 +6,10 @@
 //! ```
 //!
 //! - `seq`: N sequential `echo` calls with `{"text":"hello-<i>"}`, each
-//!   checked, against the tight raw pipe (the limit) and the threaded raw
-//!   pipe (the same exchange with a reader thread handing answers over).
+//!   checked, against the tight raw pipe (the limit), the threaded raw
+//!   pipe (the same exchange with a reader thread handing answers over),
+//!   and the threaded pipe with JSON (which also does the JSON work a
+//!   client returning `serde_json::Value` results cannot avoid).
 //! - `conc`: N calls with 16 in flight: 16 threads for tether and the
 //!   threaded pipe, one thread keeping 16 requests pipelined for the tight
 //!   pipe.
@@ -120,7 +122,8 @@ fn main() {
                     1 => raw::seq(n, &server),
                     _ => raw::pipelined(n, inflight, &server),
                 };
-                (raw, raw::threaded(n, inflight, &server))
+                let threaded = raw::threaded(n, inflight, &server, false);
+                (raw, (threaded, raw::threaded(n, inflight, &server, true)))
             });
             let (tether, errors) = tether_calls(n, inflight, &server);
             let (raw, threaded) =
@@ -143,13 +146,19 @@ fn main() {
     };
     let rate = |time: Duration| n as f64 / time.as_secs_f64();
     println!("raw pipe: {n} calls in {:.1} ms = {:.0} calls/s", ms(raw), rate(raw));
-    if let Some(threaded) = threaded {
+    if let Some((threaded, with_json)) = threaded {
         println!("threaded: {n} calls in {:.1} ms = {:.0} calls/s", ms(threaded), rate(threaded));
+        println!(
+            "threaded with JSON: {n} calls in {:.1} ms = {:.0} calls/s",
+            ms(with_json),
+            rate(with_json)
+        );
     }
     println!("tether:   {n} calls in {:.1} ms = {:.0} calls/s", ms(tether), rate(tether));
     println!("ratio tether/raw: {:.3}", rate(tether) / rate(raw));
-    if let Some(threaded) = threaded {
+    if let Some((threaded, with_json)) = threaded {
         println!("ratio tether/threaded: {:.3}", rate(tether) / rate(threaded));
+        println!("ratio tether/threaded with JSON: {:.3}", rate(tether) / rate(with_json));
     }
     println!(
         "{}",

@@ -8,6 +8,11 @@
 //!   client: callers write under a lock, one reader thread reads every
 //!   answer and hands it to its caller over a channel. Its cost over the
 //!   tight pipe is the hand-off, which tether's design also pays.
+//! - The threaded pipe with JSON does, on top, the JSON work that any client
+//!   returning results as `serde_json::Value` must do, and no more: the
+//!   caller writes its arguments (a `Value`, as a host hands them over) into
+//!   the request line, the reader parses each answer into its id and its
+//!   result as a `Value`, and the caller checks the result's text.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -17,6 +22,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
+use serde::Deserialize;
+use serde_json::Value;
 use tether::StdioCommand;
 
 pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
@@ -154,14 +161,28 @@ pub fn pipelined(n: usize, in_flight: usize, server: &[String]) -> Duration {
     elapsed
 }
 
+/// What the reader of the threaded pipe with JSON keeps of an answer.
+#[derive(Deserialize)]
+struct Answer {
+    id: u64,
+    result: Value,
+}
+
+/// What a threaded caller gets back: the line, or (with JSON) the result.
+enum Got {
+    Line(String),
+    Result(Value),
+}
+
 /// The threaded pipe: `n` calls from `callers` threads; each caller writes
 /// its line under the stdin lock and waits on its own channel, and one
 /// reader thread reads each answer, finds its caller by id and sends it.
-pub fn threaded(n: usize, callers: usize, server: &[String]) -> Duration {
+/// With `json`, the JSON work of a client with `Value` results is done too.
+pub fn threaded(n: usize, callers: usize, server: &[String], json: bool) -> Duration {
     let mut raw = RawServer::spawn(server);
     raw.handshake();
     let RawServer { child, stdin, mut stdout, .. } = raw;
-    let waiting: Arc<Mutex<HashMap<u64, Sender<String>>>> = Arc::default();
+    let waiting: Arc<Mutex<HashMap<u64, Sender<Got>>>> = Arc::default();
     let reader = {
         let waiting = Arc::clone(&waiting);
         thread::spawn(move || {
@@ -171,13 +192,19 @@ pub fn threaded(n: usize, callers: usize, server: &[String]) -> Duration {
                 if stdout.read_line(&mut line).unwrap_or(0) == 0 {
                     return;
                 }
-                let id = line
-                    .split("\"id\":")
-                    .nth(1)
-                    .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-                    .and_then(|digits| digits.parse::<u64>().ok());
+                let (id, got) = if json {
+                    let answer: Answer = serde_json::from_str(&line).unwrap();
+                    (Some(answer.id), Got::Result(answer.result))
+                } else {
+                    let id = line
+                        .split("\"id\":")
+                        .nth(1)
+                        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+                        .and_then(|digits| digits.parse::<u64>().ok());
+                    (id, Got::Line(std::mem::take(&mut line)))
+                };
                 if let Some(caller) = id.and_then(|id| waiting.lock().unwrap().remove(&id)) {
-                    let _ = caller.send(std::mem::take(&mut line));
+                    let _ = caller.send(got);
                 }
             }
         })
@@ -190,11 +217,30 @@ pub fn threaded(n: usize, callers: usize, server: &[String]) -> Duration {
             let (stdin, waiting, lines) =
                 (Arc::clone(&stdin), Arc::clone(&waiting), Arc::clone(&lines));
             thread::spawn(move || {
+                let mut frame = Vec::with_capacity(256);
                 for id in (worker..n).step_by(callers) {
                     let (sender, answer) = crossbeam_channel::bounded(1);
                     waiting.lock().unwrap().insert(id as u64 + 2, sender);
-                    stdin.lock().unwrap().write_all(lines[id].as_bytes()).unwrap();
-                    assert!(answer.recv().unwrap().contains(&expected(id)));
+                    if json {
+                        let text = format!("hello-{id}");
+                        let arguments = serde_json::json!({ "text": text });
+                        frame.clear();
+                        write!(
+                            frame,
+                            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"echo","arguments":"#,
+                            id + 2
+                        )
+                        .unwrap();
+                        serde_json::to_writer(&mut frame, &arguments).unwrap();
+                        frame.extend_from_slice(b"}}\n");
+                        stdin.lock().unwrap().write_all(&frame).unwrap();
+                        let Ok(Got::Result(result)) = answer.recv() else { panic!("no result") };
+                        assert_eq!(result["content"][0]["text"].as_str(), Some(text.as_str()));
+                    } else {
+                        stdin.lock().unwrap().write_all(lines[id].as_bytes()).unwrap();
+                        let Ok(Got::Line(line)) = answer.recv() else { panic!("no line") };
+                        assert!(line.contains(&expected(id)));
+                    }
                 }
             })
         })
