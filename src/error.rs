@@ -240,7 +240,12 @@ impl fmt::Display for CloseReason {
         match self {
             CloseReason::Eof => f.write_str("the server closed its output (exited or crashed)"),
             CloseReason::FrameTooLarge { size, limit } => {
-                write!(f, "frame too large ({size} bytes or more; the limit is {limit})")
+                write!(
+                    f,
+                    "frame too large ({} or more; the limit is {})",
+                    Bytes(*size),
+                    Bytes(*limit)
+                )
             }
             CloseReason::Exited { code: Some(code), .. } => {
                 write!(f, "the server exited with status {code}")
@@ -252,6 +257,23 @@ impl fmt::Display for CloseReason {
             CloseReason::Unreachable(what) => f.write_str(what),
             CloseReason::Io(what) => write!(f, "i/o error: {what}"),
             CloseReason::Shutdown => f.write_str("shut down by the host"),
+        }
+    }
+}
+
+/// A size as people read it: `16 MiB`, `1.5 MiB`, `900 KiB`, `512 bytes`.
+struct Bytes(usize);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const KIB: usize = 1024;
+        const MIB: usize = 1024 * KIB;
+        match self.0 {
+            n if n >= MIB && n % MIB == 0 => write!(f, "{} MiB", n / MIB),
+            n if n >= MIB => write!(f, "{:.1} MiB", n as f64 / MIB as f64),
+            n if n >= KIB && n % KIB == 0 => write!(f, "{} KiB", n / KIB),
+            n if n >= KIB => write!(f, "{:.1} KiB", n as f64 / KIB as f64),
+            n => write!(f, "{n} bytes"),
         }
     }
 }
@@ -287,5 +309,24 @@ impl std::error::Error for Error {
 impl From<io::Error> for Error {
     fn from(source: io::Error) -> Self {
         Error::Io(source)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_said_in_units_people_read() {
+        let shown = |size, limit| CloseReason::FrameTooLarge { size, limit }.to_string();
+        assert_eq!(
+            shown(16 * 1024 * 1024, 16 * 1024 * 1024),
+            "frame too large (16 MiB or more; the limit is 16 MiB)"
+        );
+        assert_eq!(
+            shown(3 * 1024 * 1024 / 2, 900 * 1024),
+            "frame too large (1.5 MiB or more; the limit is 900 KiB)"
+        );
+        assert_eq!(shown(1536, 512), "frame too large (1.5 KiB or more; the limit is 512 bytes)");
     }
 }

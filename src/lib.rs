@@ -54,6 +54,14 @@ mod search;
 mod shaping;
 mod shell;
 mod spelling;
+
+/// Helpers the `tether` binary shares with the library, so that the binary
+/// holds one copy of each. Not part of the API: they may change at any time.
+#[doc(hidden)]
+pub mod for_cli {
+    pub use crate::shell::shell_quote;
+    pub use crate::spelling::closest;
+}
 #[cfg(target_os = "linux")]
 mod supervisor;
 mod sync;

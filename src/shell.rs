@@ -2,8 +2,9 @@
 //! plain, else single-quoted.
 //!
 //! Shared by the configuration (how `list` and `trust` show a command line)
-//! and the command line (hints that repeat `--config-dir`), which includes
-//! this file by path, so the public API does not grow a quoting helper.
+//! and the command line (hints that repeat `--config-dir`), which reaches it
+//! through the hidden `tether::for_cli`: one copy in the binary, and no
+//! quoting helper in the documented API.
 
 /// Quotes `word` unless it is made only of characters a shell leaves alone
 /// (and `${…}`, which configuration entries write and show as written).

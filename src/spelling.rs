@@ -1,8 +1,9 @@
 //! Did-you-mean: the known word nearest to a typo.
 //!
 //! Shared by the configuration loader (field names) and the command line
-//! (commands, servers, tools), which includes this file by path, so the
-//! public API does not grow a spelling helper.
+//! (commands, servers, tools), which reaches it through the hidden
+//! `tether::for_cli`: one copy in the binary, and no spelling helper in the
+//! documented API.
 
 /// The known word nearest to `word`, if it is near enough to be a typo.
 pub fn closest<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {

@@ -153,7 +153,7 @@ pub(super) fn parse(
                 }
                 if super::help::of(&word).is_none() {
                     let known: Vec<&str> = super::help::commands().collect();
-                    let hint = super::spelling::closest(&word, &known)
+                    let hint = tether::for_cli::closest(&word, &known)
                         .map(|close| format!(" (did you mean {close:?}?)"))
                         .unwrap_or_default();
                     return Err(format!("unknown command {word:?}{hint}").into());
@@ -323,13 +323,23 @@ fn parse_fetch(parser: &mut lexopt::Parser, command: &str) -> Result<Command, le
     }
 }
 
+/// The next value as a number: `flag` takes `what`, which the error says.
+fn number<T: std::str::FromStr>(
+    parser: &mut lexopt::Parser,
+    flag: &str,
+    what: &str,
+) -> Result<T, lexopt::Error> {
+    let text = parser.value()?.string()?;
+    text.trim().parse().map_err(|_| format!("{flag} takes {what}, not {text:?}").into())
+}
+
 fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     let mut positional = Vec::new();
     let (mut timeout, mut json) = (None, false);
     while let Some(arg) = parser.next()? {
         match arg {
             Long("timeout") => {
-                let seconds: f64 = parser.value()?.parse()?;
+                let seconds: f64 = number(parser, "--timeout", "a number of seconds")?;
                 if !(seconds > 0.0 && seconds < 1e7) {
                     return Err("--timeout takes a positive number of seconds".into());
                 }
@@ -402,7 +412,7 @@ fn parse_login(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     while let Some(arg) = parser.next()? {
         match arg {
             Long("callback-port") => {
-                let port: u16 = parser.value()?.parse()?;
+                let port: u16 = number(parser, "--callback-port", "a port number")?;
                 overrides.callback_port = Some(port);
             }
             Long("client-id") => overrides.client_id = Some(parser.value()?.string()?),
@@ -427,7 +437,7 @@ fn parse_logs(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
             // Not -s: everywhere else that is the scope.
             Long("server") => server = Some(parser.value()?.string()?),
             Value(name) if server.is_none() => server = Some(name.string()?),
-            Short('n') | Long("lines") => lines = parser.value()?.parse()?,
+            Short('n') | Long("lines") => lines = number(parser, "--lines", "a number of lines")?,
             Short('f') | Long("follow") => follow = true,
             _ => return Err(arg.unexpected()),
         }
@@ -631,6 +641,12 @@ mod tests {
         assert!(matches!(command("call mcp__fx__echo"), Command::Call { arguments: None, .. }));
         assert!(refused("call fx echo --timeout 0").contains("positive"));
         assert!(refused("call fx echo --timeout soon").contains("soon"));
+        assert_eq!(
+            refused("call fx echo --timeout soon"),
+            "--timeout takes a number of seconds, not \"soon\""
+        );
+        assert!(refused("login fx --callback-port 99999").contains("a port number"));
+        assert!(refused("logs fx -n many").contains("--lines takes a number of lines"));
     }
 
     #[test]

@@ -389,8 +389,13 @@ fn call(
     if progress::available() {
         options.progress = Some(Arc::new(|update: &tether::Progress| {
             let total = update.total.map(|total| format!("/{total}")).unwrap_or_default();
-            let message = shown::escaped(update.message.as_deref().unwrap_or(""));
-            progress::show(&format!("progress {}{total} {message}", update.progress));
+            let message = match update.message.as_deref() {
+                Some(message) if !message.trim().is_empty() => {
+                    format!(" {}", shown::escaped(message))
+                }
+                _ => String::new(),
+            };
+            progress::show(&format!("progress {}{total}{message}", update.progress));
         }));
     }
     let answer = hub.call_server_tool(&name, tool, arguments, &options);
@@ -438,7 +443,7 @@ fn call(
                     .flat_map(|status| status.tools)
                     .collect();
                 let known: Vec<&str> = listed.iter().map(String::as_str).collect();
-                match super::spelling::closest(tool, &known) {
+                match tether::for_cli::closest(tool, &known) {
                     Some(close) => eprintln!("  hint: did you mean {:?}?", shown::escaped(close)),
                     None => eprintln!("  hint: see its tools with: tether tools {name}"),
                 }

@@ -13,8 +13,8 @@ use serde_json::{json, Map, Value};
 
 use tether::{ConfigFiles, Scope};
 
-use super::shell::shell_quote;
 use super::{report, EXIT_OK, EXIT_USAGE};
+use tether::for_cli::shell_quote;
 
 /// What `tether add` was told.
 #[derive(Debug, Default)]

@@ -20,11 +20,6 @@ mod status;
 mod table;
 mod terminal;
 
-#[path = "../shell.rs"]
-mod shell;
-#[path = "../spelling.rs"]
-mod spelling;
-
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -317,3 +317,49 @@ fn a_private_ca_is_trusted_through_ca_file_and_the_ssl_variables() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// A gateway in front of a server that is down: every request gets this
+/// page, as nginx sends it; returns the URL.
+fn bad_gateway() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            thread::spawn(move || {
+                let mut reader = BufReader::new(conn);
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    match reader.read_line(&mut line) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) if line.trim().is_empty() => break,
+                        Ok(_) => {}
+                    }
+                    if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+                let _ = reader.by_ref().take(length).read_to_end(&mut Vec::new());
+                let page = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n\
+                            <center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n\
+                            </body>\r\n</html>\r\n";
+                let head = format!(
+                    "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n",
+                    page.len()
+                );
+                let _ = reader.get_mut().write_all((head + page).as_bytes());
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn a_gateways_error_page_is_said_in_words_not_markup() {
+    let (state, status) = state_with(json!({"url": bad_gateway()}), &[]);
+    assert_eq!(state, "failed", "{status}");
+    let error = status["error"].as_str().unwrap_or_default();
+    assert!(error.contains("502") && error.contains("Bad Gateway"), "{status}");
+    assert!(!error.contains('<') && !error.contains("nginx"), "{error}");
+}

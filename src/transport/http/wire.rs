@@ -394,27 +394,98 @@ pub(super) fn rpc_refusal(
             for_id.is_none_or(|id| message.get("id").and_then(Value::as_i64) == Some(id))
         })
         .and_then(|mut message| serde_json::from_value(message.get_mut("error")?.take()).ok());
-    error.ok_or_else(|| {
-        let status = response.status();
-        let text = String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY as usize)])
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        let reason = status.canonical_reason().unwrap_or("error");
-        let message = if text.is_empty() { reason.to_owned() } else { format!("{reason}: {text}") };
-        Error::Http { status: Some(status.as_u16()), message }
-    })
+    error.ok_or_else(|| status_error(response.status().as_u16(), &body))
 }
 
 /// An error from a status and (the start of) the body.
 pub(super) fn http_error(response: &mut Response<Body>) -> Error {
-    let status = response.status();
     let mut body = Vec::new();
-    let _ = response.body_mut().as_reader().take(ERROR_BODY).read_to_end(&mut body);
-    let text = String::from_utf8_lossy(&body).split_whitespace().collect::<Vec<_>>().join(" ");
-    let reason = status.canonical_reason().unwrap_or("error");
-    let message = if text.is_empty() { reason.to_owned() } else { format!("{reason}: {text}") };
-    Error::Http { status: Some(status.as_u16()), message }
+    let _ = response.body_mut().as_reader().take(ERROR_BODY * 64).read_to_end(&mut body);
+    status_error(response.status().as_u16(), &body)
+}
+
+/// An error from a status and what its body says, when that adds to the
+/// status's own words.
+fn status_error(status: u16, body: &[u8]) -> Error {
+    let reason = ureq::http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason());
+    let reason = reason.unwrap_or("error");
+    let text = body_text(body);
+    let said = text.to_ascii_lowercase();
+    let message = if text.is_empty()
+        || said == reason.to_ascii_lowercase()
+        || said == format!("{status} {reason}").to_ascii_lowercase()
+    {
+        reason.to_owned()
+    } else {
+        format!("{reason}: {text}")
+    };
+    Error::Http { status: Some(status), message }
+}
+
+/// An error body as a line: its text with whitespace collapsed, at most
+/// [`ERROR_BODY`] bytes of it. An HTML page (a proxy's, a gateway's) gives
+/// its title, or else its text without tags, scripts and styles.
+fn body_text(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let page = text.trim_start();
+    let text = if page.starts_with('<') { html_text(page) } else { text.into_owned() };
+    let mut line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.len() > ERROR_BODY as usize {
+        let mut end = ERROR_BODY as usize;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line.truncate(end);
+        line.push('…');
+    }
+    line
+}
+
+/// The words of an HTML page: its title if it has one, else its text.
+fn html_text(page: &str) -> String {
+    // ASCII lowercasing keeps every byte offset.
+    let lower = page.to_ascii_lowercase();
+    let title = lower.find("<title").and_then(|at| {
+        let from = at + lower[at..].find('>')? + 1;
+        Some(&page[from..from + lower[from..].find("</title")?])
+    });
+    if let Some(title) = title.filter(|title| !title.trim().is_empty()) {
+        return entities(title);
+    }
+    let mut text = String::new();
+    let mut at = 0;
+    while let Some(open) = lower[at..].find('<').map(|open| at + open) {
+        text.push_str(&page[at..open]);
+        text.push(' ');
+        let Some(close) = lower[open..].find('>').map(|close| open + close + 1) else {
+            return entities(&text);
+        };
+        at = close;
+        // What a browser does not show.
+        for (hidden, end) in [("script", "</script"), ("style", "</style")] {
+            if lower[open + 1..].starts_with(hidden) {
+                at = lower[close..].find(end).map_or(lower.len(), |end| close + end);
+            }
+        }
+    }
+    text.push_str(&page[at..]);
+    entities(&text)
+}
+
+/// The few character references error pages use.
+fn entities(text: &str) -> String {
+    let mut text = text.to_owned();
+    for (name, character) in [
+        ("&nbsp;", " "),
+        ("&lt;", "<"),
+        ("&gt;", ">"),
+        ("&quot;", "\""),
+        ("&#39;", "'"),
+        ("&amp;", "&"),
+    ] {
+        text = text.replace(name, character);
+    }
+    text
 }
 
 /// A 401, with what to configure; `configured`: the entry has credentials
@@ -491,6 +562,33 @@ mod tests {
     use super::*;
     use ureq::unversioned::resolver::Resolver;
     use ureq::unversioned::transport::NextTimeout;
+
+    fn said(status: u16, body: &str) -> String {
+        match status_error(status, body.as_bytes()) {
+            Error::Http { message, .. } => message,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_error_page_is_said_in_its_own_words_not_its_markup() {
+        let nginx = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n\
+                     <center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n\
+                     </body>\r\n</html>\r\n";
+        assert_eq!(said(502, nginx), "Bad Gateway");
+        let titled = "<!DOCTYPE html><html><head><TITLE>Maintenance &amp; upgrades</TITLE>\
+                      <style>body { color: red }</style></head><body>Back soon</body></html>";
+        assert_eq!(said(503, titled), "Service Unavailable: Maintenance & upgrades");
+        let untitled = "<html><head><script>var x = '<b>';</script><style>p {}</style></head>\
+                        <body><p>Route&nbsp;not   found</p></body></html>";
+        assert_eq!(said(404, untitled), "Not Found: Route not found");
+        assert_eq!(said(500, "  boom\n  at line 3 "), "Internal Server Error: boom at line 3");
+        assert_eq!(said(500, ""), "Internal Server Error");
+        assert_eq!(said(599, "odd"), "error: odd");
+        let long = "é".repeat(2000);
+        let message = said(500, &long);
+        assert!(message.ends_with('…') && message.len() < 1100, "{message}");
+    }
 
     #[test]
     fn a_name_is_looked_up_once_and_a_literal_never_kept() {
