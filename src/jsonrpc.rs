@@ -196,6 +196,9 @@ pub struct Frame {
     /// When the caller gives up on a request whatever happens (its
     /// ceiling): an HTTP exchange ends then too.
     pub deadline: Option<std::time::Instant>,
+    /// The caller's own HTTP POST of it met a failure worth another try: the
+    /// worker that sends it again pauses first, as the retry loop would.
+    pub retrying: bool,
 }
 
 /// A frame's method, kept: the commonest one without an allocation.
@@ -228,6 +231,7 @@ impl Frame {
             name: None,
             headers: Vec::new(),
             deadline: None,
+            retrying: false,
         }
     }
 
@@ -241,6 +245,7 @@ impl Frame {
             name: None,
             headers: Vec::new(),
             deadline: None,
+            retrying: false,
         }
     }
 
@@ -250,7 +255,15 @@ impl Frame {
             Ok(result) => to_bytes(&OutgoingResult { jsonrpc: "2.0", id, result }),
             Err(error) => to_bytes(&OutgoingError { jsonrpc: "2.0", id, error }),
         };
-        Frame { bytes, id: None, method: None, name: None, headers: Vec::new(), deadline: None }
+        Frame {
+            bytes,
+            id: None,
+            method: None,
+            name: None,
+            headers: Vec::new(),
+            deadline: None,
+            retrying: false,
+        }
     }
 
     /// True for a request (it expects an answer).

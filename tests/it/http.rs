@@ -384,8 +384,13 @@ fn server_errors_are_retried_for_safe_requests_only() {
         &["--fail-status", "503", "--fail-count", "all", "--fail-method", "tools/list"],
     );
     let client = connect(&server, HttpKind::Streamable);
+    let started = Instant::now();
     let err = client.list_tools(&CallOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Http { status: Some(503), .. }), "{err:?}");
+    // The first try, then one after each pause (250 ms, then 1 s): no try
+    // without its pause, whichever thread made the first.
+    assert!(started.elapsed() >= Duration::from_millis(1200), "{:?}", started.elapsed());
+    assert_eq!(posts_of(&http_log(&client), "tools/list").len(), 3);
     client.close().unwrap();
 
     let server = HttpFixture::start(

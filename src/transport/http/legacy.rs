@@ -160,7 +160,7 @@ impl HttpTransport {
                 state = wait_timeout(&self.changed, state, deadline - now);
             }
         };
-        self.with_retries(method != Some("tools/call"), deadline, || {
+        self.with_retries(method != Some("tools/call"), false, deadline, || {
             let ceiling = self.ceiling(false, deadline);
             match self.send_post(&endpoint, frame, None, ceiling, true, self.bearer().as_deref()) {
                 Ok(mut response) if response.status().is_success() => {

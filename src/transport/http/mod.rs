@@ -478,7 +478,7 @@ impl HttpTransport {
     /// POSTs a caller's request on the caller's thread and delivers the
     /// answer into the inbox, as a worker would; hands it to a worker when
     /// the server wants a renewal or a sign-in first.
-    fn post_inline(&self, frame: Frame) -> Result<(), Closed> {
+    fn post_inline(&self, mut frame: Frame) -> Result<(), Closed> {
         // No more POSTs at once than the workers would make.
         if self.inline_posts.fetch_add(1, Ordering::AcqRel) >= MAX_WORKERS {
             self.inline_posts.fetch_sub(1, Ordering::AcqRel);
@@ -498,6 +498,10 @@ impl HttpTransport {
         match posted {
             Ok(Posted::Done) => Ok(()),
             Ok(Posted::HandedOff) => self.queue(frame),
+            Ok(Posted::ToRetry) => {
+                frame.retrying = true;
+                self.queue(frame)
+            }
             // The caller's own timeout says it; a closing transport, Closed.
             Err(_) if socket::caller_gave_up() => Ok(()),
             Err(_) if self.is_closing() => Err(Closed),

@@ -71,7 +71,7 @@ impl HttpTransport {
         let mut sign_ins = 0;
         let mut redirected: Option<String> = None;
         let mut redirects = 0;
-        self.with_retries(method != Some("tools/call"), deadline, || {
+        self.with_retries(method != Some("tools/call"), frame.retrying, deadline, || {
             let (sent_session, known_expired) = {
                 let state = lock(&self.state);
                 (state.session_id.clone(), state.session_known_expired())

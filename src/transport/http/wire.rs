@@ -47,6 +47,9 @@ pub(super) enum Posted {
     Done,
     /// Handed back untaken (see [`Attempt::HandOff`]): a worker must send it.
     HandedOff,
+    /// A caller's own try met a failure worth another: a worker sends it
+    /// again after the first pause (`Frame::retrying`).
+    ToRetry,
 }
 
 /// True for a status worth another try.
@@ -59,13 +62,22 @@ impl HttpTransport {
     /// transient failure after each of [`RETRY_PAUSES`] when the request is
     /// `repeatable` (safe to send twice). Ends quietly when the transport
     /// closes meanwhile.
+    /// `retrying`: a first try already failed (on a caller's thread), so
+    /// this begins with the first pause.
     pub(super) fn with_retries(
         &self,
         repeatable: bool,
+        retrying: bool,
         deadline: Option<Instant>,
         mut attempt: impl FnMut() -> Attempt,
     ) -> Result<Posted, Error> {
         let mut pauses = RETRY_PAUSES.iter();
+        let in_time = |pause: &&Duration| deadline.is_none_or(|at| Instant::now() + **pause < at);
+        if let Some(pause) = pauses.next().filter(|_| retrying).filter(in_time) {
+            if !self.pause(*pause) {
+                return Ok(Posted::Done);
+            }
+        }
         loop {
             let (error, unreachable) = match attempt() {
                 Attempt::Done(outcome) => return outcome.map(|()| Posted::Done),
@@ -74,15 +86,13 @@ impl HttpTransport {
                 _ if self.is_closing() || socket::caller_gave_up() => return Ok(Posted::Done),
                 // A worker has the time for every retry (and for declaring
                 // the server unreachable only after them).
-                _ if repeatable && socket::caller_waits() => return Ok(Posted::HandedOff),
+                _ if repeatable && socket::caller_waits() => return Ok(Posted::ToRetry),
                 Attempt::Transient(error) => (error, false),
                 Attempt::Unreachable(why) => {
                     let message = format!("cannot reach {}: {why}", redact_url(&self.target.url));
                     (Error::Http { status: None, message }, true)
                 }
             };
-            let in_time =
-                |pause: &&Duration| deadline.is_none_or(|at| Instant::now() + **pause < at);
             match pauses.next().filter(|_| repeatable).filter(in_time) {
                 Some(pause) => {
                     log::debug!("{}: {error}; retrying", self.server);
