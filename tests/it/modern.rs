@@ -248,19 +248,26 @@ fn over_http_the_method_and_name_are_mirrored_and_there_is_no_session() {
 #[test]
 fn over_http_a_handshake_era_url_is_remembered_and_a_dual_one_is_stateless() {
     let tag = Tag::new();
+    // The era is remembered by URL for the life of the process, and another
+    // test's server may have had this port before: a query of this test's
+    // own (the fixture routes by path alone) keeps the memory this test's.
+    let connect = |server: &HttpFixture, kind| {
+        let url = format!("{}?test={}", server.url, tag.0);
+        Client::connect("web", &Transport::Http(HttpTarget::new(&url, kind)), quick(5_000))
+    };
     let old = HttpFixture::start(&tag, &[]);
-    let first = old.connect(HttpKind::Auto, quick(5_000)).unwrap();
+    let first = connect(&old, HttpKind::Auto).unwrap();
     assert_eq!(first.era(), Era::Legacy);
     first.close().unwrap();
     // The second connection skips the probe: this URL spoke the handshake.
-    let second = old.connect(HttpKind::Auto, quick(5_000)).unwrap();
+    let second = connect(&old, HttpKind::Auto).unwrap();
     let probes =
         http_log(&second).iter().filter(|entry| entry["rpc_method"] == "server/discover").count();
     assert_eq!(probes, 1, "one probe for the two connections");
     second.close().unwrap();
 
     let dual = HttpFixture::start(&tag, &["--era", "dual", "--session"]);
-    let client = dual.connect(HttpKind::Streamable, quick(5_000)).unwrap();
+    let client = connect(&dual, HttpKind::Streamable).unwrap();
     assert_eq!(client.era(), Era::Modern);
     client.close().unwrap();
 }
