@@ -59,6 +59,7 @@ mod spelling;
 /// holds one copy of each. Not part of the API: they may change at any time.
 #[doc(hidden)]
 pub mod for_cli {
+    pub use crate::clock::rfc3339;
     pub use crate::shell::shell_quote;
     pub use crate::spelling::closest;
 }

@@ -10,9 +10,6 @@ use tether::{Era, Error, ServerState, ServerStatus, Step, Timeout, Unapproved};
 use super::shown::escaped;
 use super::table;
 
-#[path = "../clock.rs"]
-mod clock;
-
 /// The word `tether list` prints for a state; `--json` says the same in
 /// camelCase ([`json_label`]).
 pub(super) fn label(state: ServerState) -> &'static str {
@@ -144,7 +141,7 @@ pub(super) fn to_json(status: &ServerStatus, roots: &[String]) -> Value {
         "hint": hint(status),
         "warnings": status.warnings,
         "stderrTail": status.stderr_tail,
-        "since": clock::rfc3339(status.since),
+        "since": tether::for_cli::rfc3339(status.since),
         "file": status.source,
     })
 }
