@@ -214,8 +214,11 @@ impl SharedRead for Reading {
             match next(&self.server, pipe, &*inbox) {
                 // Another caller's answer, or a notification: never past the
                 // deadline for what was already read.
-                Ok(Step::Delivered { .. }) if Instant::now() >= deadline => break,
-                Ok(Step::Delivered { .. }) => {}
+                Ok(Step::Delivered { .. }) => {
+                    if !done() && Instant::now() >= deadline {
+                        break;
+                    }
+                }
                 Ok(Step::More) => {
                     let now = Instant::now();
                     if now >= deadline {
@@ -330,23 +333,22 @@ fn shown(frame: &[u8]) -> String {
     String::from_utf8_lossy(&frame[..frame.len().min(200)]).into_owned()
 }
 
-/// Waits until `fd` can be read (or its writer closed it), at most `within`.
+/// Waits until `fd` can be read (or its writer closed it), at most `within`;
+/// `false` also when a signal cut the wait short (the caller looks again).
 fn readable(fd: RawFd, within: Duration) -> io::Result<bool> {
-    let deadline = Instant::now() + within;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        // Rounded up: a wait of 0.4 ms must not become a busy loop.
-        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-        let mut poll = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        // SAFETY: one pollfd, valid for the call.
-        match unsafe { libc::poll(&mut poll, 1, ms) } {
-            0 => return Ok(false),
-            n if n > 0 => return Ok(true),
-            _ => {
-                let err = io::Error::last_os_error();
-                if err.kind() != io::ErrorKind::Interrupted {
-                    return Err(err);
-                }
+    // Rounded up: a wait of 0.4 ms must not become a busy loop.
+    let ms = within.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    let mut poll = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one pollfd, valid for the call.
+    match unsafe { libc::poll(&mut poll, 1, ms) } {
+        0 => Ok(false),
+        n if n > 0 => Ok(true),
+        _ => {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(err)
             }
         }
     }
