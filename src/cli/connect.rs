@@ -5,7 +5,7 @@
 //! itself) end every server's process group before tether exits.
 
 use std::io::{self, IsTerminal, Read};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,10 @@ pub(super) fn run(
     signals: &mut SignalWatch,
 ) -> u8 {
     signals.options = options;
+    if let Command::Call { timeout: Some(ceiling), .. } = &command {
+        // --timeout bounds the whole command, the servers' closing too.
+        signals.stop_by = Some(Instant::now() + *ceiling);
+    }
     let signals = &*signals;
     let code = match command {
         Command::List { names, scope, json } => list(config, &names, scope, json, roots, signals),
@@ -78,11 +82,30 @@ pub(super) fn run(
     code
 }
 
+/// Set once the command's servers are closing (or a signal asked for it).
+static STOPPING: AtomicBool = AtomicBool::new(false);
+/// The signal that ended the command, once one did.
+static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+/// Whether every server has a supervisor that ends its tree when tether
+/// exits (Linux), so that tether may exit without waiting for them.
+const SUPERVISED: bool = cfg!(target_os = "linux");
+/// How long past a `--timeout` the servers get to close: enough for one
+/// that ignores its input's end and SIGTERM under the default grace periods
+/// (the one-shot grace, then the supervisor's), so that only an entry's own
+/// longer `shutdownTimeout` leaves a server to its supervisor.
+const STOP_SLACK: Duration = Duration::from_secs(2);
+
 /// Watches SIGINT, SIGTERM and SIGHUP on a named thread; on the first one it
-/// shuts the current hub down (ending every server's process group) and exits.
+/// shuts the current hub down (ending every server's process group) and
+/// exits. A second one, or one while the command's servers are closing
+/// (each may take its `shutdownTimeout`), exits at once: on Linux every
+/// server's supervisor ends its tree as tether goes.
 pub(super) struct SignalWatch {
     /// How hubs are started (set once the configuration is loaded).
     pub(super) options: HubOptions,
+    /// When the closing must be over (`call --timeout`): past it tether
+    /// exits and leaves the servers to their supervisors.
+    pub(super) stop_by: Option<Instant>,
     hub: Arc<Mutex<Option<Hub>>>,
     handle: signal_hook::iterator::Handle,
     thread: std::thread::JoinHandle<()>,
@@ -100,18 +123,21 @@ impl SignalWatch {
         let watched = Arc::clone(&hub);
         let thread =
             std::thread::Builder::new().name("tether-signals".into()).spawn(move || {
-                if let Some(signal) = signals.forever().next() {
+                for signal in signals.forever() {
+                    if STOPPING.swap(true, Ordering::SeqCst) && SUPERVISED {
+                        std::process::exit(128 + signal);
+                    }
                     INTERRUPTED.store(true, Ordering::SeqCst);
+                    SIGNALLED.store(signal, Ordering::SeqCst);
                     progress::clear();
                     log::info!("signal {signal}: shutting down");
-                    let hub = lock(&watched).clone();
-                    if let Some(hub) = hub {
-                        hub.shutdown();
+                    // On a thread of its own, so that a second signal is heard.
+                    if shut_down(lock(&watched).clone(), Some(128 + signal)).is_err() {
+                        std::process::exit(128 + signal);
                     }
-                    std::process::exit(128 + signal);
                 }
             })?;
-        Ok(SignalWatch { options, hub, handle, thread })
+        Ok(SignalWatch { options, stop_by: None, hub, handle, thread })
     }
 
     /// Starts a hub that a signal will shut down, and waits for its servers.
@@ -170,16 +196,52 @@ impl SignalWatch {
         }
     }
 
-    pub(super) fn stop(self) {
+    /// Shuts the hub down, and stops watching. Within `stop_by` (and a
+    /// little more) when a ceiling was given: past it tether exits, and the
+    /// servers' supervisors end what is left. Returns the exit code a
+    /// signal gave the command (128 + its number), if one came.
+    pub(super) fn stop(self) -> Option<u8> {
+        STOPPING.store(true, Ordering::SeqCst);
         // The hub stays in its slot: a signal during the shutdown finds it,
         // and its own shutdown waits until the servers are gone.
         let hub = lock(&self.hub).clone();
         if let Some(hub) = hub {
-            hub.shutdown();
+            match self.stop_by.filter(|_| SUPERVISED) {
+                Some(by) => {
+                    let by = by.max(Instant::now()) + STOP_SLACK;
+                    if let Ok(stopper) = shut_down(Some(hub), None) {
+                        while !stopper.is_finished() && Instant::now() < by {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                        if stopper.is_finished() {
+                            let _ = stopper.join();
+                        } else {
+                            log::info!("servers still closing past --timeout; leaving them");
+                        }
+                    }
+                }
+                None => hub.shutdown(),
+            }
         }
         self.handle.close();
         let _ = self.thread.join();
+        match SIGNALLED.load(Ordering::SeqCst) {
+            0 => None,
+            signal => Some((128 + signal) as u8),
+        }
     }
+}
+
+/// Shuts `hub` down on a thread of its own, then exits with `exit` if given.
+fn shut_down(hub: Option<Hub>, exit: Option<i32>) -> io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new().name("tether-stop".into()).spawn(move || {
+        if let Some(hub) = hub {
+            hub.shutdown();
+        }
+        if let Some(code) = exit {
+            std::process::exit(code);
+        }
+    })
 }
 
 fn list(

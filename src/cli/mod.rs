@@ -143,8 +143,7 @@ pub fn main() -> ExitCode {
                 }
             };
             let code = with_config(command, &files, roots, &mut signals);
-            signals.stop();
-            code
+            signals.stop().unwrap_or(code)
         }
     };
     ExitCode::from(code)

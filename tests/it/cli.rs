@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::support::{
     config_dir, fixture, misbehave_entry, run_tether, run_tether_with_stdin, stderr_of, stdout_of,
-    tether_bin, wait_within, Tag,
+    tether_bin, wait_within, Tag, TempDir,
 };
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -519,4 +519,58 @@ fn an_unreachable_remote_server_is_not_said_to_have_stderr() {
     let out = stdout_of(&output);
     assert!(out.contains("cannot reach"), "{out}");
     assert!(!out.contains("stderr is below"), "{out}");
+}
+
+/// `tether call` on a server that outlasts its closing: it ignores the end
+/// of its input and SIGTERM, and its entry gives it `shutdownTimeout` 30 s.
+fn call_on_a_lingering_server(tag: &Tag, extra: &[&str]) -> (std::process::Child, TempDir) {
+    let dir = config_dir(json!({"slow": {
+        "command": fixture("misbehave"),
+        "args": ["--tag", tag.0, "--ignore-eof", "--ignore-sigterm"],
+        "shutdownTimeout": 30,
+    }}));
+    let child = Command::new(tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["call", "slow", "echo", r#"{"text": "done"}"#])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, dir)
+}
+
+// A cold trial: Ctrl-C while the command's server took its long
+// `shutdownTimeout` to close changed nothing for 30 s. A signal then means
+// "now": tether exits at once, and the server's supervisor ends its tree.
+#[test]
+fn a_signal_while_the_servers_close_exits_at_once() {
+    let tag = Tag::new();
+    let (mut child, _dir) = call_on_a_lingering_server(&tag, &[]);
+    let mut answer = String::new();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut stdout, &mut answer).unwrap();
+    assert_eq!(answer.trim(), "done");
+    // The answer is out; tether now waits for the server to close.
+    thread::sleep(Duration::from_millis(500));
+    let interrupted = Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(3)), Some(128 + libc::SIGINT));
+    assert!(interrupted.elapsed() < Duration::from_secs(1), "{:?}", interrupted.elapsed());
+    tag.assert_gone_within(Duration::from_secs(3));
+}
+
+// --timeout bounds the whole command, the closing too: a server's long
+// `shutdownTimeout` does not hold tether past it (and a little more).
+#[test]
+fn call_timeout_bounds_the_closing_too() {
+    let tag = Tag::new();
+    let started = Instant::now();
+    let (mut child, _dir) = call_on_a_lingering_server(&tag, &["--timeout", "1"]);
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(10)), Some(0));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    tag.assert_gone_within(Duration::from_secs(3));
 }
