@@ -13,6 +13,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use ureq::unversioned::transport::{
@@ -98,11 +99,7 @@ pub(crate) fn extra_roots(ca_file: Option<&Path>) -> Result<Vec<CertificateDer<'
             Error::Config(format!("cannot read the CA file {} ({from}): {err}", file.display()))
         })?;
         let before = roots.len();
-        for item in ureq::tls::parse_pem(&pem) {
-            if let Ok(ureq::tls::PemItem::Certificate(cert)) = item {
-                roots.push(CertificateDer::from(cert.der().to_vec()));
-            }
-        }
+        roots.extend(CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok));
         // A folder may hold other files (OpenSSL's hash links are certificates too).
         if roots.len() == before && from != "SSL_CERT_DIR" {
             return Err(Error::Config(format!(
@@ -163,7 +160,8 @@ impl<In: Transport> Connector<In> for Tls {
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let name = ServerName::try_from(host.to_owned())
             .map_err(|_| ureq::Error::Tls("the host is not a valid TLS name"))?;
-        let mut connection = ClientConnection::new(Arc::clone(&self.config), name)?;
+        let mut connection = ClientConnection::new(Arc::clone(&self.config), name)
+            .map_err(|err| ureq::Error::Io(std::io::Error::other(err)))?;
         let mut socket = TransportAdapter::new(transport.boxed(), details.current_time.clone());
         // The handshake spends from the connection's budget, not a new one.
         use ureq::unversioned::transport::time::{Duration as Budget, Instant as Moment};
