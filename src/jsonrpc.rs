@@ -97,7 +97,19 @@ impl Message {
     /// A description of what is wrong, for the log: not JSON, not UTF-8, or a
     /// JSON value that is not a JSON-RPC message (a batch, a bad id, …).
     pub fn parse(bytes: &[u8]) -> Result<Message, String> {
-        let incoming: Incoming = serde_json::from_slice(bytes).map_err(|err| err.to_string())?;
+        let incoming: Incoming = match serde_json::from_slice(bytes) {
+            Ok(incoming) => incoming,
+            // Bytes that are not UTF-8 in a message that is otherwise whole:
+            // read as U+FFFD, so that the answer reaches its caller now
+            // rather than its timeout.
+            Err(err) if std::str::from_utf8(bytes).is_err() => {
+                let text = String::from_utf8_lossy(bytes);
+                let incoming = serde_json::from_str(&text).map_err(|_| err.to_string())?;
+                log::debug!("a message that is not valid UTF-8: its bad bytes read as U+FFFD");
+                incoming
+            }
+            Err(err) => return Err(err.to_string()),
+        };
         let id = match incoming.id {
             None => None,
             Some(Value::Number(number)) => match number.as_i64() {
@@ -299,6 +311,20 @@ mod tests {
 
     fn check(input: &str, expected: Message) {
         assert_eq!(Message::parse(input.as_bytes()).unwrap(), expected);
+    }
+
+    #[test]
+    fn an_answer_with_bytes_that_are_not_utf8_still_answers() {
+        let frame = b"{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"text\":\"caf\xe9 \xff\"}}";
+        assert_eq!(
+            Message::parse(frame).unwrap(),
+            Message::Response(Response {
+                id: RequestId::Number(3),
+                outcome: Ok(json!({"text": "caf\u{fffd} \u{fffd}"})),
+            })
+        );
+        // Broken JSON stays broken, whatever its bytes.
+        assert!(Message::parse(b"{\"id\":3,\"result\":\xff").is_err());
     }
 
     #[test]

@@ -276,7 +276,7 @@ pub(super) fn login(config: &Config, store: &Path, name: &str, overrides: &OAuth
         .with_token_store(store);
     match tether::sign_in(&entry.name, &target) {
         Ok(()) => {
-            println!("Signed in to {:?}; the sign-in is kept in {}.", entry.name, store.display());
+            outln!("Signed in to {:?}; the sign-in is kept in {}.", entry.name, store.display());
             EXIT_OK
         }
         Err(err) => report(&err),
@@ -288,11 +288,11 @@ pub(super) fn logout(config: &Config, store: &Path, name: &str) -> u8 {
     let name = config.server(name).map_or(name, |entry| entry.name.as_str());
     match tether::forget_credentials(store, name) {
         Ok(true) => {
-            println!("Signed out of {name:?}.");
+            outln!("Signed out of {name:?}.");
             EXIT_OK
         }
         Ok(false) => {
-            println!("Nothing was kept for {name:?}.");
+            outln!("Nothing was kept for {name:?}.");
             EXIT_OK
         }
         Err(err) => report(&err),

@@ -209,7 +209,7 @@ pub(super) fn add(files: &ConfigFiles, mut add: AddArgs, again: &Again) -> u8 {
     let kind = if add.url.is_some() { "remote" } else { "stdio" };
     match files.add_server(scope, &name, entry) {
         Ok((path, warnings)) => {
-            println!("Added {kind} server {name:?} to {}.", path.display());
+            outln!("Added {kind} server {name:?} to {}.", path.display());
             for warning in warnings {
                 eprintln!("warning: {}", super::shown::escaped(&warning));
             }
@@ -222,11 +222,11 @@ pub(super) fn add(files: &ConfigFiles, mut add: AddArgs, again: &Again) -> u8 {
             }
             if scope == Scope::Project {
                 // A project entry starts once approved, also in a trusted project.
-                println!(
+                outln!(
                     "Project entries start once approved; review and approve with: tether trust"
                 );
             }
-            println!("Check it with: {again} list {}", shell_quote(&name));
+            outln!("Check it with: {again} list {}", shell_quote(&name));
             EXIT_OK
         }
         Err(err) => report(&err),
@@ -491,8 +491,8 @@ pub(super) fn remove(files: &ConfigFiles, name: &str, scope: Option<Scope>) -> u
     };
     match files.remove_server(scope, name) {
         Ok(path) => {
-            println!("Removed server {name:?} from {}.", path.display());
-            println!("Check with: tether list");
+            outln!("Removed server {name:?} from {}.", path.display());
+            outln!("Check with: tether list");
             EXIT_OK
         }
         Err(err) => report(&err),
@@ -524,8 +524,8 @@ pub(super) fn enable(
     match files.set_field(scope, name, "enabled", Some(Value::Bool(enabled))) {
         Ok((_, path)) => {
             let done = if enabled { "Enabled" } else { "Disabled" };
-            println!("{done} server {name:?} in {}.", path.display());
-            println!("Check it with: {again} list {}", shell_quote(name));
+            outln!("{done} server {name:?} in {}.", path.display());
+            outln!("Check it with: {again} list {}", shell_quote(name));
             EXIT_OK
         }
         Err(err) => report(&err),
@@ -547,12 +547,12 @@ pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool, ye
         };
         if entries.is_empty() {
             // Nothing is approved that was not shown.
-            println!("{} has no servers in .mcp.json (yet); nothing to trust.", dir.display());
+            outln!("{} has no servers in .mcp.json (yet); nothing to trust.", dir.display());
             return EXIT_OK;
         } else {
             // Everything the file says is shown escaped: an entry cannot
             // hide what it runs behind terminal control sequences.
-            println!(
+            outln!(
                 "Trusting {} lets its .mcp.json start these servers, as they are now:",
                 escaped(&dir.display().to_string())
             );
@@ -566,7 +566,7 @@ pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool, ye
                     rows.push([String::new(), format!("  {field} = {value}")]);
                 }
             }
-            print!("{}", super::table::render(&rows));
+            out!("{}", super::table::render(&rows));
             if !yes {
                 match ask_choice("Trust them? [y/N] ") {
                     Some('y') => {}
@@ -589,14 +589,14 @@ pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool, ye
         Ok((changed, canonical)) => {
             let shown = escaped(&canonical.display().to_string());
             match (trusted, changed) {
-                (true, true) => println!("Trusted {shown}: these entries may start."),
-                (true, false) => println!("{shown} was already trusted as it is."),
+                (true, true) => outln!("Trusted {shown}: these entries may start."),
+                (true, false) => outln!("{shown} was already trusted as it is."),
                 (false, true) => {
-                    println!("No longer trusting {shown}; its servers will not start.")
+                    outln!("No longer trusting {shown}; its servers will not start.")
                 }
-                (false, false) => println!("{shown} was not trusted."),
+                (false, false) => outln!("{shown} was not trusted."),
             }
-            println!("Check with: tether --project {shown} list");
+            outln!("Check with: tether --project {shown} list");
             EXIT_OK
         }
         Err(err) => report(&err),
@@ -608,10 +608,10 @@ pub(super) fn import(files: &ConfigFiles, source: &Path) -> u8 {
         Ok(report) => {
             let target = files.user_file();
             if report.imported.is_empty() {
-                println!("Imported nothing into {}.", target.display());
+                outln!("Imported nothing into {}.", target.display());
             } else {
                 let noun = if report.imported.len() == 1 { "server" } else { "servers" };
-                println!(
+                outln!(
                     "Imported {} {noun} into {}: {}.",
                     report.imported.len(),
                     target.display(),
@@ -619,19 +619,15 @@ pub(super) fn import(files: &ConfigFiles, source: &Path) -> u8 {
                 );
             }
             for (name, why) in &report.skipped {
-                println!(
-                    "Skipped {}: {}.",
-                    super::shown::escaped(name),
-                    super::shown::escaped(why)
-                );
+                outln!("Skipped {}: {}.", super::shown::escaped(name), super::shown::escaped(why));
             }
             for note in &report.notes {
-                println!("Note: {}.", super::shown::escaped(note));
+                outln!("Note: {}.", super::shown::escaped(note));
             }
             for warning in &report.warnings {
                 eprintln!("warning: {}", super::shown::escaped(warning));
             }
-            println!("Check them with: tether list");
+            outln!("Check them with: tether list");
             EXIT_OK
         }
         Err(err) => report(&err),
@@ -657,18 +653,18 @@ pub(super) fn expose(
     match files.set_exposure(scope, name, mode, tool) {
         Ok(path) => {
             match tool {
-                Some(pattern) => println!(
+                Some(pattern) => outln!(
                     "Set the exposure of {name:?} tools matching {pattern:?} to {} in {}.",
                     mode.as_str(),
                     path.display()
                 ),
-                None => println!(
+                None => outln!(
                     "Set the exposure of {name:?} to {} in {}.",
                     mode.as_str(),
                     path.display()
                 ),
             }
-            println!("Check it with: {again} tools {}", shell_quote(name));
+            outln!("Check it with: {again} tools {}", shell_quote(name));
             EXIT_OK
         }
         Err(err) => report(&err),

@@ -6,6 +6,18 @@
 //! stdout carries only results; errors go to stderr as `error: …` naming the
 //! server, then a hint.
 
+/// `print!` through [`emit`]: a closed pipe ends the output quietly, and a
+/// full disk is an error and exit code 1, never a panic.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cli::emit(&format!($($arg)*)) };
+}
+
+/// `println!` through [`emit`].
+macro_rules! outln {
+    () => { $crate::cli::emit("\n") };
+    ($($arg:tt)*) => { $crate::cli::emit(&format!("{}\n", format_args!($($arg)*))) };
+}
+
 mod args;
 mod browse;
 mod connect;
@@ -49,9 +61,21 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// Set once stdout is a closed pipe (`tether tools | head -1`): output stops,
 /// but the command still ends its servers before exiting.
 static OUTPUT_CLOSED: AtomicBool = AtomicBool::new(false);
+/// Set once writing a result failed otherwise (a full disk): the command
+/// did not do its job, whatever its servers said.
+static OUTPUT_FAILED: AtomicBool = AtomicBool::new(false);
 
-/// Runs the command line and returns the process exit code.
+/// Runs the command line and returns the process exit code: 1 for a
+/// command that succeeded but could not write its result.
 pub fn main() -> ExitCode {
+    let code = run();
+    if code == ExitCode::from(EXIT_OK) && OUTPUT_FAILED.load(Ordering::Relaxed) {
+        return ExitCode::from(EXIT_TOOL_ERROR);
+    }
+    code
+}
+
+fn run() -> ExitCode {
     let args = match args::parse(std::env::args_os().skip(1)) {
         Ok(args) => args,
         Err(err) => {
@@ -63,12 +87,12 @@ pub fn main() -> ExitCode {
     if args.help {
         return match args.help_topic.as_deref() {
             None => {
-                print!("{}", help::GLOBAL);
+                out!("{}", help::GLOBAL);
                 ExitCode::from(EXIT_OK)
             }
             Some(topic) => match help::of(topic) {
                 Some(text) => {
-                    print!("{text}");
+                    out!("{text}");
                     ExitCode::from(EXIT_OK)
                 }
                 None => {
@@ -79,7 +103,7 @@ pub fn main() -> ExitCode {
         };
     }
     if args.version {
-        println!("tether {}", env!("CARGO_PKG_VERSION"));
+        outln!("tether {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::from(EXIT_OK);
     }
     let Some(command) = args.command else {
@@ -281,9 +305,9 @@ pub(crate) fn emit(text: &str) {
     }
     let mut stdout = io::stdout().lock();
     if let Err(err) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
-        if err.kind() == io::ErrorKind::BrokenPipe {
-            OUTPUT_CLOSED.store(true, Ordering::Relaxed);
-        } else {
+        OUTPUT_CLOSED.store(true, Ordering::Relaxed);
+        if err.kind() != io::ErrorKind::BrokenPipe {
+            OUTPUT_FAILED.store(true, Ordering::Relaxed);
             eprintln!("error: cannot write the output: {err}");
         }
     }

@@ -574,3 +574,32 @@ fn call_timeout_bounds_the_closing_too() {
     assert!(took < Duration::from_secs(4), "{took:?}");
     tag.assert_gone_within(Duration::from_secs(3));
 }
+
+// A cold trial: a result that could not be written (a full disk) still
+// exited 0; `--version` panicked. Now: said, and exit code 1. A closed pipe
+// (`| head`) stays quiet and 0.
+#[test]
+fn a_result_that_cannot_be_written_is_an_error() {
+    let dir = config_dir(json!({"demo": demo_entry()}));
+    for args in [
+        vec!["call", "demo", "count_words", r#"{"text": "one two"}"#],
+        vec!["list", "demo"],
+        vec!["--version"],
+    ] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let mut child = Command::new(tether_bin())
+            .arg("--config-dir")
+            .arg(dir.path())
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(full)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let code = wait_exit(&mut child, WITHIN);
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("cannot write the output"), "{args:?}: {stderr}");
+    }
+}

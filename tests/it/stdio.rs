@@ -177,6 +177,21 @@ fn garbage_and_invalid_utf8_lines_are_skipped() {
     close_and_check(client, &tag);
 }
 
+// A cold trial: an answer whose text was Latin-1, not UTF-8, was skipped as
+// "not JSON-RPC", and its call waited for its whole timeout. Its bad bytes
+// now read as U+FFFD, and the answer arrives.
+#[test]
+fn an_answer_that_is_not_utf8_still_reaches_its_caller() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--latin1"]);
+    let started = Instant::now();
+    let options = CallOptions::default().with_timeout(Duration::from_secs(10));
+    let result = client.call_tool("echo", json!({"text": "café"}), &options).unwrap();
+    assert_eq!(result.to_text(), "caf\u{fffd}");
+    assert_quick(started, Duration::from_secs(2), "an answer in Latin-1");
+    client.close().unwrap();
+}
+
 #[test]
 fn a_server_that_sends_only_garbage_fails_initialize_with_a_reason() {
     let tag = Tag::new();
