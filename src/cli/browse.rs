@@ -15,7 +15,8 @@ use tether::{Config, Error, Hub, Offered, ServerState};
 
 use super::connect::{only_server, report_start_failure, SignalWatch};
 use super::{
-    emit, emit_body, report, shown, table, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE,
+    emit, emit_body, emit_json, report, shown, table, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR,
+    EXIT_USAGE,
 };
 
 /// Starts the hub for `server` (or every server) and fails when a named
@@ -69,7 +70,7 @@ pub(super) fn resources(
     errors.extend(template_errors);
     if json {
         let value = serde_json::json!({"resources": resources, "resourceTemplates": templates});
-        emit(&format!("{}\n", serde_json::to_string_pretty(&value).unwrap_or_default()));
+        emit_json(&value);
     } else {
         let mut rows: Vec<[String; 4]> = resources
             .iter()
@@ -109,7 +110,7 @@ pub(super) fn read(
     };
     if json {
         let result = serde_json::json!({"contents": contents});
-        emit(&format!("{}\n", serde_json::to_string_pretty(&result).unwrap_or_default()));
+        emit_json(&result);
         return EXIT_OK;
     }
     // With -o a file takes one part; a folder takes any number.
@@ -255,7 +256,7 @@ pub(super) fn prompts(
     };
     let (prompts, errors) = hub.prompts();
     if json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&prompts).unwrap_or_default()));
+        emit_json(&prompts);
     } else {
         let mut rows: Vec<[String; 3]> = Vec::new();
         for Offered { server, item } in &prompts {
@@ -298,7 +299,7 @@ pub(super) fn prompt(
     };
     match hub.get_prompt(server, name, arguments) {
         Ok(result) if json => {
-            emit(&format!("{}\n", serde_json::to_string_pretty(&result).unwrap_or_default()));
+            emit_json(&result);
             EXIT_OK
         }
         Ok(result) => {

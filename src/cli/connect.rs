@@ -16,8 +16,8 @@ use signal_hook::iterator::Signals;
 use tether::{CallOptions, Config, Error, Hub, HubOptions, Scope, ServerState, ServerStatus};
 
 use super::{
-    browse, emit, emit_body, lock, progress, report, shown, status, table, Command, EXIT_OK,
-    EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE, INTERRUPTED,
+    browse, emit, emit_body, emit_json, lock, progress, report, shown, status, table, Command,
+    EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE, INTERRUPTED,
 };
 
 /// How often a start in progress is looked at.
@@ -280,7 +280,7 @@ fn list(
     if json {
         let rows: Vec<Value> =
             statuses.iter().map(|status| status::to_json(status, roots)).collect();
-        emit(&format!("{}\n", serde_json::to_string_pretty(&rows).unwrap_or_default()));
+        emit_json(&rows);
     } else if statuses.is_empty() {
         eprintln!("No servers configured. Add one with: tether add NAME -- COMMAND (see tether add --help)");
     } else if !streaming {
@@ -326,7 +326,7 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
                 })
             })
             .collect();
-        emit(&format!("{}\n", serde_json::to_string_pretty(&rows).unwrap_or_default()));
+        emit_json(&rows);
     } else {
         let rows: Vec<[String; 3]> = tools
             .iter()
@@ -465,10 +465,7 @@ fn call(
     match answer {
         Ok(result) => {
             if json {
-                emit(&format!(
-                    "{}\n",
-                    serde_json::to_string_pretty(&result.raw).unwrap_or_default()
-                ));
+                emit_json(&result.raw);
             } else {
                 let text = result.to_text();
                 emit_body(&text);

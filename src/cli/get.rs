@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 use tether::{Config, ServerConfig};
 
 use super::connect::unknown_server;
-use super::{emit, shown::escaped, EXIT_OK, EXIT_USAGE};
+use super::{emit, emit_json, shown::escaped, EXIT_OK, EXIT_USAGE};
 
 pub(super) fn get(config: &Config, name: &str, json: bool) -> u8 {
     let value = if let Some(server) = config.server(name) {
@@ -37,7 +37,7 @@ pub(super) fn get(config: &Config, name: &str, json: bool) -> u8 {
         return unknown_server(config, name);
     };
     if json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&value).unwrap_or_default()));
+        emit_json(&value);
     } else {
         emit(&render(&value));
     }

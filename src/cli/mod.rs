@@ -313,6 +313,23 @@ pub(crate) fn emit(text: &str) {
     }
 }
 
+/// Writes `value` as pretty JSON and a newline. A C1 control character
+/// (U+0080 to U+009F: U+009B starts an escape sequence on many terminals)
+/// or DEL is written as its `\u` escape, as JSON allows: a server's words
+/// reach a terminal as text, never as commands.
+pub(crate) fn emit_json(value: &impl serde::Serialize) {
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    let mut safe = String::with_capacity(text.len() + 1);
+    for c in text.chars() {
+        match c {
+            '\u{7f}'..='\u{9f}' => safe.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => safe.push(c),
+        }
+    }
+    safe.push('\n');
+    emit(&safe);
+}
+
 pub(crate) fn report(err: &Error) -> u8 {
     if INTERRUPTED.load(Ordering::SeqCst) {
         return EXIT_SERVER;

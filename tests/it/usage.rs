@@ -275,6 +275,12 @@ fn a_servers_terminal_escapes_are_shown_not_obeyed() {
     let out = stdout_of(&output);
     assert!(out.contains("rm -rf ~\\e[2K\\rall is well\\e[8m"), "{out}");
     assert!(!out.contains('\u{1b}'), "{out:?}");
+    // JSON escapes the C1 controls too (U+009B starts a sequence on many
+    // terminals), which serde_json leaves as they are.
+    let (output, _) = run_tether(dir.path(), &["tools", "fx", "--json"], WITHIN);
+    let out = stdout_of(&output);
+    assert!(out.contains("all is well\\u001b[8m\\u009b8m"), "{out}");
+    assert!(!out.contains(['\u{1b}', '\u{9b}']), "{out:?}");
     let (output, _) = run_tether(dir.path(), &["call", "fx", "spoof"], WITHIN);
     let err = stderr_of(&output);
     assert!(err.contains("rm -rf ~\\e[2K\\rall is well"), "{err}");
