@@ -248,10 +248,20 @@ impl fmt::Display for CloseReason {
                 )
             }
             CloseReason::Exited { code: Some(code), .. } => {
-                write!(f, "the server exited with status {code}")
+                write!(f, "the server exited with status {code}")?;
+                // A signal that dumps core reaches tether as the shell's
+                // 128 + n (the supervisor never dumps core itself).
+                match signal_name(code - 128).filter(|_| *code > 128) {
+                    Some(name) => write!(f, " (128 + {}: likely killed by {name})", code - 128),
+                    None => Ok(()),
+                }
             }
             CloseReason::Exited { signal: Some(signal), .. } => {
-                write!(f, "the server was killed by signal {signal}{}", signal_name(*signal))
+                write!(f, "the server was killed by signal {signal}")?;
+                match signal_name(*signal) {
+                    Some(name) => write!(f, " ({name})"),
+                    None => Ok(()),
+                }
             }
             CloseReason::Exited { .. } => f.write_str("the server exited"),
             CloseReason::Unreachable(what) => f.write_str(what),
@@ -278,18 +288,23 @@ impl fmt::Display for Bytes {
     }
 }
 
-/// ` (SIGKILL)` for the signals people know by name.
-fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        1 => " (SIGHUP)",
-        2 => " (SIGINT)",
-        6 => " (SIGABRT)",
-        9 => " (SIGKILL)",
-        11 => " (SIGSEGV)",
-        13 => " (SIGPIPE)",
-        15 => " (SIGTERM)",
-        _ => "",
-    }
+/// The name of a signal people know by name.
+fn signal_name(signal: i32) -> Option<&'static str> {
+    let name = match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => return None,
+    };
+    Some(name)
 }
 
 impl std::error::Error for Error {
@@ -328,5 +343,18 @@ mod tests {
             "frame too large (1.5 MiB or more; the limit is 900 KiB)"
         );
         assert_eq!(shown(1536, 512), "frame too large (1.5 KiB or more; the limit is 512 bytes)");
+    }
+
+    #[test]
+    fn a_death_by_signal_is_named() {
+        let exited = |code, signal| CloseReason::Exited { code, signal }.to_string();
+        assert_eq!(exited(None, Some(9)), "the server was killed by signal 9 (SIGKILL)");
+        assert_eq!(exited(None, Some(40)), "the server was killed by signal 40");
+        assert_eq!(
+            exited(Some(139), None),
+            "the server exited with status 139 (128 + 11: likely killed by SIGSEGV)"
+        );
+        assert_eq!(exited(Some(3), None), "the server exited with status 3");
+        assert_eq!(exited(Some(200), None), "the server exited with status 200");
     }
 }

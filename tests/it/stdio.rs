@@ -778,6 +778,8 @@ fn a_server_that_aborts_leaves_tether_and_its_other_servers_running() {
     let err = echo(&aborting, "boom").unwrap_err();
     let aborted = CloseReason::Exited { code: Some(128 + libc::SIGABRT), signal: None };
     assert!(matches!(err, Error::Disconnected(ref reason) if *reason == aborted), "{err:?}");
+    // Said as a person knows it, not as a bare number.
+    assert!(err.to_string().contains("status 134 (128 + 6: likely killed by SIGABRT)"), "{err}");
     assert_eq!(echo(&other, "still here").unwrap(), "still here");
     drop(aborting);
     close_and_check(other, &tag);
