@@ -299,8 +299,10 @@ pub(crate) fn emit_body(text: &str) {
 }
 
 /// Writes to stdout; a closed pipe (`tether list | head`) is not an error.
+/// Once a signal came, nothing more: what the command would print then
+/// comes from its own teardown (servers "shut down by the host").
 pub(crate) fn emit(text: &str) {
-    if OUTPUT_CLOSED.load(Ordering::Relaxed) {
+    if OUTPUT_CLOSED.load(Ordering::Relaxed) || INTERRUPTED.load(Ordering::SeqCst) {
         return;
     }
     let mut stdout = io::stdout().lock();

@@ -603,3 +603,32 @@ fn a_result_that_cannot_be_written_is_an_error() {
         assert!(stderr.contains("cannot write the output"), "{args:?}: {stderr}");
     }
 }
+
+// Two cold trials: Ctrl-C while `list` waited for a hanging server printed
+// its rows, each server "failed … shut down by the host". An interrupted
+// command prints no results.
+#[test]
+fn an_interrupted_listing_prints_no_rows() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({
+        "demo": demo_entry(),
+        "hang": misbehave_entry(&tag, &["--hang-initialize"]),
+    }));
+    let mut child = Command::new(tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .arg("list")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    tag.wait_for_processes(1, Duration::from_secs(10));
+    thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(128 + libc::SIGINT));
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    assert_eq!(out, "", "interrupted, yet printed rows");
+    tag.assert_gone();
+}
