@@ -291,6 +291,9 @@ pub(super) fn logout(config: &Config, store: &Path, name: &str) -> u8 {
             outln!("Signed out of {name:?}.");
             EXIT_OK
         }
+        // Not configured and nothing kept: a typo, most likely. (A server
+        // removed from the configuration can still be signed out of.)
+        Ok(false) if !config.knows(name) => super::connect::unknown_server(config, name),
         Ok(false) => {
             outln!("Nothing was kept for {name:?}.");
             EXIT_OK

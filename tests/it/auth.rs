@@ -295,6 +295,13 @@ fn tether_login_signs_in_with_the_browser_and_logout_forgets() {
     let kept: Value = serde_json::from_str(&std::fs::read_to_string(&store).unwrap()).unwrap();
     assert!(kept["servers"].get("web").is_none(), "{kept}");
     assert_eq!(tether(&["call", "web", "whoami"], false).status.code(), Some(3));
+    // Signed out already: said, and fine. A name nothing knows: a typo.
+    let again = tether(&["logout", "web"], false);
+    assert_eq!(again.status.code(), Some(0));
+    assert!(stdout_of(&again).contains("Nothing was kept"), "{}", stdout_of(&again));
+    let typo = tether(&["logout", "wbe"], false);
+    assert_eq!(typo.status.code(), Some(2), "{}", stderr_of(&typo));
+    assert!(stderr_of(&typo).contains("did you mean \"web\"?"), "{}", stderr_of(&typo));
     drop(server);
     tag.assert_gone();
 }
