@@ -111,7 +111,19 @@ impl OAuth {
         let handler = match (&self.handler, by_machine) {
             (_, true) => None,
             (Some(handler), false) => Some(Arc::clone(handler)),
-            (None, false) => return Err(Error::LoginRequired { url: self.server_url.clone() }),
+            (None, false) => {
+                // A step-up that needs a person: the scopes the server asked
+                // for are kept with the sign-in, so that the next sign-in
+                // (`tether login`) asks for them too.
+                if challenge.is_insufficient_scope() {
+                    for scope in challenge.scope.iter().flat_map(|s| s.split_whitespace()) {
+                        if !working.scopes.iter().any(|kept| kept == scope) {
+                            working.scopes.push(scope.to_owned());
+                        }
+                    }
+                }
+                return Err(Error::LoginRequired { url: self.server_url.clone() });
+            }
         };
         let discovered = match working.discovered.clone() {
             Some(discovered) => discovered,

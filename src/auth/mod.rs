@@ -432,8 +432,12 @@ impl OAuth {
         };
         drop(state);
         let mut busy = Busy { oauth: self, finished: false };
+        let scopes_before = working.scopes.clone();
         let outcome = work(&mut working);
-        if let (Ok(()), Some(store)) = (&outcome, &self.store) {
+        // Kept when it worked, and when it failed having learned scopes
+        // (a step-up left to `tether login`).
+        let learned = working.scopes != scopes_before;
+        if let (true, Some(store)) = (outcome.is_ok() || learned, &self.store) {
             let record = store::Record::new(
                 working.tokens.as_ref(),
                 working.client.as_ref(),

@@ -507,6 +507,9 @@ fn call(
                     None => eprintln!("  hint: see its tools with: tether tools {name}"),
                 }
             }
+            if let Error::LoginRequired { .. } = err.root() {
+                eprintln!("  hint: sign in with: tether login {name}");
+            }
             if let Error::Timeout(_) = err.root() {
                 if !INTERRUPTED.load(Ordering::SeqCst) {
                     eprintln!("  hint: pass a longer --timeout, or raise \"timeout\" for {name:?} in the configuration");

@@ -320,3 +320,49 @@ fn tether_login_refuses_a_busy_callback_port_rather_than_switching() {
     assert!(stderr_of(&output).contains(&format!("127.0.0.1:{port}")), "{}", stderr_of(&output));
     assert!(server.requests_to("/authorize").is_empty());
 }
+
+// A cold trial: in a script, a server that wants more scope for a call
+// (403 insufficient_scope) left `tether call` failing with no hint, and
+// `tether login` asked for the same scopes as before, so it failed again.
+// The scopes asked for are now kept, and the next `tether login` asks them.
+#[test]
+fn a_step_up_in_a_script_is_left_to_tether_login_which_asks_for_the_scope() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--step-up", "admin"]);
+    let dir = config_dir(json!({"web": {"url": server.url}}));
+    let visits = dir.path().join("browser.log");
+    let tether = |args: &[&str]| {
+        let mut command = Command::new(crate::support::tether_bin());
+        command
+            .arg("--config-dir")
+            .arg(dir.path())
+            .args(args)
+            .env(
+                "BROWSER",
+                format!("{} --log {}", fixture("fake-browser").display(), visits.display()),
+            )
+            .env_remove("RUST_LOG");
+        run_command(command, None, WITHIN).0
+    };
+    assert_eq!(tether(&["login", "web"]).status.code(), Some(0));
+    let call = tether(&["call", "web", "whoami"]);
+    assert_eq!(call.status.code(), Some(3));
+    assert!(
+        stderr_of(&call).contains("hint: sign in with: tether login web"),
+        "{}",
+        stderr_of(&call)
+    );
+    assert_eq!(tether(&["login", "web"]).status.code(), Some(0));
+    let call = tether(&["call", "web", "whoami"]);
+    assert_eq!(call.status.code(), Some(0), "{}", stderr_of(&call));
+    assert!(stdout_of(&call).contains("admin"), "{}", stdout_of(&call));
+    let scopes: Vec<String> = server
+        .requests_to("/authorize")
+        .iter()
+        .map(|entry| entry["params"]["scope"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(scopes.len(), 2, "{scopes:?}");
+    assert!(!scopes[0].contains("admin") && scopes[1].contains("admin"), "{scopes:?}");
+    drop(server);
+    tag.assert_gone();
+}
