@@ -225,7 +225,8 @@ impl fmt::Display for Error {
             }
             Error::Config(what) => write!(f, "invalid configuration: {what}"),
             Error::Http { status: Some(status), message } => write!(f, "HTTP {status}: {message}"),
-            Error::Http { status: None, message } => write!(f, "HTTP: {message}"),
+            // "cannot reach …": the words say it is the network.
+            Error::Http { status: None, message } => f.write_str(message),
             Error::Auth(what) => write!(f, "signing in failed: {what}"),
             Error::LoginRequired { url } => {
                 write!(f, "{} needs a sign-in (OAuth)", crate::url::redact_url(url))

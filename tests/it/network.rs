@@ -298,7 +298,25 @@ fn a_private_ca_is_trusted_through_ca_file_and_the_ssl_variables() {
 
     let (state, status) = state_with(json!({"url": https}), &[]);
     assert_eq!(state, "failed", "an unknown CA must not be trusted: {status}");
-    assert!(status["error"].as_str().unwrap().to_lowercase().contains("certificate"), "{status}");
+    let error = status["error"].as_str().unwrap();
+    assert!(error.to_lowercase().contains("certificate"), "{status}");
+    // What to do about it, in words (a cold trial saw a Rust debug dump).
+    assert!(error.contains("\"caFile\"") && error.contains("SSL_CERT_FILE"), "{error}");
+
+    // The CA's own certificate serving as the server's (as a self-signed
+    // one made without CA:FALSE does): refused by TLS, whatever is trusted,
+    // and said so.
+    let ca_port = tls_front(
+        &certs.path().join("ca.pem"),
+        &certs.path().join("ca.key"),
+        upstream_port.parse().unwrap(),
+    );
+    let ca_served = format!("https://127.0.0.1:{ca_port}/mcp");
+    let (state, status) = state_with(json!({"url": ca_served, "caFile": ca}), &[]);
+    assert_eq!(state, "failed", "{status}");
+    let error = status["error"].as_str().unwrap();
+    assert!(error.contains("certificate is a CA's"), "{error}");
+    assert!(!error.contains("OtherError"), "{error}");
 
     let (state, status) = state_with(json!({"url": https, "caFile": ca}), &[]);
     assert_eq!(state, "connected", "caFile: {status}");

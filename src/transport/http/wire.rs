@@ -533,9 +533,24 @@ pub(super) fn unauthorized(response: &Response<Body>, url: &str, configured: boo
 /// `http://`.
 pub(super) fn tls_failure(err: &ureq::Error) -> Option<String> {
     let ureq::Error::Io(io) = err else { return None };
+    use rustls::CertificateError as Refused;
     let tls = io.get_ref()?.downcast_ref::<rustls::Error>()?;
     let hint = match tls {
         rustls::Error::InvalidMessage(_) => " (does the server speak plain http://?)",
+        rustls::Error::InvalidCertificate(Refused::UnknownIssuer) => {
+            " (no CA tether trusts signed it: name its CA in the entry's \"caFile\", or in \
+             SSL_CERT_FILE or SSL_CERT_DIR)"
+        }
+        rustls::Error::InvalidCertificate(Refused::Other(other))
+            if other.to_string().contains("CaUsedAsEndEntity") =>
+        {
+            return Some(
+                "the TLS handshake failed: the server's certificate is a CA's, which TLS \
+                 refuses as a server's own (a self-signed one made without CA:FALSE?); give \
+                 the server a certificate its CA signed, and name that CA in \"caFile\""
+                    .to_owned(),
+            );
+        }
         _ => "",
     };
     Some(format!("the TLS handshake failed: {tls}{hint}"))
