@@ -99,6 +99,12 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
             ))
         }
         Error::Timeout(_) => Some(format!("raise \"timeout\" in {file}")),
+        // Nothing at that path, over either transport: most often a typo.
+        Error::Http { status: Some(404), .. } => Some(format!(
+            "no MCP server answers at {}; check the URL in {file} (tether tried Streamable \
+             HTTP, then the older HTTP+SSE transport, unless \"type\" names one)",
+            escaped(status.target.as_deref().unwrap_or("?"))
+        )),
         // MissingRequiredClientCapability: most often elicitation, which the
         // CLI offers only on a terminal.
         Error::Rpc(rpc) if rpc.code == -32021 => Some(

@@ -632,3 +632,22 @@ fn an_interrupted_listing_prints_no_rows() {
     assert_eq!(out, "", "interrupted, yet printed rows");
     tag.assert_gone();
 }
+
+// A cold trial: a URL with a wrong path said only "HTTP 404: Not Found".
+#[test]
+fn a_url_with_nothing_behind_it_says_to_check_the_url() {
+    let tag = Tag::new();
+    let (mut server, url) = crate::support::start_url_fixture("http-server", &tag, &[]);
+    let wrong = url.replace("/mcp", "/nothere");
+    let dir = config_dir(json!({"web": {"url": wrong}}));
+    let (output, _) = run_tether(dir.path(), &["call", "web", "echo", "{}"], WITHIN);
+    assert_eq!(output.status.code(), Some(3));
+    let err = stderr_of(&output);
+    assert!(err.contains("HTTP 404"), "{err}");
+    assert!(
+        err.contains(&format!("hint: no MCP server answers at {wrong}; check the URL")),
+        "{err}"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}
