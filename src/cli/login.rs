@@ -76,9 +76,16 @@ impl AuthorizationHandler for LoopbackHandler {
     }
 
     fn authorize(&self, url: &str) -> Result<String, Error> {
+        self.authorize_as(&format!("{:?}", self.server), url)
+    }
+}
+
+impl LoopbackHandler {
+    /// [`AuthorizationHandler::authorize`], naming the server as `label`.
+    fn authorize_as(&self, label: &str, url: &str) -> Result<String, Error> {
         eprintln!(
-            "To sign in to {:?}, open this URL in a browser:\n\n  {}\n",
-            self.server,
+            "To sign in to {}, open this URL in a browser:\n\n  {}\n",
+            super::shown::escaped(label),
             super::shown::escaped(url)
         );
         open_in_browser(url);
@@ -121,12 +128,28 @@ impl AuthorizationHandler for LoopbackHandler {
 
 /// The handler `list`, `call` and the rest use on a terminal: one loopback
 /// listener on a free port, made when a server first wants a sign-in.
-#[derive(Default)]
 pub(super) struct TerminalSignIn {
     handler: OnceLock<Result<LoopbackHandler, String>>,
+    /// Each remote server's URL and name: the sign-in names the server
+    /// whose URL is the request's `resource`.
+    servers: Vec<(String, String)>,
 }
 
 impl TerminalSignIn {
+    pub(super) fn new(config: &tether::Config) -> TerminalSignIn {
+        let servers = config
+            .servers
+            .iter()
+            .filter_map(|server| match &server.transport {
+                tether::TransportConfig::Http(http) => {
+                    Some((http.url.clone(), server.name.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        TerminalSignIn { handler: OnceLock::new(), servers }
+    }
+
     fn handler(&self) -> Result<&LoopbackHandler, Error> {
         self.handler
             .get_or_init(|| {
@@ -145,7 +168,17 @@ impl AuthorizationHandler for TerminalSignIn {
     }
 
     fn authorize(&self, url: &str) -> Result<String, Error> {
-        self.handler()?.authorize(url)
+        let resource = query_value(url, "resource").unwrap_or_default();
+        let named = self.servers.iter().find(|(at, _)| {
+            !resource.is_empty()
+                && at.trim_end_matches('/').starts_with(resource.trim_end_matches('/'))
+        });
+        let label = match named {
+            Some((_, name)) => format!("{name:?}"),
+            None if !resource.is_empty() => resource,
+            None => "the server".to_owned(),
+        };
+        self.handler()?.authorize_as(&label, url)
     }
 }
 

@@ -226,7 +226,7 @@ fn with_config(
     // On a terminal a server that wants a sign-in gets one; a script
     // never opens a browser by itself (the server shows "needs login").
     if io::stdin().is_terminal() && io::stderr().is_terminal() {
-        options = options.with_authorization_handler(Arc::new(login::TerminalSignIn::default()));
+        options = options.with_authorization_handler(Arc::new(login::TerminalSignIn::new(&config)));
     }
     let root_uris: Vec<String> = roots.into_iter().map(|root| root.uri).collect();
     connect::run(command, config, options, &root_uris, signals)

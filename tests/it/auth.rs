@@ -366,3 +366,28 @@ fn a_step_up_in_a_script_is_left_to_tether_login_which_asks_for_the_scope() {
     drop(server);
     tag.assert_gone();
 }
+
+// A cold trial: the sign-in a command starts by itself on a terminal said
+// "To sign in to \"the server\"". It names the server whose URL it is.
+#[test]
+fn a_sign_in_on_a_terminal_names_the_server() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &[]);
+    let dir = config_dir(json!({"web": {"url": server.url}}));
+    let line = format!(
+        "'{}' --config-dir '{}' call web whoami",
+        crate::support::tether_bin(),
+        dir.path().display()
+    );
+    let mut command = Command::new("script");
+    command
+        .args(["-qec", &line, "/dev/null"])
+        .env("BROWSER", fixture("fake-browser"))
+        .env_remove("RUST_LOG");
+    let (output, _) = run_command(command, None, WITHIN);
+    let screen = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(screen.contains("To sign in to \"web\", open this URL"), "{screen:?}");
+    assert!(screen.contains("client-"), "the call went on after the sign-in: {screen:?}");
+    drop(server);
+    tag.assert_gone();
+}
