@@ -93,6 +93,10 @@ impl LoopbackHandler {
         if *paste {
             eprintln!("(Or paste the URL the browser ends up at here, then press Enter.)");
         }
+        eprintln!(
+            "Waiting for the sign-in to finish (at most {} minutes; Ctrl-C to give up)…",
+            SIGN_IN_WAIT.as_secs() / 60
+        );
         // Only the redirect to this request counts: the redirect URI's path
         // with this request's state. Anything else (another page poking the
         // port, an older sign-in) is answered and ignored.

@@ -265,6 +265,8 @@ fn tether_login_signs_in_with_the_browser_and_logout_forgets() {
     let login = tether(&["login", "web"], true);
     assert_eq!(login.status.code(), Some(0), "{}", stderr_of(&login));
     assert!(stderr_of(&login).contains("/authorize?"), "the URL is printed");
+    // Said while it waits, and how long it may (a cold trial saw silence).
+    assert!(stderr_of(&login).contains("Waiting for the sign-in to finish (at most 5 minutes"));
     let store = dir.path().join("mcp-auth.json");
     assert_eq!(std::fs::metadata(&store).unwrap().permissions().mode() & 0o777, 0o600);
     let kept: Value = serde_json::from_str(&std::fs::read_to_string(&store).unwrap()).unwrap();
