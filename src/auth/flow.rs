@@ -44,7 +44,7 @@ impl Tokens {
 }
 
 /// Who the client is to the authorization server.
-#[derive(Clone, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct ClientIdentity {
     id: String,

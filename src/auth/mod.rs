@@ -433,10 +433,12 @@ impl OAuth {
         drop(state);
         let mut busy = Busy { oauth: self, finished: false };
         let scopes_before = working.scopes.clone();
+        let client_before = working.client.clone();
         let outcome = work(&mut working);
-        // Kept when it worked, and when it failed having learned scopes
-        // (a step-up left to `tether login`).
-        let learned = working.scopes != scopes_before;
+        // Kept when it worked, and when it failed having learned something:
+        // scopes (a step-up left to `tether login`), or a client it
+        // registered (the next try need not register another).
+        let learned = working.scopes != scopes_before || working.client != client_before;
         if let (true, Some(store)) = (outcome.is_ok() || learned, &self.store) {
             let record = store::Record::new(
                 working.tokens.as_ref(),

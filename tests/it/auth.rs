@@ -142,6 +142,15 @@ fn an_issuer_mismatch_and_a_server_without_s256_are_refused() {
     let err = connect(server.target(OAuthSettings::default())).err().unwrap();
     assert!(err.to_string().contains("issuer"), "{err}");
     assert!(server.requests_to("/token").is_empty(), "no code was exchanged");
+    // The client registered for the failed sign-in is kept: the next try
+    // does not register another (a cold trial saw client-5, client-6, …).
+    let store = TempDir::new();
+    let kept =
+        || server.target(OAuthSettings::default()).with_token_store(&store.path().join("a.json"));
+    for _ in 0..2 {
+        assert!(connect(kept()).is_err());
+    }
+    assert_eq!(server.requests_to("/register").len(), 2, "one for the first try, one kept after");
     let server = AuthFixture::start(&tag, &["--claim-issuer", "https://accounts.example.com"]);
     let err = connect(server.target(OAuthSettings::default())).err().unwrap();
     assert!(err.to_string().contains("names the issuer"), "{err}");
