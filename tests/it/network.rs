@@ -381,3 +381,31 @@ fn a_gateways_error_page_is_said_in_words_not_markup() {
     assert!(error.contains("502") && error.contains("Bad Gateway"), "{status}");
     assert!(!error.contains('<') && !error.contains("nginx"), "{error}");
 }
+
+// A cold trial: https:// to a server that waits for a request and says
+// nothing to a TLS handshake (as a plain-HTTP server may) took up to 21 s
+// and said "timeout: connect". The silence is said, and not retried.
+#[test]
+fn a_server_silent_to_the_tls_handshake_is_said_so() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let holder = Arc::clone(&held);
+    thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            holder.lock().unwrap().push(conn); // Held open, never answered.
+        }
+    });
+    let started = std::time::Instant::now();
+    let (state, status) = state_with(
+        json!({"url": format!("https://127.0.0.1:{port}/mcp"), "startTimeout": 20}),
+        &[],
+    );
+    assert_eq!(state, "failed", "{status}");
+    let error = status["error"].as_str().unwrap();
+    assert!(error.contains("never answered the TLS handshake"), "{error}");
+    assert!(error.contains("plain http://"), "{error}");
+    // The connection's 10 s budget, once.
+    assert!(started.elapsed() < Duration::from_secs(14), "{:?}", started.elapsed());
+    assert_eq!(held.lock().unwrap().len(), 1, "tried once, not retried");
+}

@@ -173,12 +173,28 @@ impl<In: Transport> Connector<In> for Tls {
             timeout.after = Budget::Exact(after.saturating_sub(spent));
         }
         socket.set_timeout(timeout);
-        connection.complete_io(&mut socket)?;
+        connection.complete_io(&mut socket).map_err(handshake_failure)?;
         let buffers = LazyBuffers::new(
             details.config.input_buffer_size(),
             details.config.output_buffer_size(),
         );
         Ok(Some(Either::B(TlsTransport { buffers, stream: StreamOwned::new(connection, socket) })))
+    }
+}
+
+/// What the server never answering the handshake is said as (a plain-HTTP
+/// server waits for a request and says nothing).
+pub(super) const SILENT_HANDSHAKE: &str = "the server never answered the TLS handshake";
+
+/// A handshake that ran out of time is the server's silence, said as a TLS
+/// failure (which no retry mends), not as "timeout: connect".
+fn handshake_failure(err: std::io::Error) -> ureq::Error {
+    match ureq::Error::from(err) {
+        ureq::Error::Timeout(_) => ureq::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            rustls::Error::General(SILENT_HANDSHAKE.into()),
+        )),
+        other => other,
     }
 }
 

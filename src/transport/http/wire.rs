@@ -537,6 +537,9 @@ pub(super) fn tls_failure(err: &ureq::Error) -> Option<String> {
     let tls = io.get_ref()?.downcast_ref::<rustls::Error>()?;
     let hint = match tls {
         rustls::Error::InvalidMessage(_) => " (does the server speak plain http://?)",
+        rustls::Error::General(why) if why == super::tls::SILENT_HANDSHAKE => {
+            return Some(format!("{why} (does it speak plain http://?)"));
+        }
         rustls::Error::InvalidCertificate(Refused::UnknownIssuer) => {
             " (no CA tether trusts signed it: name its CA in the entry's \"caFile\", or in \
              SSL_CERT_FILE or SSL_CERT_DIR)"
