@@ -474,6 +474,11 @@ fn call(
                 }
             }
             if result.is_error() {
+                // The result above is the tool's own account of it.
+                eprintln!(
+                    "error: server {name:?}: the tool {:?} reported an error",
+                    shown::escaped(tool)
+                );
                 EXIT_TOOL_ERROR
             } else {
                 EXIT_OK

@@ -63,6 +63,8 @@ fn a_tool_error_exits_1_and_prints_its_text() {
     let (output, _) = run_tether(dir.path(), &["call", "fx", "fail"], WITHIN);
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(stdout_of(&output), "something went wrong\n");
+    // Said on stderr too (a cold trial: nothing told the user it failed).
+    assert_eq!(stderr_of(&output), "error: server \"fx\": the tool \"fail\" reported an error\n");
     tag.assert_gone();
 }
 
