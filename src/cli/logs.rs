@@ -49,6 +49,9 @@ pub(super) fn logs(config_dir: &Path, server: Option<&str>, lines: usize, follow
     for line in &kept {
         emit(line);
     }
+    if let (Some(name), true, false) = (server, kept.is_empty(), follow) {
+        eprintln!("No lines from {name:?} in {} (yet).", path.display());
+    }
     if !follow {
         return EXIT_OK;
     }

@@ -120,6 +120,11 @@ fn tether_logs_has_the_stderr_of_a_crashed_server() {
     let (output, _) = run_tether(dir.path(), &["logs", "--server", "fx"], Duration::from_secs(20));
     let out = stdout_of(&output);
     assert!(out.lines().any(|line| line.ends_with(" [fx] stderr crashing now")), "{out}");
+    // A server with nothing in the log: said, not silence.
+    let (output, _) = run_tether(dir.path(), &["logs", "quiet"], Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(stdout_of(&output), "");
+    assert!(crate::support::stderr_of(&output).contains("No lines from \"quiet\""));
     let (output, _) = run_tether(dir.path(), &["logs", "--server", "fz"], Duration::from_secs(20));
     assert_eq!(output.status.code(), Some(2));
     assert!(crate::support::stderr_of(&output).contains("did you mean \"fx\""));
