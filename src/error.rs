@@ -107,6 +107,12 @@ pub enum Step {
     },
     /// One request, bounded by its timeout (reset by progress up to its ceiling).
     Request,
+    /// One request whose progress kept it going until its ceiling
+    /// (`maxTotalTimeout`), past its own timeout.
+    Ceiling {
+        /// The ceiling.
+        limit: Duration,
+    },
 }
 
 impl Timeout {
@@ -210,6 +216,9 @@ impl fmt::Display for Error {
                 match timeout.step {
                     Step::Start { limit } => write!(f, " (start timeout {limit:?})"),
                     Step::Request => Ok(()),
+                    Step::Ceiling { limit } => {
+                        write!(f, " (its progress went on until the ceiling, {limit:?})")
+                    }
                 }
             }
             Error::Cancelled => f.write_str("cancelled"),

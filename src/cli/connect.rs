@@ -515,10 +515,15 @@ fn call(
             if let Error::LoginRequired { .. } = err.root() {
                 eprintln!("  hint: sign in with: tether login {name}");
             }
-            if let Error::Timeout(_) = err.root() {
-                if !INTERRUPTED.load(Ordering::SeqCst) {
+            match err.root() {
+                _ if INTERRUPTED.load(Ordering::SeqCst) => {}
+                Error::Timeout(tether::Timeout { step: tether::Step::Ceiling { .. }, .. }) => {
+                    eprintln!("  hint: the tool was still at work; raise \"maxTotalTimeout\" for {name:?} in the configuration");
+                }
+                Error::Timeout(_) => {
                     eprintln!("  hint: pass a longer --timeout, or raise \"timeout\" for {name:?} in the configuration");
                 }
+                _ => {}
             }
             code
         }

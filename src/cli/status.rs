@@ -98,6 +98,9 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
                 "the server was still starting ({doing}); if it needs longer, raise \"startTimeout\" in {file}"
             ))
         }
+        Error::Timeout(Timeout { step: Step::Ceiling { .. }, .. }) => {
+            Some(format!("raise \"maxTotalTimeout\" in {file}"))
+        }
         Error::Timeout(_) => Some(format!("raise \"timeout\" in {file}")),
         // Nothing at that path, over either transport: most often a typo.
         Error::Http { status: Some(404), .. } => Some(format!(

@@ -261,7 +261,13 @@ impl Client {
                     if let Some(outcome) = self.abandon(id, method, replies, "timed out") {
                         return outcome;
                     }
-                    return Err(Error::Timeout(Timeout::request(method, clock.started.elapsed())));
+                    let mut timeout = Timeout::request(method, clock.started.elapsed());
+                    // Progress moved the deadline on until the ceiling stopped it.
+                    let ceiling = clock.hard_deadline.saturating_duration_since(clock.started);
+                    if clock.deadline.get() >= clock.hard_deadline && ceiling > clock.timeout {
+                        timeout.step = crate::error::Step::Ceiling { limit: ceiling };
+                    }
+                    return Err(Error::Timeout(timeout));
                 }
                 Wake::Cancelled => {
                     if let Some(outcome) =

@@ -622,11 +622,17 @@ fn progress_cannot_extend_a_call_past_its_ceiling() {
         .call_tool("progress", json!({"steps": 20, "interval_ms": 100}), &options)
         .unwrap_err();
     let elapsed = started.elapsed();
-    assert!(matches!(err, Error::Timeout(_)), "{err:?}");
+    // Said as the ceiling, not the timeout (whose hint would mislead).
+    let ceiling = tether::Step::Ceiling { limit: Duration::from_millis(800) };
+    assert!(matches!(err, Error::Timeout(ref t) if t.step == ceiling), "{err:?}");
+    assert!(err.to_string().contains("its progress went on until the ceiling"), "{err}");
     assert!(
         elapsed >= Duration::from_millis(800) && elapsed < Duration::from_millis(1500),
         "{elapsed:?}"
     );
+    // Without progress, the timeout itself.
+    let err = client.call_tool("sleep", json!({"ms": 2000}), &options).unwrap_err();
+    assert!(matches!(err, Error::Timeout(ref t) if t.step == tether::Step::Request), "{err:?}");
     close_and_check(client, &tag);
 }
 
