@@ -341,7 +341,10 @@ fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
             Long("timeout") => {
                 let seconds: f64 = number(parser, "--timeout", "a number of seconds")?;
                 if !(seconds > 0.0 && seconds < 1e7) {
-                    return Err("--timeout takes a positive number of seconds".into());
+                    return Err(
+                        "--timeout takes a number of seconds above 0 and below 10000000 (115 days)"
+                            .into(),
+                    );
                 }
                 timeout = Some(Duration::from_secs_f64(seconds));
             }
@@ -639,7 +642,8 @@ mod tests {
             ("fx", "mcp__fx__echo", Some("{}"))
         );
         assert!(matches!(command("call mcp__fx__echo"), Command::Call { arguments: None, .. }));
-        assert!(refused("call fx echo --timeout 0").contains("positive"));
+        assert!(refused("call fx echo --timeout 0").contains("above 0 and below 10000000"));
+        assert!(refused("call fx echo --timeout 1e9").contains("above 0 and below 10000000"));
         assert!(refused("call fx echo --timeout soon").contains("soon"));
         assert_eq!(
             refused("call fx echo --timeout soon"),

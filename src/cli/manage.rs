@@ -320,14 +320,13 @@ fn entry_of(add: &AddArgs) -> Result<Value, String> {
     ] {
         if let Some(given) = given {
             match given.parse::<f64>() {
-                Ok(seconds) if seconds > 0.0 && seconds.is_finite() => {
+                // What the configuration takes (config/entry.rs).
+                Ok(seconds) if seconds > 0.0 && seconds < 1e7 => {
                     entry.insert(field.into(), json!(seconds));
                 }
-                _ => {
-                    return Err(format!(
-                        "{option} takes a positive number of seconds, not {given:?}"
-                    ))
-                }
+                _ => return Err(format!(
+                    "{option} takes a number of seconds above 0 and below 10000000, not {given:?}"
+                )),
             }
         }
     }

@@ -354,7 +354,10 @@ pub(crate) fn parse(
             None | Some(Value::Null) => Ok(None),
             Some(value) => match value.as_f64() {
                 Some(secs) if secs > 0.0 && secs < 1e7 => Ok(Some(Duration::from_secs_f64(secs))),
-                _ => Err(field(key, "must be a positive number of seconds".into())),
+                _ => Err(field(
+                    key,
+                    "must be a number of seconds above 0 and below 10000000 (115 days)".into(),
+                )),
             },
         }
     };
