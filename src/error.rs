@@ -202,7 +202,12 @@ impl fmt::Display for Error {
                     "server speaks protocol revision {version:?}, which tether does not support"
                 )
             }
-            Error::Rpc(rpc) => write!(f, "server error {}: {}", rpc.code, rpc.message),
+            Error::Rpc(rpc) => {
+                // The TypeScript SDK's servers repeat the code in the message.
+                let repeated = format!("MCP error {}: ", rpc.code);
+                let message = rpc.message.strip_prefix(repeated.as_str()).unwrap_or(&rpc.message);
+                write!(f, "server error {}: {message}", rpc.code)
+            }
             Error::ResponseLost { method } if method == "tools/call" => f.write_str(
                 "the response stream broke before the tool answered; the call may have run, \
                  so it was not sent again",
@@ -353,6 +358,18 @@ mod tests {
             "frame too large (1.5 MiB or more; the limit is 900 KiB)"
         );
         assert_eq!(shown(1536, 512), "frame too large (1.5 KiB or more; the limit is 512 bytes)");
+    }
+
+    #[test]
+    fn a_code_the_server_repeats_in_its_message_is_said_once() {
+        let rpc = |message: &str| {
+            Error::Rpc(RpcError { code: -32602, message: message.into(), data: None }).to_string()
+        };
+        assert_eq!(
+            rpc("MCP error -32602: Resource demo://nope not found"),
+            "server error -32602: Resource demo://nope not found"
+        );
+        assert_eq!(rpc("MCP error -1: odd"), "server error -32602: MCP error -1: odd");
     }
 
     #[test]

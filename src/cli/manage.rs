@@ -324,9 +324,11 @@ fn entry_of(add: &AddArgs) -> Result<Value, String> {
                 Ok(seconds) if seconds > 0.0 && seconds < 1e7 => {
                     entry.insert(field.into(), json!(seconds));
                 }
-                _ => return Err(format!(
+                _ => {
+                    return Err(format!(
                     "{option} takes a number of seconds above 0 and below 10000000, not {given:?}"
-                )),
+                ))
+                }
             }
         }
     }
