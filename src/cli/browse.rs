@@ -106,7 +106,17 @@ pub(super) fn read(
     };
     let contents = match hub.read_resource(server, uri) {
         Ok(contents) => contents,
-        Err(err) => return report(&err),
+        Err(err) => {
+            let code = report(&err);
+            let offers = hub
+                .status()
+                .iter()
+                .any(|status| Config::same_name(&status.name, server) && status.resources);
+            if !offers {
+                eprintln!("  hint: {server:?} offers no resources (see: tether list {server})");
+            }
+            return code;
+        }
     };
     if json {
         let result = serde_json::json!({"contents": contents});

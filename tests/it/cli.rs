@@ -653,3 +653,16 @@ fn a_url_with_nothing_behind_it_says_to_check_the_url() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+// A cold trial: `read` on a server without resources said only "method not
+// found: resources/read".
+#[test]
+fn reading_from_a_server_without_resources_says_it_has_none() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let (output, _) = run_tether(dir.path(), &["read", "fx", "file:///x"], WITHIN);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr_of(&output);
+    assert!(err.contains("hint: \"fx\" offers no resources"), "{err}");
+    tag.assert_gone();
+}
