@@ -79,6 +79,8 @@ pub struct Client {
     /// A stateless HTTP server's tools whose parameters go into headers
     /// (`x-mcp-header`), as its last tool list said.
     param_headers: Mutex<HashMap<String, Vec<param_headers::ParamHeader>>>,
+    /// Why each tool the last `tools/list` left out was left out.
+    tools_left_out: Mutex<Vec<String>>,
 }
 
 impl Client {
@@ -152,6 +154,7 @@ impl Client {
             http_url: None,
             listener: Mutex::new(None),
             param_headers: Mutex::default(),
+            tools_left_out: Mutex::default(),
         })
     }
 
@@ -262,6 +265,7 @@ impl Client {
         // one whose annotations break the rules is left out.
         let mut annotated = HashMap::new();
         let mut valid = Vec::with_capacity(tools.len());
+        let mut left_out = Vec::new();
         for tool in tools {
             match param_headers::annotations(&tool.input_schema) {
                 Ok(headers) => {
@@ -271,12 +275,20 @@ impl Client {
                     valid.push(tool);
                 }
                 Err(why) => {
-                    log::warn!("{}: tool {:?} left out: {why}", self.router.server, tool.name)
+                    log::warn!("{}: tool {:?} left out: {why}", self.router.server, tool.name);
+                    left_out.push(format!("tool {:?} left out: {why}", tool.name));
                 }
             }
         }
         *lock(&self.param_headers) = annotated;
+        *lock(&self.tools_left_out) = left_out;
         Ok(valid)
+    }
+
+    /// Why each tool the last `tools/list` left out was left out (for the
+    /// hub's status warnings).
+    pub(crate) fn tools_left_out(&self) -> Vec<String> {
+        lock(&self.tools_left_out).clone()
     }
 
     /// True for a stateless server over Streamable HTTP: headers mirror

@@ -654,7 +654,9 @@ fn handshake(
                 deadline: Some(deadline),
                 ..CallOptions::default()
             };
-            client.list_tools(&options)?
+            let tools = client.list_tools(&options)?;
+            warnings.extend(client.tools_left_out());
+            tools
         } else {
             Vec::new()
         };

@@ -296,6 +296,12 @@ fn over_http_annotated_parameters_travel_as_headers_and_broken_tools_are_left_ou
     let tools = client.list_tools(&CallOptions::default()).unwrap();
     assert!(tools.iter().any(|tool| tool.name == "route"));
     assert!(!tools.iter().any(|tool| tool.name == "broken_header"), "an invalid annotation");
+    // The status says so too (a cold trial found it only in a log line).
+    let dir = config_dir(json!({"em": {"url": server.url}}));
+    let (output, _) = run_tether(dir.path(), &["list", "em", "--json"], Duration::from_secs(30));
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let warnings = listed[0]["warnings"].to_string();
+    assert!(warnings.contains("tool \\\"broken_header\\\" left out"), "{warnings}");
     let seen = text(&client, "route", json!({"region": "eu-wëst", "limits": {"max": 7}}));
     // Checked by the server against the body: a non-ASCII value came
     // base64-encoded, the nested integer as decimal.
