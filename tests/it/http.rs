@@ -506,6 +506,13 @@ fn a_legacy_server_that_never_names_its_endpoint_fails_within_the_start_timeout(
     let err = Client::connect("web", &Transport::Http(target), options(10_000)).err().unwrap();
     assert_quick(started, Duration::from_secs(3), "giving up on the endpoint event");
     assert!(err.to_string().contains("never sent its endpoint event"), "{err}");
+    // As configured, the endpoint's wait is the start timeout itself: the
+    // reason still comes before the start's own timeout (a cold trial saw
+    // only "timed out … waiting for initialize").
+    let dir = crate::support::config_dir(json!({"web": {"url": server.url, "startTimeout": 2}}));
+    let (output, _) = crate::support::run_tether(dir.path(), &["list"], Duration::from_secs(20));
+    let out = crate::support::stdout_of(&output);
+    assert!(out.contains("never sent its endpoint event"), "{out}");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! (same origin only); answers arrive as `message` events on that stream.
 
 use std::io::{self, BufReader, Read};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::wire::{http_error, is_transient, unauthorized, Attempt};
 use super::HttpTransport;
@@ -12,6 +12,9 @@ use crate::framing::MAX_FRAME;
 use crate::sync::{lock, wait_timeout};
 use crate::transport::sse::SseReader;
 use crate::url::{origin_of, redact_url};
+
+/// How long before the caller's deadline the wait for the endpoint ends.
+const ENDPOINT_MARGIN: Duration = Duration::from_millis(250);
 
 impl HttpTransport {
     /// Opens the legacy SSE stream (once); its first event names the endpoint.
@@ -136,9 +139,18 @@ impl HttpTransport {
         frame: &[u8],
         method: Option<&str>,
         deadline: Option<Instant>,
+        caller_gives_up: Option<Instant>,
     ) -> Result<(), Error> {
+        let waited_from = Instant::now();
         let endpoint = {
-            let deadline = Instant::now() + self.target.endpoint_wait;
+            // Ends a little before the caller's own deadline, so that the
+            // caller hears why (no endpoint), not merely that it timed out.
+            let mut until = waited_from + self.target.endpoint_wait;
+            let gives_up = deadline.into_iter().chain(caller_gives_up).min();
+            if let Some(at) = gives_up.and_then(|at| at.checked_sub(ENDPOINT_MARGIN)) {
+                until = until.min(at.max(waited_from));
+            }
+            let deadline = until;
             let mut state = lock(&self.state);
             loop {
                 if let Some(endpoint) = &state.legacy_endpoint {
@@ -153,7 +165,7 @@ impl HttpTransport {
                         status: None,
                         message: format!(
                             "the SSE server never sent its endpoint event (waited {:.1} s)",
-                            self.target.endpoint_wait.as_secs_f64()
+                            waited_from.elapsed().as_secs_f64()
                         ),
                     });
                 }

@@ -442,7 +442,9 @@ impl HttpTransport {
     fn post_now(&self, frame: &Frame, deadline: Option<Instant>) -> Result<Posted, Error> {
         let method = frame.method.as_deref();
         match self.mode() {
-            Mode::Sse => self.post_legacy(&frame.bytes, method, deadline).map(|()| Posted::Done),
+            Mode::Sse => self
+                .post_legacy(&frame.bytes, method, deadline, frame.deadline)
+                .map(|()| Posted::Done),
             Mode::Streamable | Mode::Undecided => self.post_streamable(frame, deadline),
         }
     }

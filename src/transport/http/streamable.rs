@@ -175,10 +175,9 @@ impl HttpTransport {
                         self.server
                     );
                     lock(&self.state).mode = Mode::Sse;
-                    Attempt::Done(
-                        self.start_legacy_stream()
-                            .and_then(|()| self.post_legacy(&frame.bytes, method, deadline)),
-                    )
+                    Attempt::Done(self.start_legacy_stream().and_then(|()| {
+                        self.post_legacy(&frame.bytes, method, deadline, frame.deadline)
+                    }))
                 }
                 status @ (401 | 403) if self.oauth.is_some() && sign_ins < MAX_SIGN_INS => {
                     let challenge = Challenge::parse(
