@@ -199,7 +199,10 @@ impl fmt::Display for Error {
             Error::UnsupportedProtocol(version) => {
                 write!(
                     f,
-                    "server speaks protocol revision {version:?}, which tether does not support"
+                    "server speaks protocol revision {version:?}, which tether does not support \
+                     (it speaks {}, {})",
+                    crate::protocol::MODERN_PROTOCOL_VERSION,
+                    crate::protocol::SUPPORTED_PROTOCOL_VERSIONS.join(", ")
                 )
             }
             Error::Rpc(rpc) => {

@@ -89,7 +89,20 @@ impl Client {
         // The 2024-11-05 HTTP+SSE transport belongs to the handshake era.
         let era = if self.transport_name() == "sse" { EraChoice::Legacy } else { self.options.era };
         let info = match era {
-            EraChoice::Legacy => self.handshake(deadline)?,
+            EraChoice::Legacy => match self.handshake(deadline) {
+                // Refused outright: the pin may be what is wrong.
+                Err(Error::Rpc(refusal))
+                    if era == self.options.era
+                        && matches!(refusal.code, -32601 | UNSUPPORTED_PROTOCOL_VERSION) =>
+                {
+                    return Err(Error::Protocol(format!(
+                        "the entry pins \"protocol\": \"legacy\", but the server refused the \
+                         handshake ({}: {}); remove the pin to let tether find its era",
+                        refusal.code, refusal.message
+                    )))
+                }
+                other => other?,
+            },
             EraChoice::Modern => match self.probe_within(deadline, ProbeWait::Whole)? {
                 Verdict::Modern(info) => info,
                 Verdict::Legacy { refusal: Some(refusal), .. } => return Err(Error::Rpc(refusal)),

@@ -88,6 +88,11 @@ fn a_handshake_era_server_costs_one_probe_and_is_pinnable() {
     let pinned = quick(5_000).with_era(EraChoice::Modern);
     let err = Client::connect("old", &misbehave(&tag, &[]), pinned).err().unwrap();
     assert!(err.to_string().contains("\"protocol\": \"modern\""), "{err}");
+    // The other way round: a modern-only server and the handshake pinned.
+    let pinned = quick(5_000).with_era(EraChoice::Legacy);
+    let err = Client::connect("new", &misbehave(&tag, &["--era", "modern"]), pinned).err().unwrap();
+    assert!(err.to_string().contains("\"protocol\": \"legacy\""), "{err}");
+    assert!(err.to_string().contains("remove the pin"), "{err}");
     tag.assert_gone_within(Duration::from_secs(3));
 }
 

@@ -576,6 +576,8 @@ fn an_unsupported_protocol_revision_is_refused() {
         matches!(&err, Error::UnsupportedProtocol(version) if version == "2099-01-01"),
         "{err:?}"
     );
+    // What tether does speak, so the user knows what to ask of the server.
+    assert!(err.to_string().contains("(it speaks 2026-07-28, 2025-11-25, 2025-06-18"), "{err}");
     tag.assert_gone();
 }
 
