@@ -118,17 +118,24 @@ impl HttpTransport {
                         .get("location")
                         .and_then(|value| value.to_str().ok())
                         .map(|location| resolve(url, location));
-                    match location.filter(|to| origin_of(to) == origin_of(&self.target.url)) {
-                        Some(to) => {
+                    match location {
+                        Some(to) if origin_of(&to) == origin_of(&self.target.url) => {
                             redirects += 1;
                             redirected = Some(to);
                             Attempt::Again
                         }
-                        None => Attempt::Done(Err(Error::Http {
+                        // Its session, and any credentials, belong to this
+                        // origin: the user decides to move the entry.
+                        to => Attempt::Done(Err(Error::Http {
                             status: Some(response.status().as_u16()),
-                            message: "the server redirects to another origin; tether does not \
-                                      follow it with the server's credentials"
-                                .into(),
+                            message: match to {
+                                Some(to) => format!(
+                                    "the server moved to {}, another origin; tether does not \
+                                     follow it there: put that URL in the entry if you trust it",
+                                    redact_url(&to)
+                                ),
+                                None => "the server redirects, but says not where".into(),
+                            },
                         })),
                     }
                 }
