@@ -7,6 +7,7 @@
 //! which waits a moment and takes the whole burst at once, so a server that
 //! sends fifty notifications in a row is re-listed once.
 
+use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -79,12 +80,19 @@ pub trait LogSink: Send + Sync {
 pub struct LogFile {
     path: PathBuf,
     rotate_bytes: u64,
+    /// Each server's log messages this second: (the second, how many).
+    written: Arc<Mutex<HashMap<String, (u64, u32)>>>,
 }
+
+/// The log messages a server may write to the file in one second: a flood
+/// must not rotate the useful lines away. Past it, one line says so and the
+/// rest of that second's are left out (the host still gets every one).
+const LOG_LINES_PER_SECOND: u32 = 200;
 
 impl LogFile {
     /// A log file at `path` (its folder is created on the first write).
     pub fn new(path: impl Into<PathBuf>) -> LogFile {
-        LogFile { path: path.into(), rotate_bytes: LOG_ROTATE_BYTES }
+        LogFile { path: path.into(), rotate_bytes: LOG_ROTATE_BYTES, written: Arc::default() }
     }
 
     /// The same, rotating past `bytes` instead of 5 MB.
@@ -133,6 +141,27 @@ fn clean(text: &str) -> String {
 
 impl LogSink for LogFile {
     fn log(&self, server: &str, message: &LogMessage) {
+        let second =
+            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |at| at.as_secs());
+        let count = {
+            let mut written = lock(&self.written);
+            let entry = written.entry(server.to_owned()).or_insert((second, 0));
+            if entry.0 != second {
+                *entry = (second, 0);
+            }
+            entry.1 = entry.1.saturating_add(1);
+            entry.1
+        };
+        if count > LOG_LINES_PER_SECOND {
+            if count == LOG_LINES_PER_SECOND + 1 {
+                self.append(&format!(
+                    "{} [{server}] log warning tether: more than {LOG_LINES_PER_SECOND} log \
+                     messages this second; the rest of this second's are left out\n",
+                    clock::rfc3339(SystemTime::now())
+                ));
+            }
+            return;
+        }
         let logger = clean(message.logger.as_deref().unwrap_or("-"));
         self.append(&format!(
             "{} [{server}] log {} {logger}: {}\n",

@@ -105,6 +105,24 @@ fn the_cli_writes_mcp_log_and_tether_logs_shows_it() {
     tag.assert_gone();
 }
 
+// A cold trial: 100 000 log messages in one call wrote 28 348 lines to
+// mcp.log in 0.4 s, enough to rotate the useful lines away. The file takes
+// 200 a second from a server, and says when it leaves the rest out.
+#[test]
+fn a_log_flood_is_kept_out_of_mcp_log() {
+    let tag = Tag::new();
+    let dir =
+        crate::support::config_dir(json!({"fx": misbehave_entry(&tag, &["--notify", "5000"])}));
+    let (output, _) =
+        run_tether(dir.path(), &["call", "fx", "echo", r#"{"text":"x"}"#], Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(0));
+    let log = std::fs::read_to_string(dir.path().join("mcp.log")).unwrap();
+    let notes = log.lines().filter(|line| line.contains("misbehave: note")).count();
+    assert!((200..5000).contains(&notes), "{notes} lines");
+    assert!(log.contains("the rest of this second's are left out"), "{log}");
+    tag.assert_gone();
+}
+
 // Issue 13 (item 13): a crashed server's last words are in the log, with a
 // source column, and an unknown server is an error.
 #[test]
