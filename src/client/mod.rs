@@ -349,7 +349,11 @@ impl Client {
                 }
             }
         }
-        Err(Error::Protocol(format!("{method}: more than {MAX_PAGES} pages")))
+        Err(Error::Protocol(format!(
+            "{method}: more than {MAX_PAGES} pages ({} items so far); tether stops there, as \
+             with a server that pages forever (a long list needs bigger pages)",
+            items.len()
+        )))
     }
 
     /// Calls a tool by the server's own name.
