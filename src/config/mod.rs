@@ -405,9 +405,13 @@ impl Config {
         Config::default()
     }
 
-    /// Adds a server built in code.
+    /// Adds a server built in code; one of the same name (`-` and `_` are
+    /// equal in names) is replaced.
     pub fn with_server(mut self, server: ServerConfig) -> Config {
-        self.servers.push(server);
+        match self.servers.iter_mut().find(|kept| Config::same_name(&kept.name, &server.name)) {
+            Some(kept) => *kept = server,
+            None => self.servers.push(server),
+        }
         self
     }
 

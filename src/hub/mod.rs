@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use crate::auth::{AuthorizationHandler, TokenProvider};
 use crate::client::{CallOptions, Client};
-use crate::config::{Config, ConfigLoader, Exposure, Scope, ServerConfig};
+use crate::config::{Config, ConfigLoader, Exposure, FailedEntry, Scope, ServerConfig};
 use crate::error::{CloseReason, Error};
 use crate::host::{DefaultHost, Host};
 use crate::protocol::{
@@ -277,8 +277,25 @@ impl Hub {
     /// each is connected or has failed (at most its start timeout), or at once
     /// with `options.background`.
     pub fn start(config: Config, options: HubOptions) -> Hub {
-        let slots = config.servers.into_iter().map(Slot::new).collect();
-        let shared = Arc::new(Shared::new(slots, config.failed, config.untrusted, options));
+        let Config { servers, mut failed, untrusted, .. } = config;
+        // One slot per name (`-` and `_` are the same): a second server of
+        // a name (pushed onto `servers` by hand) fails, said as such.
+        let mut slots: Vec<Slot> = Vec::with_capacity(servers.len());
+        for server in servers {
+            match slots.iter().find(|slot| Config::same_name(&slot.config.name, &server.name)) {
+                Some(first) => failed.push(FailedEntry {
+                    error: format!(
+                        "server {:?} is the same name as {:?} (`-` and `_` are equal in names)",
+                        server.name, first.config.name
+                    ),
+                    name: server.name,
+                    scope: server.scope,
+                    source: server.source,
+                }),
+                None => slots.push(Slot::new(server)),
+            }
+        }
+        let shared = Arc::new(Shared::new(slots, failed, untrusted, options));
         shared.events.start(&shared);
         shared.start_all();
         let hub = Hub { core: Arc::new(HubCore { shared }) };

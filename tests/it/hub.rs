@@ -330,3 +330,29 @@ fn shutdown_lets_go_of_callers_waiting_for_a_start() {
     assert_eq!(hub.status()[0].state, ServerState::Failed);
     tag.assert_gone();
 }
+
+// A cold trial of the API: two servers of one name left the second
+// "connecting" forever, and a wait for the start blocked 35 s. In code,
+// `with_server` replaces; pushed by hand, the second fails, said as such.
+#[test]
+fn two_servers_of_one_name_never_hang_the_start() {
+    let tag = Tag::new();
+    let config = Config::new()
+        .with_server(misbehave_server("twin", &tag, &["--hang-initialize"]))
+        .with_server(misbehave_server("twin", &tag, &[]));
+    assert_eq!(config.servers.len(), 1, "replaced");
+    let mut config = config;
+    config.servers.push(misbehave_server("twin", &tag, &["--hang-initialize"]));
+    let started = Instant::now();
+    let hub = Hub::start(config, HubOptions::default());
+    assert_quick(started, Duration::from_secs(5), "the start");
+    let status = hub.status();
+    let twins: Vec<_> = status.iter().filter(|s| s.name == "twin").collect();
+    assert_eq!(twins.len(), 2, "{status:?}");
+    assert_eq!(twins[0].state, ServerState::Ready, "the one in code, replaced: {status:?}");
+    assert_eq!(twins[1].state, ServerState::Failed, "{status:?}");
+    let said = twins[1].error.as_deref().map(ToString::to_string).unwrap_or_default();
+    assert!(said.contains("the same name"), "{said}");
+    hub.shutdown();
+    tag.assert_gone();
+}
