@@ -325,7 +325,9 @@ impl Hub {
     }
 
     /// Calls a tool by its qualified name. Safe from many threads at once;
-    /// calls to different servers never wait on each other.
+    /// calls to different servers never wait on each other. A name not
+    /// listed yet whose server is still starting (a background start) waits
+    /// for that server's start, at most its start timeout.
     ///
     /// # Errors
     /// [`Error::UnknownTool`], or the call's error wrapped with the server's name.
@@ -335,22 +337,45 @@ impl Hub {
         arguments: Value,
         options: &CallOptions,
     ) -> Result<ToolResult, Error> {
-        let (server, tool_name) = {
+        let lookup = || {
             let registry = self.core.shared.registry();
-            match registry.get(qualified_name) {
-                Some(entry) if entry.exposure != Exposure::Hidden => {
-                    (entry.server.clone(), entry.tool.name.clone())
-                }
-                Some(_) => return Err(Error::UnknownTool(qualified_name.to_owned())),
-                None => {
-                    return self
-                        .call_builtin(qualified_name, &arguments)
-                        .unwrap_or_else(|| Err(Error::UnknownTool(qualified_name.to_owned())));
-                }
+            registry
+                .get(qualified_name)
+                .map(|entry| (entry.server.clone(), entry.tool.name.clone(), entry.exposure))
+        };
+        // Not listed yet: its server may still be starting (a background
+        // start), which is waited for (at most its start timeout).
+        let found = lookup().or_else(|| self.started_for(qualified_name).then(lookup).flatten());
+        let (server, tool_name) = match found {
+            Some((server, tool, exposure)) if exposure != Exposure::Hidden => (server, tool),
+            Some(_) => return Err(Error::UnknownTool(qualified_name.to_owned())),
+            None => {
+                return self
+                    .call_builtin(qualified_name, &arguments)
+                    .unwrap_or_else(|| Err(Error::UnknownTool(qualified_name.to_owned())));
             }
         };
         let client = Arc::clone(&self.core.shared.connected(&server)?.client);
         client.call_tool(&tool_name, arguments, options).map_err(|err| err.for_server(&server))
+    }
+
+    /// Waits for the starting servers whose tools' names begin as
+    /// `qualified_name` does; true when there was one.
+    fn started_for(&self, qualified_name: &str) -> bool {
+        let style = self.core.shared.options.name_style;
+        let starting: Vec<String> = self
+            .status()
+            .into_iter()
+            .filter(|status| status.state == ServerState::Connecting)
+            .map(|status| status.name)
+            .filter(|name| {
+                qualified_name.starts_with(&crate::registry::qualified_name(name, "", style))
+            })
+            .collect();
+        for server in &starting {
+            let _ = self.core.shared.connected(server);
+        }
+        !starting.is_empty()
     }
 
     /// Calls a server's tool by the server's own name for it (or its

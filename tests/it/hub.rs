@@ -356,3 +356,31 @@ fn two_servers_of_one_name_never_hang_the_start() {
     hub.shutdown();
     tag.assert_gone();
 }
+
+// A cold trial of the API: `hub.call` right after a background start said
+// `UnknownTool` for a tool whose server was still starting. It waits for
+// that server (and only that one) to start.
+#[test]
+fn a_call_during_a_background_start_waits_for_its_server() {
+    let tag = Tag::new();
+    let misbehave = fixture("misbehave").display().to_string();
+    let script = format!("sleep 0.5; exec {misbehave} --tag {}", tag.0);
+    let mut hanging = misbehave_server("hangs", &tag, &["--hang-initialize"]);
+    hanging.start_timeout = Duration::from_secs(20);
+    let config = Config::new()
+        .with_server(ServerConfig::stdio("slow", "sh", &["-c", &script]))
+        .with_server(hanging);
+    let hub = Hub::start(config, HubOptions::default().with_background(true));
+    let started = Instant::now();
+    let result =
+        hub.call("mcp__slow__echo", json!({"text": "waited"}), &CallOptions::default()).unwrap();
+    assert_eq!(result.to_text(), "waited");
+    assert_quick(started, Duration::from_secs(5), "a call waiting for its server's start");
+    // A name no starting server could have: at once, not after the hanging start.
+    let started = Instant::now();
+    let err = hub.call("mcp__nosuch__echo", json!({}), &CallOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::UnknownTool(_)), "{err:?}");
+    assert_quick(started, Duration::from_millis(500), "an unknown tool");
+    hub.shutdown();
+    tag.assert_gone();
+}
