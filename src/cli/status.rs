@@ -20,6 +20,7 @@ pub(super) fn label(state: ServerState) -> &'static str {
         ServerState::Disabled => "disabled",
         ServerState::Untrusted => "untrusted",
         ServerState::NeedsLogin => "needs login",
+        ServerState::Closed => "closed",
         _ => "unknown",
     }
 }

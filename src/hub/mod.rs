@@ -159,6 +159,8 @@ pub enum ServerState {
     Untrusted,
     /// An HTTP server that needs `tether login`.
     NeedsLogin,
+    /// Closed with the hub (`shutdown`).
+    Closed,
 }
 
 impl ServerState {
@@ -171,6 +173,7 @@ impl ServerState {
             ServerState::Disabled => "disabled",
             ServerState::Untrusted => "untrusted",
             ServerState::NeedsLogin => "needs_login",
+            ServerState::Closed => "closed",
         }
     }
 }
@@ -531,17 +534,29 @@ impl Hub {
     pub fn status(&self) -> Vec<ServerStatus> {
         // A snapshot under the lock; whether a connection was lost (and its
         // stderr, which may take a moment) is read with the lock released.
-        let (slots, failed_entries, untrusted) = {
+        let (slots, failed_entries, untrusted, closed) = {
             let state = self.core.shared.state();
             let slots: Vec<(Arc<ServerConfig>, Phase, SystemTime)> = state
                 .slots
                 .iter()
                 .map(|slot| (Arc::clone(&slot.config), slot.phase.clone(), slot.since))
                 .collect();
-            (slots, state.failed_entries.clone(), state.untrusted.clone())
+            (slots, state.failed_entries.clone(), state.untrusted.clone(), state.shutting_down)
         };
         let mut statuses: Vec<ServerStatus> =
             slots.iter().map(|(config, phase, since)| slot_status(config, phase, *since)).collect();
+        if closed {
+            // What the shutdown ended is closed, not ready (nor failed).
+            for status in &mut statuses {
+                let ended_by_shutdown = status.error.as_deref().is_some_and(|error| {
+                    matches!(error.root(), Error::Disconnected(CloseReason::Shutdown))
+                });
+                if status.state == ServerState::Ready || ended_by_shutdown {
+                    status.state = ServerState::Closed;
+                    status.error = None;
+                }
+            }
+        }
         statuses.extend(failed_entries.into_iter().map(|entry| {
             let mut status =
                 ServerStatus::new(&entry.name, entry.scope, ServerState::Failed, entry.source);

@@ -384,3 +384,20 @@ fn a_call_during_a_background_start_waits_for_its_server() {
     hub.shutdown();
     tag.assert_gone();
 }
+
+// A cold trial of the API: after `shutdown`, `status` still said `ready`
+// while calls failed with `Disconnected(Shutdown)`.
+#[test]
+fn after_shutdown_the_status_says_closed() {
+    let tag = Tag::new();
+    let config = Config::new().with_server(misbehave_server("fx", &tag, &[]));
+    let hub = Hub::start(config, HubOptions::default());
+    assert_eq!(hub.status()[0].state, ServerState::Ready);
+    hub.shutdown();
+    let status = &hub.status()[0];
+    assert_eq!(status.state, ServerState::Closed, "{status:?}");
+    assert_eq!(status.state.as_str(), "closed");
+    let err = hub.call("mcp__fx__echo", json!({"text": "x"}), &CallOptions::default()).unwrap_err();
+    assert!(matches!(err.root(), Error::Disconnected(_) | Error::NotConnected { .. }), "{err:?}");
+    tag.assert_gone();
+}
