@@ -368,6 +368,19 @@ pub(crate) fn parse(
     if let TransportConfig::Stdio(stdio) = &mut transport {
         stdio.shutdown_timeout = seconds("shutdownTimeout")?;
     }
+    // Other clients count some of these in milliseconds: 5000 here is not 5 s.
+    for (key, likely_ms) in
+        [("timeout", 3600.0), ("startTimeout", 600.0), ("shutdownTimeout", 600.0)]
+    {
+        match fields.get(key).and_then(Value::as_f64) {
+            Some(secs) if secs >= likely_ms => warnings.push(format!(
+                "{shown}: server {name:?}: field {key:?} is {secs} seconds ({:.0} minutes): \
+                 tether counts timeouts in seconds, not milliseconds",
+                secs / 60.0
+            )),
+            _ => {}
+        }
+    }
     let protocol = match fields.get("protocol") {
         None | Some(Value::Null) => EraChoice::Auto,
         Some(value) => value.as_str().and_then(|word| word.parse().ok()).ok_or_else(|| {

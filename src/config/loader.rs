@@ -169,11 +169,20 @@ impl Config {
         path: Option<&Path>,
         reading: &Reading,
     ) {
-        let shown =
-            path.map_or_else(|| "configuration".to_owned(), |path| path.display().to_string());
+        let shown = path.map_or_else(|| "JSON text".to_owned(), |path| path.display().to_string());
         let servers = match servers_of(text, &shown) {
             Ok(Some(servers)) => servers,
-            Ok(None) => return,
+            Ok(None) => {
+                // VS Code's layout: read by `tether import`, not as it is.
+                let document = serde_json::from_str::<Value>(text).ok();
+                if document.is_some_and(|document| document.get("servers").is_some()) {
+                    self.warnings.push(format!(
+                        "{shown} has \"servers\" (VS Code's layout) and no \"mcpServers\": \
+                         nothing in it is read; `tether import` converts it"
+                    ));
+                }
+                return;
+            }
             Err(error) => {
                 let name = path
                     .and_then(Path::file_name)

@@ -164,3 +164,27 @@ fn glob_patterns() {
     assert!(!glob_matches("a*c", "ab"));
     assert!(!glob_matches("ab*ba", "aba"));
 }
+
+// A cold trial of the API: `Config::from_json` read VS Code's layout as no
+// servers without a word, took 5000 as seconds silently, and said
+// "invalid configuration: configuration: …".
+#[test]
+fn from_json_says_what_it_cannot_read_as_meant() {
+    let config = Config::from_json(r#"{"servers": {"a": {"command": "x"}}}"#);
+    assert!(config.servers.is_empty());
+    assert!(
+        config.warnings.iter().any(|w| w.contains("VS Code's layout")),
+        "{:?}",
+        config.warnings
+    );
+
+    let config = Config::from_json(r#"{"mcpServers": {"a": {"command": "x", "timeout": 5000}}}"#);
+    let warnings = &config.servers[0].warnings;
+    assert!(warnings.iter().any(|w| w.contains("not milliseconds")), "{warnings:?}");
+    let config = Config::from_json(r#"{"mcpServers": {"a": {"command": "x", "timeout": 120}}}"#);
+    assert!(config.servers[0].warnings.is_empty(), "{:?}", config.servers[0].warnings);
+
+    let config = Config::from_json(r#"{"mcpServers": {"bad": {"command": 7}}}"#);
+    let error = crate::Error::Config(config.failed[0].error.clone()).to_string();
+    assert!(!error.contains("configuration: configuration"), "{error}");
+}
