@@ -858,3 +858,18 @@ fn a_streamable_server_configured_as_sse_gets_a_hint() {
     assert!(out.contains("error: HTTP 405"), "{out}");
     assert!(out.contains("set \"type\": \"http\""), "{out}");
 }
+
+// A cold trial of the API: with a 1 s timeout, nothing listening at the URL
+// was "timed out … waiting for server/discover": the retry's 1 s pause
+// outlasted the caller. A pause that cannot end in time is not taken, and
+// the refusal is what the caller hears.
+#[test]
+fn a_refused_connection_is_said_even_with_a_short_timeout() {
+    let options = ClientOptions::default().with_request_timeout(Duration::from_secs(1));
+    let started = Instant::now();
+    let target = HttpTarget::new("http://127.0.0.1:9/mcp", HttpKind::Streamable);
+    let err = Client::connect("web", &Transport::Http(target), options).err().unwrap();
+    assert!(err.to_string().contains("connection refused"), "{err}");
+    assert!(!matches!(err.root(), Error::Timeout(_)), "{err:?}");
+    assert_quick(started, Duration::from_secs(1), "a refused connection");
+}

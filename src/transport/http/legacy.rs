@@ -172,7 +172,8 @@ impl HttpTransport {
                 state = wait_timeout(&self.changed, state, deadline - now);
             }
         };
-        self.with_retries(method != Some("tools/call"), false, deadline, || {
+        let pauses_until = deadline.or(caller_gives_up);
+        self.with_retries(method != Some("tools/call"), false, pauses_until, || {
             let ceiling = self.ceiling(false, deadline);
             match self.send_post(&endpoint, frame, None, ceiling, true, self.bearer().as_deref()) {
                 Ok(mut response) if response.status().is_success() => {

@@ -71,7 +71,10 @@ impl HttpTransport {
         let mut sign_ins = 0;
         let mut redirected: Option<String> = None;
         let mut redirects = 0;
-        self.with_retries(method != Some("tools/call"), frame.retrying, deadline, || {
+        // No pause past the caller's own ceiling: its error says why
+        // ("connection refused"), not that it timed out.
+        let pauses_until = deadline.or(frame.deadline);
+        self.with_retries(method != Some("tools/call"), frame.retrying, pauses_until, || {
             let (sent_session, known_expired) = {
                 let state = lock(&self.state);
                 (state.session_id.clone(), state.session_known_expired())
