@@ -285,6 +285,16 @@ impl Hub {
         // a name (pushed onto `servers` by hand) fails, said as such.
         let mut slots: Vec<Slot> = Vec::with_capacity(servers.len());
         for server in servers {
+            // A server built in code meets the file's name rules too.
+            if let Err(why) = crate::config::check_name(&server.name) {
+                failed.push(FailedEntry {
+                    error: format!("server name {:?} {why}", server.name),
+                    name: server.name,
+                    scope: server.scope,
+                    source: server.source,
+                });
+                continue;
+            }
             match slots.iter().find(|slot| Config::same_name(&slot.config.name, &server.name)) {
                 Some(first) => failed.push(FailedEntry {
                     error: format!(

@@ -327,7 +327,8 @@ fn shutdown_lets_go_of_callers_waiting_for_a_start() {
     let err = waiting.join().unwrap().unwrap_err();
     assert_quick(started, Duration::from_secs(5), "shutdown and the waiting caller");
     assert!(matches!(err.root(), Error::NotConnected { .. }), "{err:?}");
-    assert_eq!(hub.status()[0].state, ServerState::Failed);
+    // Not "connecting" any more: closed with the hub.
+    assert_eq!(hub.status()[0].state, ServerState::Closed);
     tag.assert_gone();
 }
 
@@ -353,6 +354,17 @@ fn two_servers_of_one_name_never_hang_the_start() {
     assert_eq!(twins[1].state, ServerState::Failed, "{status:?}");
     let said = twins[1].error.as_deref().map(ToString::to_string).unwrap_or_default();
     assert!(said.contains("the same name"), "{said}");
+    // Nor does a name the files would refuse pass in code.
+    let odd = Hub::start(
+        Config::new().with_server(misbehave_server("bad name!", &tag, &[])),
+        HubOptions::default(),
+    );
+    let status = odd.status();
+    assert_eq!(status[0].state, ServerState::Failed, "{status:?}");
+    let said = status[0].error.as_deref().map(ToString::to_string).unwrap_or_default();
+    assert!(said.contains("use letters, digits"), "{said}");
+    assert!(odd.tools().is_empty());
+    odd.shutdown();
     hub.shutdown();
     tag.assert_gone();
 }
