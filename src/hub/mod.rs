@@ -285,22 +285,22 @@ impl Hub {
         // a name (pushed onto `servers` by hand) fails, said as such.
         let mut slots: Vec<Slot> = Vec::with_capacity(servers.len());
         for server in servers {
-            // A server built in code meets the file's name rules too.
-            if let Err(why) = crate::config::check_name(&server.name) {
-                failed.push(FailedEntry {
-                    error: format!("server name {:?} {why}", server.name),
-                    name: server.name,
-                    scope: server.scope,
-                    source: server.source,
-                });
-                continue;
-            }
-            match slots.iter().find(|slot| Config::same_name(&slot.config.name, &server.name)) {
-                Some(first) => failed.push(FailedEntry {
-                    error: format!(
-                        "server {:?} is the same name as {:?} (`-` and `_` are equal in names)",
-                        server.name, first.config.name
-                    ),
+            // A server built in code meets the files' name rules too.
+            let refused = match crate::config::check_name(&server.name) {
+                Err(why) => Some(format!("server name {:?} {why}", server.name)),
+                Ok(()) => slots
+                    .iter()
+                    .find(|slot| Config::same_name(&slot.config.name, &server.name))
+                    .map(|first| {
+                        format!(
+                            "server {:?} is the same name as {:?} (`-` and `_` are equal in names)",
+                            server.name, first.config.name
+                        )
+                    }),
+            };
+            match refused {
+                Some(error) => failed.push(FailedEntry {
+                    error,
                     name: server.name,
                     scope: server.scope,
                     source: server.source,

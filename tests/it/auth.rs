@@ -242,29 +242,30 @@ fn a_kept_sign_in_is_refreshed_without_a_person() {
     assert!(matches!(connect(target).err().unwrap().root(), Error::LoginRequired { .. }));
 }
 
+/// `tether ARGS` on the configuration in `dir`, with `fake-browser` (its
+/// visits logged in `dir/browser.log`) as the browser; `trace`: RUST_LOG.
+fn with_browser(dir: &std::path::Path, args: &[&str], trace: bool) -> std::process::Output {
+    let visits = dir.join("browser.log");
+    let mut command = Command::new(crate::support::tether_bin());
+    command
+        .arg("--config-dir")
+        .arg(dir)
+        .args(args)
+        .env("BROWSER", format!("{} --log {}", fixture("fake-browser").display(), visits.display()))
+        .env_remove("RUST_LOG");
+    if trace {
+        command.env("RUST_LOG", "trace");
+    }
+    run_command(command, None, WITHIN).0
+}
+
 #[test]
 fn tether_login_signs_in_with_the_browser_and_logout_forgets() {
     let tag = Tag::new();
     let server = AuthFixture::start(&tag, &["--token-ttl", "2"]);
     let dir = config_dir(json!({"web": {"url": server.url,
         "oauth": {"clientName": "tether tests", "clientSecret": "planted-client-secret-7f3a"}}}));
-    let visits = dir.path().join("browser.log");
-    let tether = |args: &[&str], trace: bool| {
-        let mut command = Command::new(crate::support::tether_bin());
-        command
-            .arg("--config-dir")
-            .arg(dir.path())
-            .args(args)
-            .env(
-                "BROWSER",
-                format!("{} --log {}", fixture("fake-browser").display(), visits.display()),
-            )
-            .env_remove("RUST_LOG");
-        if trace {
-            command.env("RUST_LOG", "trace");
-        }
-        run_command(command, None, WITHIN).0
-    };
+    let tether = |args: &[&str], trace: bool| with_browser(dir.path(), args, trace);
     // Without a sign-in, a script sees "needs login" and is told what to do.
     let listed = tether(&["list"], false);
     assert_eq!(listed.status.code(), Some(1));
@@ -341,20 +342,7 @@ fn a_step_up_in_a_script_is_left_to_tether_login_which_asks_for_the_scope() {
     let tag = Tag::new();
     let server = AuthFixture::start(&tag, &["--step-up", "admin"]);
     let dir = config_dir(json!({"web": {"url": server.url}}));
-    let visits = dir.path().join("browser.log");
-    let tether = |args: &[&str]| {
-        let mut command = Command::new(crate::support::tether_bin());
-        command
-            .arg("--config-dir")
-            .arg(dir.path())
-            .args(args)
-            .env(
-                "BROWSER",
-                format!("{} --log {}", fixture("fake-browser").display(), visits.display()),
-            )
-            .env_remove("RUST_LOG");
-        run_command(command, None, WITHIN).0
-    };
+    let tether = |args: &[&str]| with_browser(dir.path(), args, false);
     assert_eq!(tether(&["login", "web"]).status.code(), Some(0));
     let call = tether(&["call", "web", "whoami"]);
     assert_eq!(call.status.code(), Some(3));

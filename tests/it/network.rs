@@ -46,21 +46,29 @@ impl Proxy {
     }
 }
 
-/// One CONNECT tunnel: read the request head, connect, say 200, copy.
-fn tunnel(conn: TcpStream, seen: &Mutex<Vec<String>>) {
-    let mut reader = BufReader::new(conn);
+/// Reads a request's head: its first line, and its Content-Length (0 if
+/// none); `None` when the connection ends first.
+fn read_head(reader: &mut BufReader<TcpStream>) -> Option<(String, u64)> {
     let mut first = String::new();
-    if reader.read_line(&mut first).is_err() {
-        return;
-    }
+    reader.read_line(&mut first).ok()?;
+    let mut length = 0;
     loop {
         let mut line = String::new();
         match reader.read_line(&mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) if line.trim().is_empty() => break,
+            Ok(0) | Err(_) => return None,
+            Ok(_) if line.trim().is_empty() => return Some((first, length)),
             Ok(_) => {}
         }
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
     }
+}
+
+/// One CONNECT tunnel: read the request head, connect, say 200, copy.
+fn tunnel(conn: TcpStream, seen: &Mutex<Vec<String>>) {
+    let mut reader = BufReader::new(conn);
+    let Some((first, _)) = read_head(&mut reader) else { return };
     let mut words = first.split_whitespace();
     let (Some("CONNECT"), Some(target)) = (words.next(), words.next()) else {
         let _ = reader.get_mut().write_all(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n");
@@ -345,18 +353,7 @@ fn bad_gateway() -> String {
         for conn in listener.incoming().flatten() {
             thread::spawn(move || {
                 let mut reader = BufReader::new(conn);
-                let mut length = 0;
-                loop {
-                    let mut line = String::new();
-                    match reader.read_line(&mut line) {
-                        Ok(0) | Err(_) => return,
-                        Ok(_) if line.trim().is_empty() => break,
-                        Ok(_) => {}
-                    }
-                    if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = value.trim().parse().unwrap_or(0);
-                    }
-                }
+                let Some((_, length)) = read_head(&mut reader) else { return };
                 let _ = reader.by_ref().take(length).read_to_end(&mut Vec::new());
                 let page = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n\
                             <center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n\
