@@ -153,7 +153,16 @@ pub(super) fn parse(
                 }
                 if super::help::of(&word).is_none() {
                     let known: Vec<&str> = super::help::commands().collect();
-                    let hint = tether::for_cli::closest(&word, &known)
+                    // What other tools call these.
+                    let alias = match word.as_str() {
+                        "status" | "ls" => Some("list"),
+                        "show" | "info" => Some("get"),
+                        "rm" | "delete" => Some("remove"),
+                        "run" | "invoke" => Some("call"),
+                        _ => None,
+                    };
+                    let hint = alias
+                        .or_else(|| tether::for_cli::closest(&word, &known))
                         .map(|close| format!(" (did you mean {close:?}?)"))
                         .unwrap_or_default();
                     return Err(format!("unknown command {word:?}{hint}").into());
@@ -645,6 +654,8 @@ mod tests {
         assert!(refused("call fx echo --timeout 0").contains("above 0 and below 10000000"));
         assert!(refused("call fx echo --timeout 1e9").contains("above 0 and below 10000000"));
         assert!(refused("call fx echo --timeout soon").contains("soon"));
+        assert_eq!(refused("status"), "unknown command \"status\" (did you mean \"list\"?)");
+        assert!(refused("rm x").contains("did you mean \"remove\"?"));
         assert_eq!(
             refused("call fx echo --timeout soon"),
             "--timeout takes a number of seconds, not \"soon\""
