@@ -170,7 +170,8 @@ impl Client {
                     _ => "messages that are",
                 };
                 Error::Protocol(format!(
-                    "no valid answer to {}; the server wrote {skipped} {what} not JSON-RPC",
+                    "no valid answer to {} before its time ran out; the server wrote {skipped} \
+                     {what} not JSON-RPC",
                     timeout.method
                 ))
             }

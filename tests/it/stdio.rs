@@ -200,6 +200,8 @@ fn a_server_that_sends_only_garbage_fails_initialize_with_a_reason() {
         Client::connect("fx", &misbehave(&tag, &["--garbage-only"]), quick(500)).err().unwrap();
     assert_quick(started, Duration::from_secs(2), "initialize against garbage");
     assert!(err.to_string().contains("not JSON-RPC"), "{err}");
+    // How long it waited, which is all the start timeout (a cold trial).
+    assert!(err.to_string().contains("before its time ran out"), "{err}");
     tag.assert_gone();
 }
 
