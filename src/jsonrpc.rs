@@ -91,11 +91,11 @@ struct Incoming {
 }
 
 impl Message {
-    /// Parses one frame's bytes.
+    /// Parses one frame's bytes; bytes that are not UTF-8 read as U+FFFD.
     ///
     /// # Errors
-    /// A description of what is wrong, for the log: not JSON, not UTF-8, or a
-    /// JSON value that is not a JSON-RPC message (a batch, a bad id, …).
+    /// A description of what is wrong, for the log: not JSON, or a JSON
+    /// value that is not a JSON-RPC message (a batch, a bad id, …).
     pub fn parse(bytes: &[u8]) -> Result<Message, String> {
         let incoming: Incoming = match serde_json::from_slice(bytes) {
             Ok(incoming) => incoming,
