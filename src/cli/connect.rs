@@ -86,6 +86,10 @@ pub(super) fn run(
 static STOPPING: AtomicBool = AtomicBool::new(false);
 /// The signal that ended the command, once one did.
 static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+/// Set once the terminal was told why tether waits for its servers.
+static SAID_SLOW: AtomicBool = AtomicBool::new(false);
+/// How long closing may take before the terminal is told why it waits.
+const SLOW_CLOSING: Duration = Duration::from_secs(1);
 /// Whether every server has a supervisor that ends its tree when tether
 /// exits (Linux), so that tether may exit without waiting for them.
 const SUPERVISED: bool = cfg!(target_os = "linux");
@@ -131,8 +135,20 @@ impl SignalWatch {
                     SIGNALLED.store(signal, Ordering::SeqCst);
                     progress::clear();
                     log::info!("signal {signal}: shutting down");
-                    // On a thread of its own, so that a second signal is heard.
-                    if shut_down(lock(&watched).clone(), Some(128 + signal)).is_err() {
+                    // On a thread of its own, so that a second signal is heard;
+                    // that thread ends the process.
+                    let hub = lock(&watched).clone();
+                    let stop = move || {
+                        if let Some(hub) = hub {
+                            close(hub, None);
+                        }
+                        std::process::exit(128 + signal);
+                    };
+                    if std::thread::Builder::new()
+                        .name("tether-interrupted".into())
+                        .spawn(stop)
+                        .is_err()
+                    {
                         std::process::exit(128 + signal);
                     }
                 }
@@ -206,22 +222,9 @@ impl SignalWatch {
         // and its own shutdown waits until the servers are gone.
         let hub = lock(&self.hub).clone();
         if let Some(hub) = hub {
-            match self.stop_by.filter(|_| SUPERVISED) {
-                Some(by) => {
-                    let by = by.max(Instant::now()) + STOP_SLACK;
-                    if let Ok(stopper) = shut_down(Some(hub), None) {
-                        while !stopper.is_finished() && Instant::now() < by {
-                            std::thread::sleep(Duration::from_millis(10));
-                        }
-                        if stopper.is_finished() {
-                            let _ = stopper.join();
-                        } else {
-                            log::info!("servers still closing past --timeout; leaving them");
-                        }
-                    }
-                }
-                None => hub.shutdown(),
-            }
+            let by =
+                self.stop_by.filter(|_| SUPERVISED).map(|by| by.max(Instant::now()) + STOP_SLACK);
+            close(hub, by);
         }
         self.handle.close();
         let _ = self.thread.join();
@@ -232,16 +235,38 @@ impl SignalWatch {
     }
 }
 
-/// Shuts `hub` down on a thread of its own, then exits with `exit` if given.
-fn shut_down(hub: Option<Hub>, exit: Option<i32>) -> io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new().name("tether-stop".into()).spawn(move || {
-        if let Some(hub) = hub {
-            hub.shutdown();
+/// Shuts `hub` down, on a `tether-stop` thread watched from here: past
+/// `by`, tether leaves the servers to their supervisors (it is about to
+/// exit); past a moment, a terminal is told once why it waits (an entry's
+/// `shutdownTimeout` may be long) and how to stop waiting.
+fn close(hub: Hub, by: Option<Instant>) {
+    let began = Instant::now();
+    let stopper = match std::thread::Builder::new().name("tether-stop".into()).spawn({
+        let hub = hub.clone();
+        move || hub.shutdown()
+    }) {
+        Ok(stopper) => stopper,
+        Err(_) => return hub.shutdown(),
+    };
+    let mut said = false;
+    while !stopper.is_finished() {
+        if by.is_some_and(|by| Instant::now() >= by) {
+            log::info!("servers still closing past --timeout; leaving them");
+            return;
         }
-        if let Some(code) = exit {
-            std::process::exit(code);
+        if !said && began.elapsed() >= SLOW_CLOSING && progress::available() {
+            said = true;
+            if !SAID_SLOW.swap(true, Ordering::SeqCst) {
+                let again = if INTERRUPTED.load(Ordering::SeqCst) { " again" } else { "" };
+                eprintln!(
+                    "Waiting for the servers to close (each may take its shutdownTimeout); \
+                     press Ctrl-C{again} to quit now."
+                );
+            }
         }
-    })
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = stopper.join();
 }
 
 fn list(

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant, SystemTime};
 use super::events::{self, Events};
 use super::HubOptions;
 use crate::client::{CallOptions, Client, ClientOptions};
-use crate::config::{name_key, Exposure, FailedEntry, ServerConfig, UntrustedServer};
+use crate::config::{
+    name_key, Exposure, FailedEntry, ServerConfig, TransportConfig, UntrustedServer,
+};
 use crate::error::{CloseReason, Error};
 use crate::protocol::{ServerInfo, Tool};
 use crate::registry::ToolRegistry;
@@ -32,9 +34,10 @@ use crate::transport;
 
 /// Slack beyond a start timeout for spawning and settling.
 const START_SLACK: Duration = Duration::from_secs(5);
-/// How long a second caller of shutdown waits for the first to finish
-/// (closing is bounded by its grace periods well within this).
-const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
+/// How long a second caller of shutdown waits for the first to finish,
+/// past the longest grace a server gets to exit after its input ends
+/// (closing is bounded by that and the SIGTERM grace periods after it).
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 
 /// What every handle of one hub shares.
 pub(super) struct Shared {
@@ -568,7 +571,19 @@ impl Shared {
     pub(super) fn shutdown(&self) {
         let mut state = self.state();
         if state.shutting_down {
-            let deadline = Instant::now() + SHUTDOWN_WAIT;
+            // An entry's own `shutdownTimeout` may be long: waited out too,
+            // so that nobody returns (and exits) while a server still closes.
+            let longest_grace = state
+                .slots
+                .iter()
+                .filter_map(|slot| match &slot.config.transport {
+                    TransportConfig::Stdio(stdio) => stdio.shutdown_timeout,
+                    TransportConfig::Http(_) => None,
+                })
+                .chain(self.options.lent.shutdown_grace)
+                .max()
+                .unwrap_or_default();
+            let deadline = Instant::now() + longest_grace + SHUTDOWN_WAIT;
             while !state.shut_down && Instant::now() < deadline {
                 state = wait_timeout(&self.settled, state, deadline - Instant::now());
             }

@@ -666,3 +666,33 @@ fn reading_from_a_server_without_resources_says_it_has_none() {
     assert!(err.contains("hint: \"fx\" offers no resources"), "{err}");
     tag.assert_gone();
 }
+
+// One Ctrl-C during a call to a server that ignores its input's end and
+// SIGTERM waits out its `shutdownTimeout` and the SIGTERM grace, and nothing
+// outlives tether. (A regression trial saw a 30 s one outlive it by 1.3 s:
+// the second of two concurrent shutdowns gave up waiting for the first
+// after 30 s; it now waits the longest grace and more.)
+#[test]
+fn one_signal_waits_out_a_long_closing_and_leaves_nothing() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"slow": {
+        "command": fixture("misbehave"),
+        "args": ["--tag", tag.0, "--ignore-eof", "--ignore-sigterm", "--slow", "20000"],
+        "shutdownTimeout": 2,
+    }}));
+    let mut child = Command::new(tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["call", "slow", "echo", r#"{"text": "x"}"#])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    tag.wait_for_processes(1, Duration::from_secs(10));
+    thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(10)), Some(128 + libc::SIGINT));
+    // At once, not after the supervisors' grace.
+    tag.assert_gone_within(Duration::from_millis(100));
+}
