@@ -105,7 +105,12 @@ impl Message {
             Err(err) if std::str::from_utf8(bytes).is_err() => {
                 let text = String::from_utf8_lossy(bytes);
                 let incoming = serde_json::from_str(&text).map_err(|_| err.to_string())?;
-                log::debug!("a message that is not valid UTF-8: its bad bytes read as U+FFFD");
+                static SAID: crate::sync::Occasional = crate::sync::Occasional::new();
+                SAID.warn(|| {
+                    "a server sent a message that is not valid UTF-8; its bad bytes read as \
+                     U+FFFD"
+                        .to_owned()
+                });
                 incoming
             }
             Err(err) => return Err(err.to_string()),

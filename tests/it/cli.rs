@@ -696,3 +696,17 @@ fn one_signal_waits_out_a_long_closing_and_leaves_nothing() {
     // At once, not after the supervisors' grace.
     tag.assert_gone_within(Duration::from_millis(100));
 }
+
+// An answer with bytes that are not UTF-8 arrives, and is said to have been
+// mended (a regression trial: silently changed).
+#[test]
+fn an_answer_mended_from_bad_utf8_is_said_so() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"latin": misbehave_entry(&tag, &["--latin1"])}));
+    let (output, _) =
+        run_tether(dir.path(), &["call", "latin", "echo", r#"{"text":"café"}"#], WITHIN);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(stdout_of(&output), "caf\u{fffd}\n");
+    assert!(stderr_of(&output).contains("not valid UTF-8"), "{}", stderr_of(&output));
+    tag.assert_gone();
+}
