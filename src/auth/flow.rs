@@ -116,10 +116,20 @@ impl OAuth {
                 // for are kept with the sign-in, so that the next sign-in
                 // (`tether login`) asks for them too.
                 if challenge.is_insufficient_scope() {
+                    let mut wanted = Vec::new();
                     for scope in challenge.scope.iter().flat_map(|s| s.split_whitespace()) {
                         if !working.scopes.iter().any(|kept| kept == scope) {
                             working.scopes.push(scope.to_owned());
+                            wanted.push(scope);
                         }
+                    }
+                    if !wanted.is_empty() {
+                        log::warn!(
+                            "{}: the server wants the scope {:?}, which the sign-in lacks; the \
+                             next sign-in asks for it",
+                            crate::url::redact_url(&self.server_url),
+                            wanted.join(" ")
+                        );
                     }
                 }
                 return Err(Error::LoginRequired { url: self.server_url.clone() });

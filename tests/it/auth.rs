@@ -351,6 +351,8 @@ fn a_step_up_in_a_script_is_left_to_tether_login_which_asks_for_the_scope() {
         "{}",
         stderr_of(&call)
     );
+    // Which scope, too (a regression trial: the user had just signed in).
+    assert!(stderr_of(&call).contains("wants the scope \"admin\""), "{}", stderr_of(&call));
     assert_eq!(tether(&["login", "web"]).status.code(), Some(0));
     let call = tether(&["call", "web", "whoami"]);
     assert_eq!(call.status.code(), Some(0), "{}", stderr_of(&call));
