@@ -459,7 +459,7 @@ fn check_defined(files: &ConfigFiles, name: &str, scope: Option<Scope>) -> Resul
     }
 }
 
-pub(super) fn remove(files: &ConfigFiles, name: &str, scope: Option<Scope>) -> u8 {
+pub(super) fn remove(files: &ConfigFiles, name: &str, scope: Option<Scope>, again: &Again) -> u8 {
     if let Err(code) = check_defined(files, name, scope) {
         return code;
     }
@@ -493,7 +493,7 @@ pub(super) fn remove(files: &ConfigFiles, name: &str, scope: Option<Scope>) -> u
     match files.remove_server(scope, name) {
         Ok(path) => {
             outln!("Removed server {name:?} from {}.", path.display());
-            outln!("Check with: tether list");
+            outln!("Check with: {again} list");
             EXIT_OK
         }
         Err(err) => report(&err),
@@ -533,7 +533,13 @@ pub(super) fn enable(
     }
 }
 
-pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool, yes: bool) -> u8 {
+pub(super) fn trust(
+    files: &ConfigFiles,
+    dir: Option<PathBuf>,
+    trusted: bool,
+    yes: bool,
+    again: &Again,
+) -> u8 {
     use super::shown::escaped;
     let dir = dir.unwrap_or_else(|| files.project_dir.clone());
     if !dir.is_dir() {
@@ -597,7 +603,12 @@ pub(super) fn trust(files: &ConfigFiles, dir: Option<PathBuf>, trusted: bool, ye
                 }
                 (false, false) => outln!("{shown} was not trusted."),
             }
-            outln!("Check with: tether --project {shown} list");
+            // The folder trusted, unless --project already named one.
+            if again.0.contains(" --project ") {
+                outln!("Check with: {again} list");
+            } else {
+                outln!("Check with: {again} --project {} list", shell_quote(&shown));
+            }
             EXIT_OK
         }
         Err(err) => report(&err),

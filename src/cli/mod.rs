@@ -135,11 +135,11 @@ fn run() -> ExitCode {
     let files = ConfigFiles::new(config_dir, project);
     let code = match command {
         Command::Add(add) => manage::add(&files, add, &again),
-        Command::Remove { name, scope } => manage::remove(&files, &name, scope),
+        Command::Remove { name, scope } => manage::remove(&files, &name, scope, &again),
         Command::Enable { name, enabled, scope } => {
             manage::enable(&files, &name, enabled, scope, &again)
         }
-        Command::Trust { dir, trusted, yes } => manage::trust(&files, dir, trusted, yes),
+        Command::Trust { dir, trusted, yes } => manage::trust(&files, dir, trusted, yes, &again),
         Command::Import { file } => manage::import(&files, &file),
         Command::Expose { name, mode, tool, scope } => {
             manage::expose(&files, &name, mode, tool.as_deref(), scope, &again)

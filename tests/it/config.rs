@@ -105,6 +105,7 @@ fn an_untrusted_project_starts_nothing_until_trusted() {
     // trust prints exactly what would run, then records the canonical path.
     let (code, out, _) = setup.run(&["trust", "--yes"], &[]);
     assert_eq!(code, 0);
+    assert!(out.contains("Check with: tether --config-dir "), "{out}");
     assert!(
         out.contains(&format!(
             "theirs  {} --tag {} --odd-names",
@@ -457,7 +458,10 @@ fn edits_keep_unrelated_keys_entries_and_order() {
     setup.config.write("mcp.json", original);
     assert_eq!(setup.run(&["disable", "zeta"], &[]).0, 0);
     assert_eq!(setup.run(&["add", "beta", "--", "b"], &[]).0, 0);
-    assert_eq!(setup.run(&["remove", "alpha"], &[]).0, 0);
+    let (code, out, _) = setup.run(&["remove", "alpha"], &[]);
+    assert_eq!(code, 0);
+    // The hint to check runs on the same files (a trial: it dropped them).
+    assert!(out.contains("Check with: tether --config-dir "), "{out}");
     let text = fs::read_to_string(setup.config.path().join("mcp.json")).unwrap();
     let value: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
