@@ -219,15 +219,12 @@ fn no_config_file_means_no_servers() {
 /// server's grandchild) are running.
 fn start_slow_call(tag: &Tag, flags: &[&str]) -> (std::process::Child, crate::support::TempDir) {
     let dir = config_dir(json!({"fx": misbehave_entry(tag, flags)}));
-    let child = Command::new(tether_bin())
-        .arg("--config-dir")
-        .arg(dir.path())
-        .args(["call", "fx", "sleep", r#"{"ms": 30000}"#])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = spawn_tether(
+        dir.path(),
+        &["call", "fx", "sleep", r#"{"ms": 30000}"#],
+        Stdio::null(),
+        Stdio::null(),
+    );
     let expected = 1
         + usize::from(flags.contains(&"--grandchild"))
         + usize::from(flags.contains(&"--setsid-grandchild"));
@@ -235,6 +232,24 @@ fn start_slow_call(tag: &Tag, flags: &[&str]) -> (std::process::Child, crate::su
     // Let the call reach the server.
     thread::sleep(Duration::from_millis(300));
     (child, dir)
+}
+
+/// `tether --config-dir DIR ARGS` started with no stdin and these outputs.
+fn spawn_tether(
+    dir: &std::path::Path,
+    args: &[&str],
+    stdout: Stdio,
+    stderr: Stdio,
+) -> std::process::Child {
+    Command::new(tether_bin())
+        .arg("--config-dir")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
 }
 
 fn wait_exit(child: &mut std::process::Child, within: Duration) -> Option<i32> {
@@ -318,15 +333,7 @@ fn an_interrupted_config_load_leaves_no_helper_behind() {
     let dir = config_dir(json!({
         "web": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": helper}},
     }));
-    let mut child = Command::new(tether_bin())
-        .arg("--config-dir")
-        .arg(dir.path())
-        .arg("list")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_tether(dir.path(), &["list"], Stdio::null(), Stdio::null());
     // The helper and its grandchild are running; tether waits for the helper.
     tag.wait_for_processes(2, Duration::from_secs(10));
     let interrupted = Instant::now();
@@ -361,15 +368,7 @@ fn a_closed_stdout_still_ends_every_server() {
     let tag = Tag::new();
     let dir =
         config_dir(json!({"fx": misbehave_entry(&tag, &["--grandchild", "--many-tools", "2000"])}));
-    let mut child = Command::new(tether_bin())
-        .arg("--config-dir")
-        .arg(dir.path())
-        .args(["tools", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_tether(dir.path(), &["tools", "--json"], Stdio::piped(), Stdio::null());
     // Read a little, then close the pipe, as `| head -c 100` would.
     let mut stdout = child.stdout.take().unwrap();
     let mut start = [0u8; 100];
@@ -589,15 +588,7 @@ fn a_result_that_cannot_be_written_is_an_error() {
         vec!["--version"],
     ] {
         let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
-        let mut child = Command::new(tether_bin())
-            .arg("--config-dir")
-            .arg(dir.path())
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(full)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_tether(dir.path(), &args, full.into(), Stdio::piped());
         let code = wait_exit(&mut child, WITHIN);
         let mut stderr = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
@@ -616,15 +607,7 @@ fn an_interrupted_listing_prints_no_rows() {
         "demo": demo_entry(),
         "hang": misbehave_entry(&tag, &["--hang-initialize"]),
     }));
-    let mut child = Command::new(tether_bin())
-        .arg("--config-dir")
-        .arg(dir.path())
-        .arg("list")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_tether(dir.path(), &["list"], Stdio::piped(), Stdio::null());
     tag.wait_for_processes(1, Duration::from_secs(10));
     thread::sleep(Duration::from_millis(300));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -680,15 +663,12 @@ fn one_signal_waits_out_a_long_closing_and_leaves_nothing() {
         "args": ["--tag", tag.0, "--ignore-eof", "--ignore-sigterm", "--slow", "20000"],
         "shutdownTimeout": 2,
     }}));
-    let mut child = Command::new(tether_bin())
-        .arg("--config-dir")
-        .arg(dir.path())
-        .args(["call", "slow", "echo", r#"{"text": "x"}"#])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_tether(
+        dir.path(),
+        &["call", "slow", "echo", r#"{"text": "x"}"#],
+        Stdio::null(),
+        Stdio::null(),
+    );
     tag.wait_for_processes(1, Duration::from_secs(10));
     thread::sleep(Duration::from_millis(300));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
