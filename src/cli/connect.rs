@@ -249,6 +249,9 @@ fn close(hub: Hub, by: Option<Instant>) {
         Err(_) => return hub.shutdown(),
     };
     let mut said = false;
+    // Looked at often at first: most servers close at once, and a command's
+    // exit waits for this.
+    let mut pause = Duration::from_micros(250);
     while !stopper.is_finished() {
         if by.is_some_and(|by| Instant::now() >= by) {
             log::info!("servers still closing past --timeout; leaving them");
@@ -264,7 +267,8 @@ fn close(hub: Hub, by: Option<Instant>) {
                 );
             }
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(10));
     }
     let _ = stopper.join();
 }
