@@ -873,3 +873,29 @@ fn a_refused_connection_is_said_even_with_a_short_timeout() {
     assert!(!matches!(err.root(), Error::Timeout(_)), "{err:?}");
     assert_quick(started, Duration::from_secs(1), "a refused connection");
 }
+
+// Found reading the change back: the hand-off's pause (for a first try made
+// on the caller's thread) was taken from the pauses of every request, so a
+// request a worker sent first had one retry fewer. The legacy transport's
+// requests always go through a worker: two failures, then the answer.
+#[test]
+fn a_worker_retries_after_each_pause() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(
+        &tag,
+        &[
+            "--mode",
+            "sse",
+            "--fail-status",
+            "503",
+            "--fail-count",
+            "2",
+            "--fail-method",
+            "tools/list",
+        ],
+    );
+    let client = connect(&server, HttpKind::Sse);
+    assert!(!client.list_tools(&CallOptions::default()).unwrap().is_empty());
+    assert_eq!(posts_of(&http_log(&client), "tools/list").len(), 3);
+    client.close().unwrap();
+}

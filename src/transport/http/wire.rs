@@ -73,9 +73,12 @@ impl HttpTransport {
     ) -> Result<Posted, Error> {
         let mut pauses = RETRY_PAUSES.iter();
         let in_time = |pause: &&Duration| deadline.is_none_or(|at| Instant::now() + **pause < at);
-        if let Some(pause) = pauses.next().filter(|_| retrying).filter(in_time) {
-            if !self.pause(*pause) {
-                return Ok(Posted::Done);
+        if retrying {
+            // The first pause is this one: taken only when a try failed.
+            if let Some(pause) = pauses.next().filter(in_time) {
+                if !self.pause(*pause) {
+                    return Ok(Posted::Done);
+                }
             }
         }
         loop {
