@@ -541,11 +541,11 @@ fn call(
                     None => eprintln!("  hint: see its tools with: tether tools {name}"),
                 }
             }
-            if let Error::LoginRequired { .. } = err.root() {
-                eprintln!("  hint: sign in with: tether login {name}");
-            }
             match err.root() {
                 _ if INTERRUPTED.load(Ordering::SeqCst) => {}
+                Error::LoginRequired { .. } => {
+                    eprintln!("  hint: sign in with: tether login {name}");
+                }
                 Error::Timeout(tether::Timeout { step: tether::Step::Ceiling { .. }, .. }) => {
                     eprintln!("  hint: the tool was still at work; raise \"maxTotalTimeout\" for {name:?} in the configuration");
                 }

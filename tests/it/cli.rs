@@ -530,16 +530,9 @@ fn call_on_a_lingering_server(tag: &Tag, extra: &[&str]) -> (std::process::Child
         "args": ["--tag", tag.0, "--ignore-eof", "--ignore-sigterm"],
         "shutdownTimeout": 30,
     }}));
-    let child = Command::new(tether_bin())
-        .arg("--config-dir")
-        .arg(dir.path())
-        .args(["call", "slow", "echo", r#"{"text": "done"}"#])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut args = vec!["call", "slow", "echo", r#"{"text": "done"}"#];
+    args.extend_from_slice(extra);
+    let child = spawn_tether(dir.path(), &args, Stdio::piped(), Stdio::null());
     (child, dir)
 }
 

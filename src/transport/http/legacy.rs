@@ -142,15 +142,15 @@ impl HttpTransport {
         caller_gives_up: Option<Instant>,
     ) -> Result<(), Error> {
         let waited_from = Instant::now();
+        // Whichever comes first: this exchange's end, or the caller's.
+        let gives_up = deadline.into_iter().chain(caller_gives_up).min();
         let endpoint = {
             // Ends a little before the caller's own deadline, so that the
             // caller hears why (no endpoint), not merely that it timed out.
-            let mut until = waited_from + self.target.endpoint_wait;
-            let gives_up = deadline.into_iter().chain(caller_gives_up).min();
+            let mut deadline = waited_from + self.target.endpoint_wait;
             if let Some(at) = gives_up.and_then(|at| at.checked_sub(ENDPOINT_MARGIN)) {
-                until = until.min(at.max(waited_from));
+                deadline = deadline.min(at.max(waited_from));
             }
-            let deadline = until;
             let mut state = lock(&self.state);
             loop {
                 if let Some(endpoint) = &state.legacy_endpoint {
@@ -172,8 +172,7 @@ impl HttpTransport {
                 state = wait_timeout(&self.changed, state, deadline - now);
             }
         };
-        let pauses_until = deadline.or(caller_gives_up);
-        self.with_retries(method != Some("tools/call"), false, pauses_until, || {
+        self.with_retries(method != Some("tools/call"), false, gives_up, || {
             let ceiling = self.ceiling(false, deadline);
             match self.send_post(&endpoint, frame, None, ceiling, true, self.bearer().as_deref()) {
                 Ok(mut response) if response.status().is_success() => {
