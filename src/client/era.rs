@@ -28,7 +28,7 @@ use serde_json::{json, Map, Value};
 use super::{CallOptions, Client};
 use crate::error::{CloseReason, Error};
 use crate::host::{self, Host};
-use crate::jsonrpc::{Frame, RpcError};
+use crate::jsonrpc::{Frame, RpcError, METHOD_NOT_FOUND};
 use crate::protocol::{
     Era, EraChoice, ServerInfo, LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSION,
     SUPPORTED_PROTOCOL_VERSIONS,
@@ -93,7 +93,7 @@ impl Client {
                 // Refused outright: the pin may be what is wrong.
                 Err(Error::Rpc(refusal))
                     if era == self.options.era
-                        && matches!(refusal.code, -32601 | UNSUPPORTED_PROTOCOL_VERSION) =>
+                        && matches!(refusal.code, METHOD_NOT_FOUND | UNSUPPORTED_PROTOCOL_VERSION) =>
                 {
                     return Err(Error::Protocol(format!(
                         "the entry pins \"protocol\": \"legacy\", but the server refused the \
