@@ -93,7 +93,10 @@ impl Client {
                 // Refused outright: the pin may be what is wrong.
                 Err(Error::Rpc(refusal))
                     if era == self.options.era
-                        && matches!(refusal.code, METHOD_NOT_FOUND | UNSUPPORTED_PROTOCOL_VERSION) =>
+                        && matches!(
+                            refusal.code,
+                            METHOD_NOT_FOUND | UNSUPPORTED_PROTOCOL_VERSION
+                        ) =>
                 {
                     return Err(Error::Protocol(format!(
                         "the entry pins \"protocol\": \"legacy\", but the server refused the \
