@@ -9,8 +9,8 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use crate::hub::ServerState;
 use crate::jsonrpc::RpcError;
+use crate::server_state::ServerState;
 
 /// Everything that can go wrong talking to an MCP server.
 #[derive(Debug)]

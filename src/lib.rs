@@ -48,10 +48,10 @@ pub mod fuzzing;
 mod host;
 mod hub;
 mod jsonrpc;
+mod model;
+mod net;
 mod protocol;
-mod registry;
-mod search;
-mod shaping;
+mod server_state;
 mod shell;
 mod spelling;
 
@@ -69,28 +69,28 @@ mod sync;
 mod threads;
 mod transport;
 mod url;
+mod value_command;
 
-pub use auth::{
-    forget_credentials, sign_in, AuthorizationHandler, EnterpriseIdentity, OAuthSettings,
-    TokenProvider,
-};
+pub use auth::{forget_credentials, sign_in, AuthorizationHandler, TokenProvider};
 pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
 pub use config::{
-    default_config_dir, Config, ConfigFiles, ConfigLoader, Exposure, FailedEntry, HttpConfig,
-    HttpKind, ImportReport, ProjectEntry, Scope, ServerConfig, StdioConfig, TransportConfig,
-    Unapproved, UnknownWord, UntrustedServer,
+    default_config_dir, Config, ConfigFiles, ConfigLoader, EnterpriseIdentity, Exposure,
+    FailedEntry, HttpConfig, HttpKind, ImportReport, OAuthSettings, ProjectEntry, Scope,
+    ServerConfig, StdioConfig, TransportConfig, Unapproved, UnknownWord, UntrustedServer,
 };
 pub use error::{CloseReason, Error, Step, Timeout};
 pub use host::{DefaultHost, Host, Root};
 pub use hub::{
-    Hub, HubOptions, LogFile, LogMessage, LogSink, ModelTool, Offered, RefreshReport, ServerState,
-    ServerStatus, TOOL_SEARCH,
+    Hub, HubOptions, LogFile, LogMessage, LogSink, Offered, RefreshReport, ServerStatus,
 };
 pub use jsonrpc::{Notification, RpcError};
+pub use model::{
+    shape_result, ModelBlock, ModelResult, ModelTool, NameStyle, RegisteredTool, ResultLimits,
+    TOOL_SEARCH,
+};
 pub use protocol::{
     Era, EraChoice, Progress, Prompt, PromptArgument, PromptResult, Resource, ResourceContents,
     ResourceTemplate, ServerInfo, Tool, ToolResult,
 };
-pub use registry::{NameStyle, RegisteredTool};
-pub use shaping::{shape_result, ModelBlock, ModelResult, ResultLimits};
+pub use server_state::ServerState;
 pub use transport::{HttpTarget, StdioCommand, Transport};

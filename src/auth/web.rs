@@ -52,8 +52,8 @@ impl Web {
             .timeout_global(Some(TIMEOUT))
             .user_agent(format!("tether/{}", env!("CARGO_PKG_VERSION")))
             .build();
-        let extra = crate::transport::http::tls::extra_roots(ca_file).unwrap_or_default();
-        let connector = crate::transport::http::tls::connector_with(extra);
+        let extra = crate::net::tls::extra_roots(ca_file).unwrap_or_default();
+        let connector = crate::net::tls::connector_with(extra);
         let resolver = ureq::unversioned::resolver::DefaultResolver::default();
         Web { agent: ureq::Agent::with_parts(config, connector, resolver) }
     }

@@ -11,40 +11,19 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use tether::{Config, Error, Hub, Offered, ServerState};
+use tether::{Config, Error, Hub, Offered};
 
-use super::connect::{only_server, report_start_failure, SignalWatch};
+use super::signals::SignalWatch;
+use super::starting::{connected_hub, warn_not_connected};
 use super::{
     emit, emit_body, emit_json, report, shown, table, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR,
     EXIT_USAGE,
 };
 
-/// Starts the hub for `server` (or every server) and fails when a named
-/// server did not connect.
-pub(super) fn connected_hub(
-    config: Config,
-    server: Option<&str>,
-    signals: &SignalWatch,
-) -> Result<Hub, u8> {
-    let config = match server {
-        None => config,
-        Some(name) => only_server(&config, name)?,
-    };
-    let hub = signals.start_hub(config);
-    if let Some(name) = server {
-        if let Some(status) =
-            hub.status().into_iter().find(|status| status.state != ServerState::Ready)
-        {
-            return Err(report_start_failure(name, &status, false));
-        }
-    }
-    Ok(hub)
-}
-
 /// Warns about servers that did not connect and lists that failed; the
 /// exit code says whether the listing is whole.
 fn print_errors(hub: &Hub, errors: &[Error]) -> u8 {
-    let not_connected = super::connect::warn_not_connected(hub);
+    let not_connected = warn_not_connected(hub);
     for error in errors {
         eprintln!("warning: {}", shown::escaped(&error.to_string()));
     }

@@ -7,7 +7,7 @@
 use serde_json::{json, Map, Value};
 use tether::{Config, ServerConfig};
 
-use super::connect::unknown_server;
+use super::starting::unknown_server;
 use super::{emit, emit_json, shown::escaped, EXIT_OK, EXIT_USAGE};
 
 pub(super) fn get(config: &Config, name: &str, json: bool) -> u8 {

@@ -285,7 +285,7 @@ fn fill_port(url: &str, port: u16) -> String {
 /// `tether login NAME`: signs in now and keeps the tokens.
 pub(super) fn login(config: &Config, store: &Path, name: &str, overrides: &OAuthSettings) -> u8 {
     let Some(entry) = config.server(name) else {
-        return super::connect::unknown_server(config, name);
+        return super::starting::unknown_server(config, name);
     };
     let TransportConfig::Http(http) = &entry.transport else {
         eprintln!("error: server {name:?} runs as a program (stdio); only HTTP servers sign in");
@@ -330,7 +330,7 @@ pub(super) fn logout(config: &Config, store: &Path, name: &str) -> u8 {
         }
         // Not configured and nothing kept: a typo, most likely. (A server
         // removed from the configuration can still be signed out of.)
-        Ok(false) if !config.knows(name) => super::connect::unknown_server(config, name),
+        Ok(false) if !config.knows(name) => super::starting::unknown_server(config, name),
         Ok(false) => {
             outln!("Nothing was kept for {name:?}.");
             EXIT_OK

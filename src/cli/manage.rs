@@ -8,152 +8,13 @@
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use lexopt::prelude::*;
 use serde_json::{json, Map, Value};
 
 use tether::{ConfigFiles, Scope};
 
+use super::args::{key_value, AddArgs};
 use super::{report, EXIT_OK, EXIT_USAGE};
 use tether::for_cli::shell_quote;
-
-/// What `tether add` was told.
-#[derive(Debug, Default)]
-pub(super) struct AddArgs {
-    pub(super) name: Option<String>,
-    pub(super) scope: Option<Scope>,
-    pub(super) env: Vec<(String, String)>,
-    pub(super) headers: Vec<(String, String)>,
-    pub(super) bearer_token_env: Option<String>,
-    pub(super) description: Option<String>,
-    pub(super) url: Option<String>,
-    pub(super) transport: Option<String>,
-    pub(super) command: Vec<String>,
-    /// `timeout`, `startTimeout` (seconds, as given) and `protocol`.
-    pub(super) timeout: Option<String>,
-    pub(super) start_timeout: Option<String>,
-    pub(super) protocol: Option<String>,
-}
-
-/// `add`'s options and positionals; `after_dashes` is what followed `--`
-/// (the command, verbatim), if there was one.
-pub(super) fn parse_add(
-    parser: &mut lexopt::Parser,
-    after_dashes: Option<Vec<String>>,
-) -> Result<AddArgs, lexopt::Error> {
-    let mut add = parse_add_options(parser)?;
-    if let Some(command) = after_dashes {
-        if !add.command.is_empty() {
-            // `add fx npx server -- --flag`: that `--` is the server's.
-            add.command.push("--".into());
-        }
-        add.command.extend(command);
-    }
-    Ok(add)
-}
-
-fn parse_add_options(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Error> {
-    let mut add = AddArgs::default();
-    while let Some(arg) = parser.next()? {
-        if let Some(flag) = super::args::scope_flag(&arg) {
-            add.scope = Some(super::args::scope_of(flag, parser)?);
-            continue;
-        }
-        match arg {
-            Short('e') | Long("env") => {
-                add.env.push(key_value(&parser.value()?.string()?, "--env")?)
-            }
-            Short('H') | Long("header") => {
-                add.headers.push(key_value(&parser.value()?.string()?, "--header")?)
-            }
-            Long("bearer-token-env-var") => add.bearer_token_env = Some(parser.value()?.string()?),
-            Long("description") => add.description = Some(parser.value()?.string()?),
-            Long("timeout") => add.timeout = Some(parser.value()?.string()?),
-            Long("start-timeout") => add.start_timeout = Some(parser.value()?.string()?),
-            Long("protocol") => add.protocol = Some(parser.value()?.string()?),
-            Long("url") if add.url.is_none() => add.url = Some(parser.value()?.string()?),
-            Short('t') | Long("transport") => add.transport = Some(parser.value()?.string()?),
-            Value(word) if add.name.is_none() => {
-                let word = word.string()?;
-                if word.contains("://") {
-                    return Err(format!(
-                        "{word:?} is a URL; give the server a name first: tether add NAME {word}"
-                    )
-                    .into());
-                }
-                add.name = Some(word);
-            }
-            // `add NAME URL`, as Claude Code and Gemini CLI take it; options may follow.
-            Value(word)
-                if add.url.is_none()
-                    && add.command.is_empty()
-                    && (word.to_str().is_some_and(|word| {
-                        word.starts_with("http://") || word.starts_with("https://")
-                    })) =>
-            {
-                add.url = Some(word.string()?);
-            }
-            // Not a URL tether can use, where a URL was clearly meant.
-            Value(word) if add.command.is_empty() && url_like(&word.to_string_lossy()) => {
-                let word = word.to_string_lossy().into_owned();
-                let hint = if word.contains("://") {
-                    "only http:// and https:// URLs are supported".to_owned()
-                } else {
-                    format!("did you mean http://{word}?")
-                };
-                return Err(format!("{word:?} is not a server URL: {hint}").into());
-            }
-            Value(word) => {
-                // The command: this word and everything after it, verbatim
-                // (the server's own flags are not ours).
-                add.command.push(word.string()?);
-                for rest in parser.raw_args()? {
-                    add.command.push(rest.string()?);
-                }
-            }
-            _ => return Err(arg.unexpected()),
-        }
-    }
-    Ok(add)
-}
-
-/// True for words that look like a URL but are not http(s): `ftp://…`,
-/// `localhost:3102/mcp`, `127.0.0.1:8080` (a program's path never has a
-/// colon followed by a port).
-fn url_like(word: &str) -> bool {
-    if word.starts_with("http://") || word.starts_with("https://") {
-        return false;
-    }
-    if word.contains("://") {
-        return true;
-    }
-    match word.split_once(':') {
-        Some((host, rest)) => {
-            let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            !host.is_empty()
-                && !host.contains('/')
-                && !port.is_empty()
-                && rest[port.len()..].chars().next().is_none_or(|c| c == '/')
-        }
-        None => false,
-    }
-}
-
-/// `K=V` (or `K: V` for headers).
-fn key_value(text: &str, option: &str) -> Result<(String, String), lexopt::Error> {
-    // `Cookie: sid=abc` is a header with an `=` in its value: split at
-    // whichever separator comes first.
-    let split = match (text.find('='), text.find(':')) {
-        (Some(equals), Some(colon)) if colon < equals => text.split_once(':'),
-        (Some(_), _) => text.split_once('='),
-        (None, _) => text.split_once(':'),
-    };
-    match split {
-        Some((key, value)) if !key.trim().is_empty() => {
-            Ok((key.trim().to_owned(), value.trim_start().to_owned()))
-        }
-        _ => Err(format!("{option} takes KEY=VALUE or 'KEY: VALUE', not {text:?}").into()),
-    }
-}
 
 /// `tether` with the global options that chose the files (`--config-dir`,
 /// `--project`), so that a hint's command reaches the same entry.
@@ -435,7 +296,7 @@ fn unknown(files: &ConfigFiles, name: &str) -> u8 {
         .config_dir(&files.config_dir)
         .project_dir(&files.project_dir)
         .load();
-    super::connect::unknown_server(&config, name)
+    super::starting::unknown_server(&config, name)
 }
 
 /// The server must be in `scope`'s file (or in some file, without a scope).

@@ -28,6 +28,8 @@ mod logs;
 mod manage;
 mod progress;
 mod shown;
+mod signals;
+mod starting;
 mod status;
 mod table;
 mod terminal;
@@ -151,7 +153,7 @@ fn run() -> ExitCode {
                     .project_dir(&files.project_dir)
                     .load();
                 if !config.knows(name) {
-                    return ExitCode::from(connect::unknown_server(&config, name));
+                    return ExitCode::from(starting::unknown_server(&config, name));
                 }
             }
             logs::logs(&files.config_dir, server.as_deref(), lines, follow)
@@ -159,7 +161,7 @@ fn run() -> ExitCode {
         _ => {
             // Watched from the start: Ctrl-C while a `!command` helper runs
             // (asking for a password, say) ends tether and the helper.
-            let mut signals = match connect::SignalWatch::start() {
+            let mut signals = match signals::SignalWatch::start() {
                 Ok(signals) => signals,
                 Err(err) => {
                     eprintln!("error: cannot watch signals: {err}");
@@ -179,7 +181,7 @@ fn with_config(
     command: Command,
     files: &ConfigFiles,
     roots: Vec<Root>,
-    signals: &mut connect::SignalWatch,
+    signals: &mut signals::SignalWatch,
 ) -> u8 {
     let config =
         ConfigLoader::new().config_dir(&files.config_dir).project_dir(&files.project_dir).load();

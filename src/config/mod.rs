@@ -32,7 +32,6 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::auth::OAuthSettings;
 use crate::protocol::EraChoice;
 use crate::shell::shell_quote;
 
@@ -42,6 +41,7 @@ pub(crate) use loader::check_entry;
 pub(crate) use loader::servers_of;
 pub use loader::ConfigLoader;
 pub use manage::{ConfigFiles, ProjectEntry};
+pub use oauth::{EnterpriseIdentity, OAuthSettings};
 pub use trust::Unapproved;
 pub use words::UnknownWord;
 

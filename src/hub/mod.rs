@@ -11,12 +11,11 @@
 //! status types and the calls.
 
 mod events;
-mod model;
+mod for_model;
 mod refresh;
 mod state;
 
 pub use events::{LogFile, LogMessage, LogSink};
-pub use model::{ModelTool, TOOL_SEARCH};
 pub use refresh::RefreshReport;
 
 use std::path::PathBuf;
@@ -32,10 +31,11 @@ use crate::client::{CallOptions, Client};
 use crate::config::{Config, ConfigLoader, Exposure, FailedEntry, Scope, ServerConfig};
 use crate::error::{CloseReason, Error};
 use crate::host::{DefaultHost, Host};
+use crate::model::registry::{NameStyle, RegisteredTool};
 use crate::protocol::{
     Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ToolResult,
 };
-use crate::registry::{NameStyle, RegisteredTool};
+use crate::server_state::ServerState;
 use crate::transport::Lent;
 use state::{Phase, Shared, Slot};
 
@@ -139,42 +139,6 @@ impl HubOptions {
     ) -> HubOptions {
         self.lent.authorization = Some(handler);
         self
-    }
-}
-
-/// A server's state, as `status` and `tether list` show it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ServerState {
-    /// Starting.
-    Connecting,
-    /// Connected; its tools are in the registry.
-    Ready,
-    /// Could not start, or its entry is invalid; see `error`.
-    Failed,
-    /// `enabled: false`.
-    Disabled,
-    /// A project server in a project that is not trusted.
-    Untrusted,
-    /// An HTTP server that needs `tether login`.
-    NeedsLogin,
-    /// Closed with the hub (`shutdown`).
-    Closed,
-}
-
-impl ServerState {
-    /// The word `status` JSON uses (`ready`, `needs_login`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerState::Connecting => "connecting",
-            ServerState::Ready => "ready",
-            ServerState::Failed => "failed",
-            ServerState::Disabled => "disabled",
-            ServerState::Untrusted => "untrusted",
-            ServerState::NeedsLogin => "needs_login",
-            ServerState::Closed => "closed",
-        }
     }
 }
 
@@ -382,7 +346,7 @@ impl Hub {
             .filter(|status| status.state == ServerState::Connecting)
             .map(|status| status.name)
             .filter(|name| {
-                qualified_name.starts_with(&crate::registry::qualified_name(name, "", style))
+                qualified_name.starts_with(&crate::model::registry::qualified_name(name, "", style))
             })
             .collect();
         for server in &starting {

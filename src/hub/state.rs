@@ -27,8 +27,8 @@ use crate::config::{
     name_key, Exposure, FailedEntry, ServerConfig, TransportConfig, UntrustedServer,
 };
 use crate::error::{CloseReason, Error};
+use crate::model::registry::ToolRegistry;
 use crate::protocol::{ServerInfo, Tool};
-use crate::registry::ToolRegistry;
 use crate::sync::{lock, wait_timeout};
 use crate::transport;
 

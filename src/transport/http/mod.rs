@@ -31,11 +31,11 @@
 //! agent down, which wakes every blocked read at once, and joins every thread.
 
 mod legacy;
-mod socket;
-pub(crate) use socket::{unwatched, while_waiting};
 mod streamable;
-pub(crate) mod tls;
 mod wire;
+
+pub(crate) use crate::net::socket::{unwatched, while_waiting};
+use crate::net::{socket, tls};
 
 use std::fmt;
 use std::io;

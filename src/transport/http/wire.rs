@@ -540,7 +540,7 @@ pub(super) fn tls_failure(err: &ureq::Error) -> Option<String> {
     let tls = io.get_ref()?.downcast_ref::<rustls::Error>()?;
     let hint = match tls {
         rustls::Error::InvalidMessage(_) => " (does the server speak plain http://?)",
-        rustls::Error::General(why) if why == super::tls::SILENT_HANDSHAKE => {
+        rustls::Error::General(why) if why == crate::net::tls::SILENT_HANDSHAKE => {
             return Some(format!("{why} (does it speak plain http://?)"));
         }
         rustls::Error::InvalidCertificate(Refused::UnknownIssuer) => {

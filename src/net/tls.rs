@@ -184,7 +184,7 @@ impl<In: Transport> Connector<In> for Tls {
 
 /// What the server never answering the handshake is said as (a plain-HTTP
 /// server waits for a request and says nothing).
-pub(super) const SILENT_HANDSHAKE: &str = "the server never answered the TLS handshake";
+pub(crate) const SILENT_HANDSHAKE: &str = "the server never answered the TLS handshake";
 
 /// A handshake that ran out of time is the server's silence, said as a TLS
 /// failure (which no retry mends), not as "timeout: connect".

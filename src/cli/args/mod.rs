@@ -8,7 +8,11 @@ use std::time::Duration;
 
 use lexopt::prelude::*;
 
-use super::manage;
+mod add;
+mod scope;
+
+pub(crate) use add::{key_value, AddArgs};
+use scope::{scope_flag, scope_of};
 
 #[derive(Debug, Default)]
 pub(super) struct Args {
@@ -69,7 +73,7 @@ pub(super) enum Command {
         timeout: Option<Duration>,
         json: bool,
     },
-    Add(manage::AddArgs),
+    Add(AddArgs),
     Remove {
         name: String,
         scope: Option<tether::Scope>,
@@ -206,7 +210,7 @@ pub(super) fn parse(
                     "call" => parse_call(parser)?,
                     "login" => parse_login(parser)?,
                     "logout" => Command::Logout { name: single_name(parser, "logout")? },
-                    "add" => Command::Add(manage::parse_add(parser, after_dashes)?),
+                    "add" => Command::Add(add::parse_add(parser, after_dashes)?),
                     "remove" => {
                         let (name, scope) = name_and_scope(parser, "remove")?;
                         Command::Remove { name, scope }
@@ -228,42 +232,6 @@ pub(super) fn parse(
         }
     }
     Ok(args)
-}
-
-/// A scope option: `-s/--scope user|project`, or one of the older
-/// spellings `-l`/`--local`/`--project` (project) and `--user`.
-pub(super) enum ScopeFlag {
-    /// `-s`/`--scope`: the scope is the option's value.
-    Valued,
-    Fixed(tether::Scope),
-}
-
-pub(super) fn scope_flag(arg: &lexopt::Arg) -> Option<ScopeFlag> {
-    match arg {
-        Short('s') | Long("scope") => Some(ScopeFlag::Valued),
-        Short('l') | Long("local") | Long("project") => {
-            Some(ScopeFlag::Fixed(tether::Scope::Project))
-        }
-        Long("user") => Some(ScopeFlag::Fixed(tether::Scope::User)),
-        _ => None,
-    }
-}
-
-/// The scope a [`ScopeFlag`] names, reading its value when it takes one.
-pub(super) fn scope_of(
-    flag: ScopeFlag,
-    parser: &mut lexopt::Parser,
-) -> Result<tether::Scope, lexopt::Error> {
-    match flag {
-        ScopeFlag::Valued => parse_scope(&parser.value()?.string()?),
-        ScopeFlag::Fixed(scope) => Ok(scope),
-    }
-}
-
-pub(super) fn parse_scope(value: &str) -> Result<tether::Scope, lexopt::Error> {
-    // `local` is what Claude Code calls the project scope.
-    let value = if value == "local" { "project" } else { value };
-    value.parse().map_err(|err| format!("--scope: {err}").into())
 }
 
 fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {

@@ -1,0 +1,30 @@
+//! What the model sees, in one home: the registry of qualified tool names
+//! (`registry.rs`), the tools offered each turn and the hub's own
+//! (`tools.rs`), the ranking behind `tool_search` (`search.rs`), a tool
+//! result shaped for a model (`shaping.rs`) and the schema check its
+//! `structuredContent` gets (`schema.rs`).
+//!
+//! Nothing here talks to a server or holds the hub's lock: the hub hands
+//! over a snapshot and asks what to declare, what matches, what to show.
+
+pub(crate) mod registry;
+mod schema;
+mod search;
+mod shaping;
+pub(crate) mod tools;
+
+pub use registry::{NameStyle, RegisteredTool};
+pub use shaping::{shape_result, ModelBlock, ModelResult, ResultLimits};
+pub use tools::{ModelTool, TOOL_SEARCH};
+
+/// The most characters of one server-supplied string (a name, a URI, a MIME
+/// type) that a note repeats, so that notes stay one short line each.
+const MAX_NOTE_FIELD: usize = 200;
+
+/// A server-supplied string cut to [`MAX_NOTE_FIELD`] characters.
+pub(crate) fn clip(text: &str) -> String {
+    match text.char_indices().nth(MAX_NOTE_FIELD) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}

@@ -1,0 +1,203 @@
+//! The tools a model is offered: the servers' tools by exposure, and the
+//! hub's own (`tool_search` for the deferred ones, three over resources).
+//!
+//! Exposure decides: `direct` tools are declared, `deferred` (and `codemode`,
+//! until a script engine exists) ones only once `tool_search` found them,
+//! `hidden` ones never. Everything here works on a snapshot the hub hands
+//! over (the registry, what was found, what servers offer), so that what
+//! the model sees is decided in one place and holds no lock.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::registry::{RegisteredTool, ToolRegistry};
+use super::search::{SearchDoc, SearchIndex};
+use crate::config::Exposure;
+use crate::error::Error;
+use crate::protocol::ToolResult;
+
+/// The tool that finds deferred tools.
+pub const TOOL_SEARCH: &str = "tool_search";
+pub(crate) const LIST_RESOURCES: &str = "list_mcp_resources";
+pub(crate) const LIST_TEMPLATES: &str = "list_mcp_resource_templates";
+pub(crate) const READ_RESOURCE: &str = "read_mcp_resource";
+/// How many matches `tool_search` returns unless asked for another number.
+const DEFAULT_MATCHES: usize = 5;
+
+/// A tool as a model should be told about it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ModelTool {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, and which server it comes from.
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    pub input_schema: Value,
+    /// The server, or `None` for the hub's own tools.
+    pub server: Option<String>,
+    /// The server's hints (`readOnlyHint`, …), for the host's policy only.
+    pub annotations: Option<Value>,
+}
+
+/// The tools to declare this turn: direct tools, deferred tools
+/// `tool_search` has found, `tool_search` itself while any tool is
+/// deferred, and the resource tools while any server offers resources.
+pub(crate) fn declared(
+    registry: &ToolRegistry,
+    discovered: &HashSet<String>,
+    offers_resources: bool,
+) -> Vec<ModelTool> {
+    let mut tools = Vec::new();
+    let mut any_deferred = false;
+    for entry in registry.tools() {
+        let declare = match entry.exposure {
+            Exposure::Direct => true,
+            Exposure::Deferred | Exposure::Codemode => {
+                any_deferred = true;
+                discovered.contains(&entry.qualified_name)
+            }
+            Exposure::Hidden => false,
+        };
+        if declare {
+            tools.push(ModelTool {
+                name: entry.qualified_name.clone(),
+                description: describe(entry.tool.description.as_deref(), &entry.server),
+                input_schema: entry.tool.input_schema.clone(),
+                server: Some(entry.server.clone()),
+                annotations: entry.tool.annotations.clone(),
+            });
+        }
+    }
+    if any_deferred {
+        tools.push(builtin(
+                TOOL_SEARCH,
+                "Finds more tools by what they do. Returns the best matches with their names, \
+                 descriptions and argument schemas; found tools can then be called. \
+                 Use \"select:name1,name2\" to get tools by name.",
+                json!({"type": "object", "properties": {
+                    "query": {"type": "string", "description": "What the tool should do, in a few words."},
+                    "limit": {"type": "integer", "description": "How many tools at most (default 5).", "minimum": 1, "maximum": 20}
+                }, "required": ["query"]}),
+            ));
+    }
+    if offers_resources {
+        tools.push(builtin(
+            LIST_RESOURCES,
+            "Lists the resources (files, documents, records) that connected MCP servers offer.",
+            json!({"type": "object", "properties": {
+                "server": {"type": "string", "description": "Only this server's resources."}
+            }}),
+        ));
+        tools.push(builtin(
+            LIST_TEMPLATES,
+            "Lists the resource templates (parameterised URIs) that connected MCP servers offer.",
+            json!({"type": "object", "properties": {
+                "server": {"type": "string", "description": "Only this server's templates."}
+            }}),
+        ));
+        tools.push(builtin(
+            READ_RESOURCE,
+            "Reads one resource of an MCP server by its URI.",
+            json!({"type": "object", "properties": {
+                    "server": {"type": "string", "description": "The server that offers it."},
+                    "uri": {"type": "string", "description": "The resource's URI."}
+                }, "required": ["server", "uri"]}),
+        ));
+    }
+    tools
+}
+
+/// Ranks the deferred tools for `query` (at most `limit`, 5 unless asked),
+/// with each server's description: the tools found, and the answer that
+/// declares them to the model.
+pub(crate) fn search<'a>(
+    registry: &'a ToolRegistry,
+    descriptions: &[(String, String)],
+    query: &str,
+    limit: Option<&Value>,
+) -> (Vec<&'a RegisteredTool>, ToolResult) {
+    let limit = limit.and_then(Value::as_u64).map_or(DEFAULT_MATCHES, |n| n.clamp(1, 20) as usize);
+    let candidates: Vec<_> = registry
+        .tools()
+        .iter()
+        .filter(|entry| matches!(entry.exposure, Exposure::Deferred | Exposure::Codemode))
+        .collect();
+    let index = SearchIndex::new(
+        candidates
+            .iter()
+            .map(|entry| SearchDoc {
+                name: entry.qualified_name.clone(),
+                tool_name: entry.tool.name.clone(),
+                description: entry.tool.description.clone().unwrap_or_default(),
+                server: entry.server.clone(),
+                server_description: descriptions
+                    .iter()
+                    .find(|(server, _)| server == &entry.server)
+                    .map(|(_, description)| description.clone())
+                    .unwrap_or_default(),
+            })
+            .collect(),
+    );
+    let found: Vec<_> =
+        index.search(query, limit).into_iter().map(|(index, _)| candidates[index]).collect();
+    if found.is_empty() {
+        let answer = ToolResult {
+            raw: json!({"content": [{"type": "text", "text": format!("No tool matches {query:?}.")}],
+                            "structuredContent": {"tools": []}}),
+        };
+        return (found, answer);
+    }
+    let mut text = format!("{} tool(s) found; you can call them now:\n", found.len());
+    let mut listed = Vec::new();
+    for entry in &found {
+        let description = describe(entry.tool.description.as_deref(), &entry.server);
+        text.push_str(&format!(
+            "\n- {}: {description}\n  arguments: {}\n",
+            entry.qualified_name, entry.tool.input_schema
+        ));
+        listed.push(json!({
+            "name": entry.qualified_name,
+            "description": description,
+            "inputSchema": entry.tool.input_schema,
+        }));
+    }
+    let answer = ToolResult {
+        raw: json!({"content": [{"type": "text", "text": text}], "structuredContent": {"tools": listed}}),
+    };
+    (found, answer)
+}
+
+/// A tool's description, saying which server it comes from.
+fn describe(description: Option<&str>, server: &str) -> String {
+    match description.map(str::trim).filter(|text| !text.is_empty()) {
+        Some(text) => format!("{text} (from the MCP server \"{server}\")"),
+        None => format!("A tool of the MCP server \"{server}\"."),
+    }
+}
+
+fn builtin(name: &str, description: &str, input_schema: Value) -> ModelTool {
+    ModelTool {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        input_schema,
+        server: None,
+        annotations: None,
+    }
+}
+
+pub(crate) fn json_result(value: &Value, errors: &[Error]) -> ToolResult {
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
+    for error in errors {
+        text.push_str(&format!("\n(note: {error})"));
+    }
+    ToolResult {
+        raw: json!({"content": [{"type": "text", "text": text}], "structuredContent": value}),
+    }
+}
+
+pub(crate) fn tool_error(message: &str) -> ToolResult {
+    ToolResult { raw: json!({"content": [{"type": "text", "text": message}], "isError": true}) }
+}
