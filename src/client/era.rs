@@ -15,12 +15,11 @@
 //! start as before.
 //!
 //! The era belongs to the server process (stdio: found again by every new
-//! connection) or its URL (HTTP: remembered for the life of this process, so
-//! a reconnect to a handshake-era server skips the probe; forgotten as soon
-//! as the handshake is refused). An entry may pin the era (`"protocol"`).
+//! connection) or its URL (HTTP: remembered in the options' `EraMemory`,
+//! which a hub shares among its servers, so a reconnect to a handshake-era
+//! server skips the probe; forgotten as soon as the handshake is refused).
+//! An entry may pin the era (`"protocol"`).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
@@ -33,7 +32,6 @@ use crate::protocol::{
     Era, EraChoice, ServerInfo, LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSION,
     SUPPORTED_PROTOCOL_VERSIONS,
 };
-use crate::sync::lock;
 use crate::transport::outbox::Closed;
 use crate::transport::Dialect;
 
@@ -69,12 +67,6 @@ enum Verdict {
     },
 }
 
-/// The era of each HTTP server this process has spoken to, by URL.
-fn http_eras() -> &'static Mutex<HashMap<String, Era>> {
-    static ERAS: OnceLock<Mutex<HashMap<String, Era>>> = OnceLock::new();
-    ERAS.get_or_init(Mutex::default)
-}
-
 impl Client {
     /// Opens the session in the server's era within `timeout`: probes with
     /// `server/discover` and falls back to the `initialize` handshake (and
@@ -87,7 +79,8 @@ impl Client {
     pub fn initialize(&self, timeout: Duration) -> Result<&ServerInfo, Error> {
         let deadline = Instant::now() + timeout;
         // The 2024-11-05 HTTP+SSE transport belongs to the handshake era.
-        let era = if self.transport_name() == "sse" { EraChoice::Legacy } else { self.options.era };
+        let carries_stateless = self.endpoint.traits().carries_stateless;
+        let era = if carries_stateless { self.options.era } else { EraChoice::Legacy };
         let info = match era {
             EraChoice::Legacy => match self.handshake(deadline) {
                 // Refused outright: the pin may be what is wrong.
@@ -121,8 +114,8 @@ impl Client {
         if info.era == Era::Modern {
             self.adopt(&info, deadline);
         }
-        if let Some(url) = &self.http_url {
-            lock(http_eras()).insert(url.clone(), info.era);
+        if let Some(key) = self.endpoint.era_key() {
+            self.options.eras.remember(key, info.era);
         }
         log::info!(
             "{}: connected to {} {} (protocol {})",
@@ -137,7 +130,7 @@ impl Client {
     /// The probe, the handshake as its fallback, and one more probe when
     /// the handshake proves the server modern after all.
     fn detect(&self, deadline: Instant) -> Result<ServerInfo, Error> {
-        let known = self.http_url.as_ref().and_then(|url| lock(http_eras()).get(url).copied());
+        let known = self.endpoint.era_key().and_then(|key| self.options.eras.recall(key));
         let mut probed_in_time = false;
         let mut probe_refusal = None;
         if known != Some(Era::Legacy) {
@@ -176,8 +169,8 @@ impl Client {
         if !again {
             return Err(error);
         }
-        if let Some(url) = &self.http_url {
-            lock(http_eras()).remove(url);
+        if let Some(key) = self.endpoint.era_key() {
+            self.options.eras.forget(key);
         }
         log::info!("{}: initialize refused ({error}); probing again", self.router.server);
         // A server that refused the handshake is up: a modern one answers
@@ -199,10 +192,10 @@ impl Client {
     fn probe_within(&self, deadline: Instant, wait: ProbeWait) -> Result<Verdict, Error> {
         let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
         outlet.speak(Dialect::Stateless { version: MODERN_PROTOCOL_VERSION });
-        let stdio = self.transport_name() == "stdio";
+        let may_go_unanswered = self.endpoint.traits().probe_may_go_unanswered;
         let left = deadline.saturating_duration_since(Instant::now());
         let wait = match wait {
-            ProbeWait::Part if stdio => (left / 2).min(PROBE_WAIT),
+            ProbeWait::Part if may_go_unanswered => (left / 2).min(PROBE_WAIT),
             _ => left,
         };
         let options = CallOptions {
@@ -252,7 +245,7 @@ impl Client {
             }
             // A 200 that is no answer (not JSON-RPC, another id): no
             // discovery result, so no modern server; the handshake says more.
-            Err(Error::Protocol(what)) if !stdio => {
+            Err(Error::Protocol(what)) if !may_go_unanswered => {
                 log::debug!("{}: server/discover: {what}", self.router.server);
                 Verdict::Legacy { timed_out: false, why: what, refusal: None }
             }
@@ -264,7 +257,7 @@ impl Client {
                 let why = format!("HTTP {status}: {message}");
                 Verdict::Legacy { timed_out: false, why, refusal: None }
             }
-            Err(Error::Timeout(_)) if stdio && Instant::now() < deadline => {
+            Err(Error::Timeout(_)) if may_go_unanswered && Instant::now() < deadline => {
                 // Said at warning level: every start of this server pays it.
                 log::warn!(
                     "{}: no answer to server/discover in {:.1} s; trying initialize \

@@ -74,7 +74,8 @@ impl Client {
                 Some(ToolCallParams { name, arguments, progress_token }),
             ),
         };
-        if self.http_url.is_some() {
+        let traits = self.endpoint.traits();
+        if traits.exchange_per_request {
             match params {
                 Params::Value(params) => {
                     self.route_over_http(&mut frame, method, params, options)?
@@ -87,7 +88,7 @@ impl Client {
         // What the watch below took from the channel besides progress (the
         // answer itself, delivered on this thread): the wait's first mail.
         let early = RefCell::new(VecDeque::new());
-        let sent = if self.http_url.is_some() && options.cancel.is_none() {
+        let sent = if traits.exchange_per_request && options.cancel.is_none() {
             // The transport may POST on this thread and wait in its reads
             // (`transport::while_waiting`): they end at this call's
             // deadline, and progress reaches the callback meanwhile.

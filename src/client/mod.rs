@@ -34,6 +34,7 @@ use crate::threads::NamedThread;
 
 mod cache;
 mod era;
+mod eras;
 mod exchange;
 mod listen;
 mod options;
@@ -42,6 +43,7 @@ mod rounds;
 mod router;
 
 use crate::transport::{self, Endpoint, Inbox, Transport};
+pub(crate) use eras::EraMemory;
 use exchange::Params;
 pub use options::{CallOptions, CancelHandle, ClientOptions, ProgressCallback};
 use router::{PendingState, Router};
@@ -72,8 +74,6 @@ pub struct Client {
     options: ClientOptions,
     /// The `_meta` every request carries, once the server proved stateless.
     meta: OnceLock<Value>,
-    /// A remote server's URL, under which its era is remembered.
-    http_url: Option<String>,
     /// The `{server}-listen` thread of a stateless server, and what stops it.
     listener: Mutex<Option<(NamedThread, Sender<()>)>>,
     /// A stateless HTTP server's tools whose parameters go into headers
@@ -110,13 +110,7 @@ impl Client {
         options: ClientOptions,
     ) -> Result<Client, Error> {
         let ceiling = options.max_total_timeout;
-        let mut client = Client::over(server, options, |inbox| {
-            transport::open(server, transport, inbox, ceiling)
-        })?;
-        if let Transport::Http(target) = transport {
-            client.http_url = Some(target.url.clone());
-        }
-        Ok(client)
+        Client::over(server, options, |inbox| transport::open(server, transport, inbox, ceiling))
     }
 
     /// A client over whatever transport `open` starts with the inbox it is
@@ -151,7 +145,6 @@ impl Client {
             info: OnceLock::new(),
             options,
             meta: OnceLock::new(),
-            http_url: None,
             listener: Mutex::new(None),
             param_headers: Mutex::default(),
             tools_left_out: Mutex::default(),
@@ -163,9 +156,9 @@ impl Client {
         let skipped = self.router.skipped.load(Ordering::Relaxed);
         match err {
             Error::Timeout(timeout) if skipped > 0 => {
-                let what = match (self.transport_name(), skipped) {
-                    ("stdio", 1) => "line that is",
-                    ("stdio", _) => "lines that are",
+                let what = match (self.endpoint.traits().line_per_message, skipped) {
+                    (true, 1) => "line that is",
+                    (true, _) => "lines that are",
                     (_, 1) => "message that is",
                     _ => "messages that are",
                 };
@@ -295,7 +288,7 @@ impl Client {
     /// True for a stateless server over Streamable HTTP: headers mirror
     /// what a request names, and ending a stream cancels it.
     fn stateless_http(&self) -> bool {
-        self.meta.get().is_some() && self.transport_name() == "http"
+        self.meta.get().is_some() && self.endpoint.traits().stream_per_request
     }
 
     /// Runs a paginated list request and gathers the `key` arrays of all pages.
@@ -491,7 +484,7 @@ impl Client {
         let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
         let router = Arc::clone(&self.router);
         // One shared stream (stdio) is told; over HTTP the stream just ends.
-        let cancel_by_notification = self.transport_name() != "http";
+        let cancel_by_notification = !self.endpoint.traits().stream_per_request;
         let thread = NamedThread::spawn(format!("{}-listen", self.router.server), move || {
             listen::listen_loop(&router, &params, &stopped, cancel_by_notification);
         });

@@ -7,12 +7,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::eras::EraMemory;
 use crate::host::{DefaultHost, Host};
 use crate::protocol::{EraChoice, Progress};
 use crate::sync::lock;
 
 /// Settings of one connection: the defaults, changed with the `with_`
-/// methods.
+/// methods. Clones share what the connections learn of servers' eras (an
+/// HTTP server found to speak the handshake is not probed again).
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct ClientOptions {
@@ -27,6 +29,9 @@ pub struct ClientOptions {
     /// The least severe log message a stateless server should send with
     /// each request (`debug` … `emergency`); `None` asks for none.
     pub log_level: Option<String>,
+    /// The era each HTTP server spoke, by URL: shared by every clone of
+    /// these options (a hub shares one among its servers).
+    pub(crate) eras: EraMemory,
 }
 
 impl Default for ClientOptions {
@@ -37,6 +42,7 @@ impl Default for ClientOptions {
             host: Arc::new(DefaultHost),
             era: EraChoice::Auto,
             log_level: None,
+            eras: EraMemory::default(),
         }
     }
 }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::events::{self, Events};
 use super::HubOptions;
-use crate::client::{CallOptions, Client, ClientOptions};
+use crate::client::{CallOptions, Client, ClientOptions, EraMemory};
 use crate::config::{
     name_key, Exposure, FailedEntry, ServerConfig, TransportConfig, UntrustedServer,
 };
@@ -47,6 +47,9 @@ pub(super) struct Shared {
     pub(super) options: HubOptions,
     /// Re-listing on `list_changed`, and the log sink.
     pub(super) events: Events,
+    /// The era each of this hub's HTTP servers spoke, by URL, so that a
+    /// reconnect skips the probe.
+    eras: EraMemory,
 }
 
 /// Every server's slot and what is derived from them.
@@ -253,6 +256,7 @@ impl Shared {
             settled: Condvar::new(),
             options,
             events: Events::new(),
+            eras: EraMemory::default(),
         }
     }
 
@@ -381,6 +385,7 @@ impl Shared {
             era: config.protocol,
             // Stateless servers log only when asked, request by request.
             log_level: self.options.log_sink.as_ref().map(|_| "info".to_owned()),
+            eras: self.eras.clone(),
         };
         let client = transport::for_entry(config, &self.options.lent)
             .and_then(|transport| Client::start(&config.name, &transport, client_options))

@@ -14,7 +14,7 @@ use crate::error::CloseReason;
 use crate::jsonrpc::{Frame, Message};
 use crate::sync::lock;
 use crate::transport::outbox::Closed;
-use crate::transport::{Endpoint, Inbox, Outlet};
+use crate::transport::{Endpoint, Inbox, Outlet, Traits};
 
 /// How long a test waits for the client to send something.
 const WAIT: Duration = Duration::from_secs(5);
@@ -111,5 +111,9 @@ impl Endpoint for MemoryEndpoint {
 
     fn transport_name(&self) -> &'static str {
         "memory"
+    }
+
+    fn traits(&self) -> Traits {
+        Traits { carries_stateless: true, ..Traits::default() }
     }
 }

@@ -237,6 +237,30 @@ pub(crate) trait Outlet: Send + Sync {
     }
 }
 
+/// What a running transport does differently, as it states it: the client
+/// decides by these, never by which transport it has. (An HTTP endpoint
+/// that fell back to the legacy HTTP+SSE transport states other traits
+/// from then on.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Traits {
+    /// It can carry the stateless revision (2026-07-28); the legacy
+    /// HTTP+SSE transport belongs to the handshake era.
+    pub(crate) carries_stateless: bool,
+    /// Each request is an exchange of its own (HTTP): it carries its
+    /// deadline down, and a caller with no cancel handle may post it on its
+    /// own thread, waiting in the transport's reads.
+    pub(crate) exchange_per_request: bool,
+    /// A stateless request gets a response stream of its own (Streamable
+    /// HTTP): ending it is the request's cancellation, and its name and
+    /// `x-mcp-header` parameters are mirrored in headers.
+    pub(crate) stream_per_request: bool,
+    /// A server may leave what it does not know unanswered on one ordered
+    /// stream (stdio), so an era probe waits only part of the start.
+    pub(crate) probe_may_go_unanswered: bool,
+    /// Messages are lines (stdio), as an error about garbage says.
+    pub(crate) line_per_message: bool,
+}
+
 /// A running transport, as the client sees it once connected.
 pub(crate) trait Endpoint: Send + Sync {
     /// Ends the transport and joins its threads; idempotent.
@@ -246,4 +270,11 @@ pub(crate) trait Endpoint: Send + Sync {
     fn stderr_tail(&self, wait_for_end: std::time::Duration) -> Option<String>;
     /// The transport in use, as `list` shows it (`stdio`, `http`, `sse`).
     fn transport_name(&self) -> &'static str;
+    /// What it does differently (see [`Traits`]).
+    fn traits(&self) -> Traits;
+    /// What names this server across connections, under which its era is
+    /// remembered: a URL does; a process, new each time, does not.
+    fn era_key(&self) -> Option<&str> {
+        None
+    }
 }

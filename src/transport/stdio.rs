@@ -28,7 +28,7 @@ use crate::transport::launch::{self, ServerChild, Started};
 use crate::transport::outbox::Outbox;
 use crate::transport::reading::{Pipe, Reading};
 use crate::transport::stderr::{self, StderrWatch};
-use crate::transport::{Endpoint, Inbox, Outlet, SharedRead};
+use crate::transport::{Endpoint, Inbox, Outlet, SharedRead, Traits};
 
 /// How long a server gets to exit after its stdin closes, and again after
 /// SIGTERM, before the next step.
@@ -222,6 +222,15 @@ impl Endpoint for StdioEndpoint {
 
     fn transport_name(&self) -> &'static str {
         "stdio"
+    }
+
+    fn traits(&self) -> Traits {
+        Traits {
+            carries_stateless: true,
+            probe_may_go_unanswered: true,
+            line_per_message: true,
+            ..Traits::default()
+        }
     }
 }
 

@@ -253,12 +253,14 @@ fn over_http_the_method_and_name_are_mirrored_and_there_is_no_session() {
 #[test]
 fn over_http_a_handshake_era_url_is_remembered_and_a_dual_one_is_stateless() {
     let tag = Tag::new();
-    // The era is remembered by URL for the life of the process, and another
-    // test's server may have had this port before: a query of this test's
-    // own (the fixture routes by path alone) keeps the memory this test's.
+    // The era is remembered by URL in the options' memory, which clones of
+    // the options share (a hub shares one among its servers). A query of
+    // this test's own (the fixture routes by path alone) keeps the URL this
+    // test's.
+    let options = quick(5_000);
     let connect = |server: &HttpFixture, kind| {
         let url = format!("{}?test={}", server.url, tag.0);
-        Client::connect("web", &Transport::Http(HttpTarget::new(&url, kind)), quick(5_000))
+        Client::connect("web", &Transport::Http(HttpTarget::new(&url, kind)), options.clone())
     };
     let old = HttpFixture::start(&tag, &[]);
     let first = connect(&old, HttpKind::Auto).unwrap();

@@ -53,7 +53,7 @@ use crate::jsonrpc::Frame;
 use crate::sync::{lock, Occasional};
 use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
-use crate::transport::{Dialect, Endpoint, Inbox, Outlet};
+use crate::transport::{Dialect, Endpoint, Inbox, Outlet, Traits};
 
 use wire::Posted;
 
@@ -703,5 +703,19 @@ impl Endpoint for Arc<HttpTransport> {
             Mode::Sse => "sse",
             Mode::Streamable | Mode::Undecided => "http",
         }
+    }
+
+    fn traits(&self) -> Traits {
+        let streamable = self.mode() != Mode::Sse;
+        Traits {
+            carries_stateless: streamable,
+            exchange_per_request: true,
+            stream_per_request: streamable,
+            ..Traits::default()
+        }
+    }
+
+    fn era_key(&self) -> Option<&str> {
+        Some(&self.target.url)
     }
 }
