@@ -4,9 +4,10 @@
 //! nobody else does), and giving up: `notifications/cancelled`, or for a
 //! stateless HTTP server the end of the response stream.
 //!
-//! Over HTTP the caller may POST on its own thread (`transport::while_waiting`):
-//! the watch it gives the transport takes progress off its channel, hands it
-//! to the callback and moves the deadline on, exactly as the wait does.
+//! Over HTTP the caller may POST on its own thread (`Outlet::send_waiting`,
+//! with a `Caller`): the watch it gives the transport takes progress off its
+//! channel, hands it to the callback and moves the deadline on, exactly as
+//! the wait does.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -24,6 +25,7 @@ use crate::error::{CloseReason, Error, Timeout};
 use crate::jsonrpc::Frame;
 use crate::protocol::Progress;
 use crate::sync::lock;
+use crate::transport::Caller;
 
 impl Client {
     /// One request under a fresh id, and its answer. A `tools/call` (or a
@@ -90,16 +92,17 @@ impl Client {
         let early = RefCell::new(VecDeque::new());
         let sent = if traits.exchange_per_request && options.cancel.is_none() {
             // The transport may POST on this thread and wait in its reads
-            // (`transport::while_waiting`): they end at this call's
-            // deadline, and progress reaches the callback meanwhile.
+            // (`Outlet::send_waiting`): they end at this call's deadline,
+            // and progress reaches the callback meanwhile (run with no
+            // caller held: a call it makes keeps its own limits).
             let watch = || {
                 while let Ok((of, reply)) = replies.try_recv() {
                     match reply {
                         // The callback is the host's: what it sends is not
                         // this caller's to watch.
-                        Reply::Progress(params) if of == id => crate::transport::unwatched(|| {
+                        Reply::Progress(params) if of == id => {
                             self.progressed(&params, queued_progress, options, &clock)
-                        }),
+                        }
                         reply if of == id => early.borrow_mut().push_back(reply),
                         _ => {} // A late reply to an earlier call.
                     }
@@ -111,7 +114,7 @@ impl Client {
                     Instant::now()
                 }
             };
-            crate::transport::while_waiting(&watch, || self.router.send(frame))
+            self.router.send_waiting(frame, &Caller::new(&watch))
         } else {
             self.router.send(frame)
         };

@@ -27,7 +27,7 @@ use crate::jsonrpc::{Frame, Message, Notification, Request, RequestId, RpcError}
 use crate::sync::{lock, Occasional};
 use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
-use crate::transport::{Inbox, Outlet, SharedRead};
+use crate::transport::{Caller, Inbox, Outlet, SharedRead};
 
 /// A reply for the caller of request `id`. A caller's channel outlives
 /// its calls (one per thread, `Client::exchange`), so each reply names its
@@ -328,6 +328,11 @@ impl Router {
 
     pub(super) fn send(&self, frame: Frame) -> Result<(), Closed> {
         self.outlet()?.send(frame)
+    }
+
+    /// Sends a request whose caller waits on this thread, held to `caller`.
+    pub(super) fn send_waiting(&self, frame: Frame, caller: &Caller<'_>) -> Result<(), Closed> {
+        self.outlet()?.send_waiting(frame, caller)
     }
 
     pub(super) fn register(&self, id: i64, waiter: Waiter) -> Result<(), Error> {

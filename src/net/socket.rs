@@ -22,10 +22,10 @@
 //!
 //! A caller may POST its own request on its own thread, with no worker in
 //! between (`HttpTransport::send`). It then waits inside this link's reads,
-//! so it installs a watch first ([`while_waiting`]): every read and write
-//! asks it how long the caller may still wait (its timeout, moved on by
-//! progress, which the watch hands to the caller's callback as it comes)
-//! and ends there, so no caller is held past its own deadline.
+//! so the transport holds that I/O to the [`Caller`] first
+//! ([`Caller::held`]): every connect, read and write asks it how long the
+//! caller may still wait and ends there, so no caller is held past its own
+//! deadline.
 
 use std::cell::Cell;
 use std::fmt;
@@ -47,71 +47,91 @@ const QUANTUM: Duration = Duration::from_secs(1);
 /// that came another way reaches the callback this soon).
 const WATCHED_QUANTUM: Duration = Duration::from_millis(100);
 
+/// A caller that posts its own request on its own thread and waits in
+/// this link's reads. Its watch says how long it may still wait (its
+/// timeout, moved on by progress, which the watch hands to the caller's
+/// callback as it comes). The client makes it and hands it down the HTTP
+/// transport's calls as a parameter; only this file puts it where ureq's
+/// I/O can see it ([`Caller::held`]), since ureq's connector API has no
+/// way to pass it.
+pub(crate) struct Caller<'a> {
+    watch: &'a dyn Fn() -> Instant,
+    /// Set when I/O held to this caller stopped at its deadline.
+    expired: Cell<bool>,
+}
+
+impl<'a> Caller<'a> {
+    pub(crate) fn new(watch: &'a dyn Fn() -> Instant) -> Caller<'a> {
+        Caller { watch, expired: Cell::new(false) }
+    }
+
+    /// The caller's deadline now. The watch runs with no caller held: what
+    /// it calls (the host's progress callback) keeps its own limits, and a
+    /// call it makes may hold its own caller.
+    pub(crate) fn deadline(&self) -> Instant {
+        struct Restore(Option<*const Caller<'static>>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                HELD.set(self.0);
+            }
+        }
+        let _restore = Restore(HELD.take());
+        (self.watch)()
+    }
+
+    /// True once the caller's deadline has passed (its I/O stopped there,
+    /// or anything else took that long).
+    pub(crate) fn gave_up(&self) -> bool {
+        self.expired.get() || self.deadline() <= Instant::now()
+    }
+
+    /// `duration`, or less when the caller's deadline comes sooner (then
+    /// the caller gave up), for a pause on its thread.
+    pub(crate) fn pause_within(&self, duration: Duration) -> Duration {
+        let left = self.deadline().saturating_duration_since(Instant::now());
+        if left < duration {
+            self.expired.set(true);
+        }
+        duration.min(left)
+    }
+
+    /// Runs `io` (ureq's calls on this thread) held to this caller: every
+    /// connect, write and read ends at its deadline. Holds nest.
+    pub(crate) fn held<T>(&self, io: impl FnOnce() -> T) -> T {
+        struct Restore(Option<*const Caller<'static>>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                HELD.set(self.0);
+            }
+        }
+        // SAFETY: only the lifetime is erased; the pointer is taken out of
+        // the slot (by `Restore`, also on unwind) before `self` goes.
+        let erased: *const Caller<'static> =
+            unsafe { std::mem::transmute(self as *const Caller<'_>) };
+        let _restore = Restore(HELD.replace(Some(erased)));
+        io()
+    }
+}
+
 thread_local! {
-    /// The watch of the caller waiting on this thread, if one is.
-    static WATCH: Cell<Option<*const (dyn Fn() -> Instant + 'static)>> = const { Cell::new(None) };
-    /// Set when I/O under the watch stopped at the caller's deadline.
-    static EXPIRED: Cell<bool> = const { Cell::new(false) };
+    /// The caller whose I/O runs on this thread now ([`Caller::held`]).
+    static HELD: Cell<Option<*const Caller<'static>>> = const { Cell::new(None) };
 }
 
-/// Runs `body` with `watch` saying, whenever this thread's HTTP I/O asks,
-/// how long the caller may still wait. Watches nest (a call made inside a
-/// progress callback runs `unwatched`, and may install its own).
-pub(crate) fn while_waiting<T>(watch: &dyn Fn() -> Instant, body: impl FnOnce() -> T) -> T {
-    struct Restore(Option<*const (dyn Fn() -> Instant + 'static)>, bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            WATCH.set(self.0);
-            EXPIRED.set(self.1);
-        }
+/// The deadline of the caller held on this thread, if one is: for the
+/// links of ureq's chain (this one, and the resolver), which ureq calls
+/// with no way to pass it.
+pub(crate) fn held_deadline() -> Option<Instant> {
+    // SAFETY: see `Caller::held`: a pointer in the slot is alive.
+    HELD.get().map(|caller| unsafe { (*caller).deadline() })
+}
+
+/// Marks that the held caller's I/O stopped at its deadline.
+fn held_expired() {
+    if let Some(caller) = HELD.get() {
+        // SAFETY: see `Caller::held`.
+        unsafe { (*caller).expired.set(true) }
     }
-    // SAFETY: only the lifetime is erased; the pointer is taken out of the
-    // slot (by `Restore`, also on unwind) before `watch` goes out of scope.
-    let erased: *const (dyn Fn() -> Instant + 'static) =
-        unsafe { std::mem::transmute(watch as *const (dyn Fn() -> Instant + '_)) };
-    let _restore = Restore(WATCH.replace(Some(erased)), EXPIRED.replace(false));
-    body()
-}
-
-/// True when a caller waits on this thread (under [`while_waiting`]).
-pub(crate) fn caller_waits() -> bool {
-    WATCH.get().is_some()
-}
-
-/// The caller's deadline, when a caller waits on this thread.
-pub(crate) fn caller_deadline() -> Option<Instant> {
-    // SAFETY: see `while_waiting`: a pointer in the slot is alive.
-    WATCH.get().map(|watch| unsafe { (*watch)() })
-}
-
-/// True once the waiting caller's deadline has passed (its I/O stopped
-/// there, or anything else took that long).
-pub(crate) fn caller_gave_up() -> bool {
-    EXPIRED.get() || caller_deadline().is_some_and(|deadline| deadline <= Instant::now())
-}
-
-/// Runs `body` (host code, a request that is not the caller's own) with no
-/// caller watching: its I/O keeps its own limits.
-pub(crate) fn unwatched<T>(body: impl FnOnce() -> T) -> T {
-    struct Restore(Option<*const (dyn Fn() -> Instant + 'static)>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            WATCH.set(self.0);
-        }
-    }
-    let _restore = Restore(WATCH.take());
-    body()
-}
-
-/// `duration`, or less when the waiting caller's deadline comes sooner
-/// (then also marks that the caller gave up), for a pause on its thread.
-pub(crate) fn pause_within_caller(duration: Duration) -> Duration {
-    let Some(deadline) = caller_deadline() else { return duration };
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left < duration {
-        EXPIRED.set(true);
-    }
-    duration.min(left)
 }
 
 /// Opens plain TCP connections (the proxy's or the server's).
@@ -132,7 +152,7 @@ impl<In: Transport> Connector<In> for TcpLink {
         }
         // (A limit too far to add is no limit.)
         let own = details.timeout.not_zero().and_then(|limit| Instant::now().checked_add(*limit));
-        let caller = caller_deadline();
+        let caller = held_deadline();
         let deadline = match (own, caller) {
             (Some(own), Some(caller)) => Some(own.min(caller)),
             (own, caller) => own.or(caller),
@@ -160,7 +180,7 @@ impl<In: Transport> Connector<In> for TcpLink {
         }
         let Some(stream) = stream else {
             if caller.is_some_and(|caller| caller <= Instant::now()) {
-                EXPIRED.set(true);
+                held_expired();
             }
             return Err(match failure {
                 Some(err) if err.kind() != io::ErrorKind::TimedOut => ureq::Error::Io(err),
@@ -254,7 +274,7 @@ fn bounded(
     let deadline = timeout.not_zero().and_then(|after| Instant::now().checked_add(*after));
     loop {
         // Asked again after each wait: progress moves the caller's on.
-        let caller = caller_deadline();
+        let caller = held_deadline();
         let now = Instant::now();
         let left = match (deadline, caller) {
             (Some(own), Some(caller)) => Some(own.min(caller)),
@@ -263,7 +283,7 @@ fn bounded(
         .map(|at| at.saturating_duration_since(now));
         if left.is_some_and(|left| left.is_zero()) {
             if caller.is_some_and(|caller| caller <= now) {
-                EXPIRED.set(true);
+                held_expired();
             }
             return Err(ureq::Error::Timeout(timeout.reason));
         }

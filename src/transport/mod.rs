@@ -28,8 +28,8 @@ use crate::config::{self, ServerConfig, TransportConfig};
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::{Frame, Message};
 
+pub(crate) use crate::net::socket::Caller;
 pub use http::HttpTarget;
-pub(crate) use http::{unwatched, while_waiting};
 pub use stdio::StdioCommand;
 
 /// How to reach a server.
@@ -204,6 +204,18 @@ pub(crate) trait Outlet: Send + Sync {
     /// # Errors
     /// [`outbox::Closed`] once nothing more can be sent.
     fn send(&self, frame: Frame) -> Result<(), outbox::Closed>;
+
+    /// Sends a request whose caller waits for its answer on this thread,
+    /// held to `caller`'s deadline. A transport with one exchange per
+    /// request (`Traits::exchange_per_request`) may post it right here;
+    /// others send it as any frame.
+    ///
+    /// # Errors
+    /// As [`Outlet::send`].
+    fn send_waiting(&self, frame: Frame, caller: &Caller<'_>) -> Result<(), outbox::Closed> {
+        let _ = caller;
+        self.send(frame)
+    }
 
     /// Sends the last messages before the connection closes (the
     /// cancellations of requests still in flight), so that they are on

@@ -5,8 +5,8 @@
 use std::io::{self, BufReader, Read};
 use std::time::{Duration, Instant};
 
-use super::wire::{http_error, is_transient, unauthorized, Attempt};
-use super::HttpTransport;
+use super::wire::{http_error, is_transient, unauthorized, Attempt, Credentials};
+use super::{HttpTransport, Poster};
 use crate::error::{CloseReason, Error};
 use crate::framing::MAX_FRAME;
 use crate::sync::{lock, wait_timeout};
@@ -140,6 +140,7 @@ impl HttpTransport {
         method: Option<&str>,
         deadline: Option<Instant>,
         caller_gives_up: Option<Instant>,
+        by: Poster<'_>,
     ) -> Result<(), Error> {
         let waited_from = Instant::now();
         // Whichever comes first: this exchange's end, or the caller's.
@@ -172,9 +173,11 @@ impl HttpTransport {
                 state = wait_timeout(&self.changed, state, deadline - now);
             }
         };
-        self.with_retries(method != Some("tools/call"), false, gives_up, || {
+        self.with_retries(method != Some("tools/call"), false, gives_up, by, || {
             let ceiling = self.ceiling(false, deadline);
-            match self.send_post(&endpoint, frame, None, ceiling, true, self.bearer().as_deref()) {
+            let bearer = self.bearer(by);
+            let credentials = Credentials { with_session: true, bearer: bearer.as_deref() };
+            match self.send_post(&endpoint, frame, None, ceiling, credentials, by) {
                 Ok(mut response) if response.status().is_success() => {
                     let _ = response
                         .body_mut()

@@ -9,10 +9,11 @@
 //! are the client's, exactly as over stdio.
 //!
 //! A request of an established session whose caller waits with no cancel
-//! handle skips the hand-off (two thread switches a call): the caller POSTs
-//! it on its own thread (`post_inline`) under the watch it installed
-//! (`socket::while_waiting`), which ends every read at the caller's
-//! deadline and hands it progress as it comes. What could hold it longer —
+//! handle skips the hand-off (two thread switches a call): the caller hands
+//! it over with `send_waiting` and POSTs it on its own thread
+//! (`post_inline`), its I/O held to the caller's deadline (`Caller::held`),
+//! which also hands it progress as it comes. Who posts travels down every
+//! call as a [`Poster`], so nothing below decides by which thread it is on. What could hold it longer —
 //! a session renewal, a sign-in — goes to a worker, which sends the request
 //! anew (the server did not take it: 401, 403, 404).
 //!
@@ -34,8 +35,8 @@ mod legacy;
 mod streamable;
 mod wire;
 
-pub(crate) use crate::net::socket::{unwatched, while_waiting};
-use crate::net::{socket, tls};
+use crate::net::socket::Caller;
+use crate::net::tls;
 
 use std::fmt;
 use std::io;
@@ -178,6 +179,44 @@ impl fmt::Debug for HttpTarget {
             .field("token_provider", &self.token_provider.as_ref().map(|(name, _)| name))
             .field("ca_file", &self.ca_file)
             .finish()
+    }
+}
+
+/// Who posts a frame, and so by when its I/O must end: passed down every
+/// call that posts, so that nothing behaves differently by which thread it
+/// runs on without saying so.
+#[derive(Clone, Copy)]
+pub(super) enum Poster<'a> {
+    /// Nobody waits in this POST's I/O (a worker's, or one bounded by its
+    /// own deadline): it keeps its own limits.
+    OwnLimits,
+    /// The caller, on its own thread, waits in it: held to its deadline. A
+    /// renewal or a sign-in the server wants is handed to a worker, and
+    /// whatever stops at the deadline ends quietly (the caller's own
+    /// timeout says what happened).
+    Caller(&'a Caller<'a>),
+}
+
+impl Poster<'_> {
+    /// True when a caller waits in this POST.
+    pub(super) fn waits(self) -> bool {
+        matches!(self, Poster::Caller(_))
+    }
+
+    /// True once the waiting caller's deadline has passed.
+    pub(super) fn gave_up(self) -> bool {
+        match self {
+            Poster::OwnLimits => false,
+            Poster::Caller(caller) => caller.gave_up(),
+        }
+    }
+
+    /// `duration`, or less when the waiting caller's deadline comes sooner.
+    fn pause_within(self, duration: Duration) -> Duration {
+        match self {
+            Poster::OwnLimits => duration,
+            Poster::Caller(caller) => caller.pause_within(duration),
+        }
     }
 }
 
@@ -361,8 +400,8 @@ impl HttpTransport {
 
     /// Sleeps, unless the transport closes first; false when it closed, or
     /// when a caller pausing on its own thread reached its deadline first.
-    fn pause(&self, duration: Duration) -> bool {
-        let allowed = socket::pause_within_caller(duration);
+    fn pause(&self, duration: Duration, by: Poster<'_>) -> bool {
+        let allowed = by.pause_within(duration);
         !self.is_closing()
             && matches!(self.stopped.recv_timeout(allowed), Err(RecvTimeoutError::Timeout))
             && allowed == duration
@@ -414,7 +453,7 @@ impl HttpTransport {
                 return;
             }
         }
-        let outcome = self.post_now(frame, None);
+        let outcome = self.post_now(frame, None, Poster::OwnLimits);
         if let Some(id) = frame.id {
             let mut state = lock(&self.state);
             state.pending.remove(&id);
@@ -439,24 +478,28 @@ impl HttpTransport {
     }
 
     /// POSTs a frame on this thread, by the transport in use.
-    fn post_now(&self, frame: &Frame, deadline: Option<Instant>) -> Result<Posted, Error> {
+    fn post_now(
+        &self,
+        frame: &Frame,
+        deadline: Option<Instant>,
+        by: Poster<'_>,
+    ) -> Result<Posted, Error> {
         let method = frame.method.as_deref();
         match self.mode() {
             Mode::Sse => self
-                .post_legacy(&frame.bytes, method, deadline, frame.deadline)
+                .post_legacy(&frame.bytes, method, deadline, frame.deadline, by)
                 .map(|()| Posted::Done),
-            Mode::Streamable | Mode::Undecided => self.post_streamable(frame, deadline),
+            Mode::Streamable | Mode::Undecided => self.post_streamable(frame, deadline, by),
         }
     }
 
-    /// Whether the caller may POST `frame` itself: a request of an
-    /// established Streamable HTTP session, from a caller waiting on this
-    /// thread (so watched: `socket::while_waiting`), while no renewal runs.
+    /// Whether the caller waiting for `frame` may POST it itself: a request
+    /// of an established Streamable HTTP session, while no renewal runs.
     /// The session's own requests (the handshake, the era probe) and
     /// `subscriptions/listen` stay with the workers, and so does all of a
     /// stateless server's traffic (its abandoned requests are the workers').
     fn posts_inline(&self, frame: &Frame) -> bool {
-        if !(socket::caller_waits() && frame.is_request())
+        if !frame.is_request()
             || frame.is("initialize")
             || frame.is("server/discover")
             || frame.is("subscriptions/listen")
@@ -480,7 +523,7 @@ impl HttpTransport {
     /// POSTs a caller's request on the caller's thread and delivers the
     /// answer into the inbox, as a worker would; hands it to a worker when
     /// the server wants a renewal or a sign-in first.
-    fn post_inline(&self, mut frame: Frame) -> Result<(), Closed> {
+    fn post_inline(&self, mut frame: Frame, caller: &Caller<'_>) -> Result<(), Closed> {
         // No more POSTs at once than the workers would make.
         if self.inline_posts.fetch_add(1, Ordering::AcqRel) >= MAX_WORKERS {
             self.inline_posts.fetch_sub(1, Ordering::AcqRel);
@@ -495,7 +538,7 @@ impl HttpTransport {
             }
             let _done = Done(&self.inline_posts);
             log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
-            self.post_now(&frame, None)
+            caller.held(|| self.post_now(&frame, None, Poster::Caller(caller)))
         };
         match posted {
             Ok(Posted::Done) => Ok(()),
@@ -505,7 +548,7 @@ impl HttpTransport {
                 self.queue(frame)
             }
             // The caller's own timeout says it; a closing transport, Closed.
-            Err(_) if socket::caller_gave_up() => Ok(()),
+            Err(_) if caller.gave_up() => Ok(()),
             Err(_) if self.is_closing() => Err(Closed),
             Err(error) => {
                 if let (Some(inbox), Some(id)) = (self.inbox(), frame.id) {
@@ -583,8 +626,16 @@ impl Outlet for HttpTransport {
         if self.is_closing() {
             return Err(Closed);
         }
+        log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
+        self.queue(frame)
+    }
+
+    fn send_waiting(&self, frame: Frame, caller: &Caller<'_>) -> Result<(), Closed> {
+        if self.is_closing() {
+            return Err(Closed);
+        }
         if self.posts_inline(&frame) {
-            return self.post_inline(frame);
+            return self.post_inline(frame, caller);
         }
         log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
         self.queue(frame)
@@ -599,7 +650,7 @@ impl Outlet for HttpTransport {
                 return;
             }
             // Nothing to do about a failure: the connection is closing.
-            let _ = self.post_now(&frame, Some(until));
+            let _ = self.post_now(&frame, Some(until), Poster::OwnLimits);
         }
     }
 
@@ -644,7 +695,7 @@ impl Outlet for HttpTransport {
         log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&initialized.bytes));
         // The server learns nothing new from a failure here; the requests
         // that follow will say what is wrong.
-        if let Err(err) = self.post_now(&initialized, Some(deadline)) {
+        if let Err(err) = self.post_now(&initialized, Some(deadline), Poster::OwnLimits) {
             log::warn!("{}: sending notifications/initialized failed: {err}", self.server);
         }
         self.open_get_stream(deadline);
@@ -667,7 +718,7 @@ impl Endpoint for Arc<HttpTransport> {
         };
         if session.is_some() {
             // End the session; a 405 (the server does not allow it) is fine.
-            let bearer = self.bearer();
+            let bearer = self.bearer(Poster::OwnLimits);
             let request = self.with_common_headers(
                 self.agent.delete(&self.target.url),
                 true,

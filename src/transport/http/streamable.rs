@@ -19,9 +19,10 @@ use crossbeam_channel::{RecvTimeoutError, Sender};
 use ureq::http::Response;
 use ureq::Body;
 
-use super::socket;
-use super::wire::{http_error, is_transient, rpc_refusal, unauthorized, Attempt, Posted};
-use super::{HttpTransport, Mode, DEFAULT_RETRY, MAX_GET_BACKOFF, MAX_RESUMES, MAX_RETRY};
+use super::wire::{
+    http_error, is_transient, rpc_refusal, unauthorized, Attempt, Credentials, Posted,
+};
+use super::{HttpTransport, Mode, Poster, DEFAULT_RETRY, MAX_GET_BACKOFF, MAX_RESUMES, MAX_RETRY};
 use crate::auth::Challenge;
 use crate::error::{CloseReason, Error};
 use crate::framing::MAX_FRAME;
@@ -57,14 +58,15 @@ impl HttpTransport {
     /// POSTs a frame to the Streamable HTTP endpoint, with retries, session
     /// renewal and the fallback to the legacy transport.
     ///
-    /// On a caller's own thread (`socket::caller_waits`), a renewal or a
-    /// sign-in is handed back ([`Posted::HandedOff`]) for a worker, and
-    /// whatever stops at the caller's deadline ends quietly: the caller's
-    /// own timeout says what happened.
+    /// Posted by a waiting caller (`by`), a renewal or a sign-in is handed
+    /// back ([`Posted::HandedOff`]) for a worker, and whatever stops at the
+    /// caller's deadline ends quietly: the caller's own timeout says what
+    /// happened.
     pub(super) fn post_streamable(
         &self,
         frame: &Frame,
         deadline: Option<Instant>,
+        by: Poster<'_>,
     ) -> Result<Posted, Error> {
         let method = frame.method.as_deref();
         let mut renewed_session = false;
@@ -74,18 +76,18 @@ impl HttpTransport {
         // No pause past the caller's own ceiling: its error says why
         // ("connection refused"), not that it timed out.
         let pauses_until = deadline.or(frame.deadline);
-        self.with_retries(method != Some("tools/call"), frame.retrying, pauses_until, || {
+        self.with_retries(method != Some("tools/call"), frame.retrying, pauses_until, by, || {
             let (sent_session, known_expired) = {
                 let state = lock(&self.state);
                 (state.session_id.clone(), state.session_known_expired())
             };
-            if known_expired && !renewed_session && !socket::caller_waits() {
+            if known_expired && !renewed_session && !by.waits() {
                 // A caller's own POST met the 404 and handed the request
                 // over: renew before sending it, not after a second 404.
                 renewed_session = true;
                 return self.renewed(sent_session);
             }
-            let bearer = self.bearer();
+            let bearer = self.bearer(by);
             let url = redirected.as_deref().unwrap_or(&self.target.url);
             // A listen stream stays open until it is closed; a request
             // ends with its caller's ceiling at the latest.
@@ -97,11 +99,11 @@ impl HttpTransport {
                 let own = frame.deadline.map(|at| at + Duration::from_secs(1));
                 self.ceiling(frame.is_request(), deadline.or(own))
             };
-            let sent =
-                self.send_post(url, &frame.bytes, Some(frame), ceiling, true, bearer.as_deref());
+            let credentials = Credentials { with_session: true, bearer: bearer.as_deref() };
+            let sent = self.send_post(url, &frame.bytes, Some(frame), ceiling, credentials, by);
             let mut response = match sent {
                 Ok(response) => response,
-                Err(_) if socket::caller_gave_up() => return Attempt::Done(Ok(())),
+                Err(_) if by.gave_up() => return Attempt::Done(Ok(())),
                 Err(err) => {
                     return match super::wire::tls_failure(&err) {
                         Some(why) => Attempt::Done(Err(Error::Http {
@@ -150,8 +152,8 @@ impl HttpTransport {
                         self.remember_session(&response);
                     }
                     Attempt::Done(if frame.is_request() {
-                        self.read_answer(&mut response, frame.id, method).or_else(|err| {
-                            if socket::caller_gave_up() {
+                        self.read_answer(&mut response, frame.id, method, by).or_else(|err| {
+                            if by.gave_up() {
                                 Ok(())
                             } else {
                                 Err(err)
@@ -161,7 +163,7 @@ impl HttpTransport {
                         Ok(())
                     })
                 }
-                404 | 401 | 403 if socket::caller_waits() => {
+                404 | 401 | 403 if by.waits() => {
                     if response.status() == 404 && sent_session.is_some() {
                         lock(&self.state).expired_session = sent_session;
                     }
@@ -186,7 +188,7 @@ impl HttpTransport {
                     );
                     lock(&self.state).mode = Mode::Sse;
                     Attempt::Done(self.start_legacy_stream().and_then(|()| {
-                        self.post_legacy(&frame.bytes, method, deadline, frame.deadline)
+                        self.post_legacy(&frame.bytes, method, deadline, frame.deadline, by)
                     }))
                 }
                 status @ (401 | 403) if self.oauth.is_some() && sign_ins < MAX_SIGN_INS => {
@@ -333,10 +335,17 @@ impl HttpTransport {
             status: None,
             message: format!("renewing the session failed: {err}"),
         };
-        let bearer = self.bearer();
+        let bearer = self.bearer(Poster::OwnLimits);
         let ceiling = self.ceiling(true, None);
         let mut response = self
-            .send_post(&self.target.url, &initialize, None, ceiling, false, bearer.as_deref())
+            .send_post(
+                &self.target.url,
+                &initialize,
+                None,
+                ceiling,
+                Credentials { with_session: false, bearer: bearer.as_deref() },
+                Poster::OwnLimits,
+            )
             .map_err(failed)?;
         if !response.status().is_success() {
             return Err(http_error(&mut response));
@@ -377,6 +386,7 @@ impl HttpTransport {
         response: &mut Response<Body>,
         id: Option<i64>,
         method: Option<&str>,
+        by: Poster<'_>,
     ) -> Result<(), Error> {
         let status = response.status().as_u16();
         let content_type = response
@@ -429,7 +439,7 @@ impl HttpTransport {
                     });
                 }
                 resumes += 1;
-                if !self.pause(retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY)) {
+                if !self.pause(retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY), by) {
                     return Ok(());
                 }
                 log::debug!("{}: resuming the response stream after event {event_id}", self.server);
@@ -580,7 +590,7 @@ impl HttpTransport {
                 }
             }
             answered.take();
-            if !self.pause(pause) {
+            if !self.pause(pause, Poster::OwnLimits) {
                 return;
             }
         }

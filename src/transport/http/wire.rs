@@ -12,7 +12,7 @@ use serde_json::Value;
 use ureq::http::Response;
 use ureq::Body;
 
-use super::{socket, HttpTransport, RETRY_PAUSES};
+use super::{HttpTransport, Poster, RETRY_PAUSES};
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::{Frame, Message, RequestId, RpcError};
 use crate::sync::lock;
@@ -57,6 +57,15 @@ pub(super) fn is_transient(status: u16) -> bool {
     matches!(status, 408 | 429 | 500..=599)
 }
 
+/// Who a POST is from, as its headers say: the session (when
+/// `with_session` and the transport has one) and the bearer token read for
+/// this request.
+#[derive(Clone, Copy)]
+pub(super) struct Credentials<'a> {
+    pub(super) with_session: bool,
+    pub(super) bearer: Option<&'a str>,
+}
+
 impl HttpTransport {
     /// The one retry loop: runs `attempt` until it is done, and retries a
     /// transient failure after each of [`RETRY_PAUSES`] when the request is
@@ -69,6 +78,7 @@ impl HttpTransport {
         repeatable: bool,
         retrying: bool,
         deadline: Option<Instant>,
+        by: Poster<'_>,
         mut attempt: impl FnMut() -> Attempt,
     ) -> Result<Posted, Error> {
         let mut pauses = RETRY_PAUSES.iter();
@@ -76,7 +86,7 @@ impl HttpTransport {
         if retrying {
             // The first pause is this one: taken only when a try failed.
             if let Some(pause) = pauses.next().filter(in_time) {
-                if !self.pause(*pause) {
+                if !self.pause(*pause, by) {
                     return Ok(Posted::Done);
                 }
             }
@@ -86,10 +96,10 @@ impl HttpTransport {
                 Attempt::Done(outcome) => return outcome.map(|()| Posted::Done),
                 Attempt::Again => continue,
                 Attempt::HandOff => return Ok(Posted::HandedOff),
-                _ if self.is_closing() || socket::caller_gave_up() => return Ok(Posted::Done),
+                _ if self.is_closing() || by.gave_up() => return Ok(Posted::Done),
                 // A worker has the time for every retry (and for declaring
                 // the server unreachable only after them).
-                _ if repeatable && socket::caller_waits() => return Ok(Posted::ToRetry),
+                _ if repeatable && by.waits() => return Ok(Posted::ToRetry),
                 Attempt::Transient(error) => (error, false),
                 Attempt::Unreachable(why) => {
                     let message = format!("cannot reach {}: {why}", redact_url(&self.target.url));
@@ -99,7 +109,7 @@ impl HttpTransport {
             match pauses.next().filter(|_| repeatable).filter(in_time) {
                 Some(pause) => {
                     log::debug!("{}: {error}; retrying", self.server);
-                    if !self.pause(*pause) {
+                    if !self.pause(*pause, by) {
                         return Ok(Posted::Done);
                     }
                 }
@@ -121,9 +131,10 @@ impl HttpTransport {
         body: &[u8],
         mirrored: Option<&Frame>,
         ceiling: Duration,
-        with_session: bool,
-        bearer: Option<&str>,
+        credentials: Credentials<'_>,
+        by: Poster<'_>,
     ) -> Result<Response<Body>, ureq::Error> {
+        let Credentials { with_session, bearer } = credentials;
         let mut request = self
             .agent
             .post(url)
@@ -141,7 +152,7 @@ impl HttpTransport {
                 request = request.header(name.as_str(), header_value(value));
             }
         }
-        if socket::caller_waits() {
+        if by.waits() {
             // The caller's watch bounds every step, sooner than the ceiling
             // (and a request-level configuration is a copy of the agent's).
             return request.send(body);
@@ -168,7 +179,7 @@ impl HttpTransport {
     /// The bearer token to send: the configured one, else OAuth's current
     /// one (refreshed first when it is about to expire). Read once per
     /// request, so that a 401 can say which token it refused.
-    pub(super) fn bearer(&self) -> Option<String> {
+    pub(super) fn bearer(&self, by: Poster<'_>) -> Option<String> {
         if self.target.has_authorization_header() {
             return None;
         }
@@ -182,7 +193,7 @@ impl HttpTransport {
             };
         }
         let oauth = self.oauth.as_ref();
-        self.target.bearer_token.clone().or_else(|| match socket::caller_waits() {
+        self.target.bearer_token.clone().or_else(|| match by.waits() {
             // Never a refresh on a caller's thread (`posts_inline` checked
             // none was due): an expired token gets a 401, and a worker.
             true => oauth?.token_now(),
@@ -303,7 +314,7 @@ impl HttpTransport {
         if let Some(event_id) = last_event_id {
             request = request.header("Last-Event-ID", event_id);
         }
-        let bearer = self.bearer();
+        let bearer = self.bearer(Poster::OwnLimits);
         self.with_common_headers(request, true, bearer.as_deref())
             .config()
             .timeout_global(ceiling)
@@ -362,7 +373,7 @@ impl ureq::unversioned::resolver::Resolver for LiteralFirstResolver {
         // A caller posting on its own thread waits no longer for a name
         // than for anything else.
         let mut timeout = timeout;
-        if let Some(left) = socket::caller_deadline()
+        if let Some(left) = crate::net::socket::held_deadline()
             .map(|at| at.saturating_duration_since(now).max(Duration::from_millis(1)))
             .filter(|left| *left < *timeout.after)
         {
