@@ -119,7 +119,7 @@ impl Client {
         }
         log::info!(
             "{}: connected to {} {} (protocol {})",
-            self.router.server,
+            self.router.server(),
             info.name,
             info.version,
             info.protocol_version
@@ -172,7 +172,7 @@ impl Client {
         if let Some(key) = self.endpoint.era_key() {
             self.options.eras.forget(key);
         }
-        log::info!("{}: initialize refused ({error}); probing again", self.router.server);
+        log::info!("{}: initialize refused ({error}); probing again", self.router.server());
         // A server that refused the handshake is up: a modern one answers
         // the probe at once. Whatever else happens, the refusal is the news.
         let wait = if modern_evidence { ProbeWait::Whole } else { ProbeWait::Part };
@@ -214,7 +214,7 @@ impl Client {
                         let why = format!(
                             "it answered server/discover without {MODERN_PROTOCOL_VERSION}"
                         );
-                        log::debug!("{}: {why}", self.router.server);
+                        log::debug!("{}: {why}", self.router.server());
                         Verdict::Legacy { timed_out: false, why, refusal: None }
                     }
                 }
@@ -232,7 +232,7 @@ impl Client {
                 Verdict::Legacy { timed_out: false, why, refusal: None }
             }
             Err(Error::Rpc(error)) => {
-                log::debug!("{}: server/discover refused: {error}", self.router.server);
+                log::debug!("{}: server/discover refused: {error}", self.router.server());
                 // A refusal only a stateless server sends (header mismatch, a
                 // capability it needs) is kept: if the handshake fails too,
                 // it is the cause to report.
@@ -246,7 +246,7 @@ impl Client {
             // A 200 that is no answer (not JSON-RPC, another id): no
             // discovery result, so no modern server; the handshake says more.
             Err(Error::Protocol(what)) if !may_go_unanswered => {
-                log::debug!("{}: server/discover: {what}", self.router.server);
+                log::debug!("{}: server/discover: {what}", self.router.server());
                 Verdict::Legacy { timed_out: false, why: what, refusal: None }
             }
             // A 4xx without a modern error in its body; not 408 or 429,
@@ -262,7 +262,7 @@ impl Client {
                 log::warn!(
                     "{}: no answer to server/discover in {:.1} s; trying initialize \
                      (\"protocol\": \"legacy\" in the entry skips the probe)",
-                    self.router.server,
+                    self.router.server(),
                     wait.as_secs_f64()
                 );
                 let why = format!("no answer to server/discover in {:.1} s", wait.as_secs_f64());
@@ -311,7 +311,7 @@ impl Client {
     /// the start ends (as the handshake era's GET stream is open by then).
     fn adopt(&self, info: &ServerInfo, deadline: Instant) {
         let _ = self.meta.set(self.request_meta(&info.protocol_version));
-        self.router.stateless.store(true, std::sync::atomic::Ordering::Release);
+        self.router.stateless().adopt();
         self.start_listening(info, deadline);
     }
 

@@ -19,7 +19,8 @@ use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use super::router::{Mail, PendingGuard, Reply, Waiter};
+use super::pending::{Mail, Reply, Waiter};
+use super::router::PendingGuard;
 use super::{param_headers, CallOptions, CancelHandle, Client, CLOSE_REASON_WAIT};
 use crate::error::{CloseReason, Error, Timeout};
 use crate::jsonrpc::Frame;
@@ -50,7 +51,7 @@ impl Client {
         if options.cancel.as_ref().is_some_and(CancelHandle::is_cancelled) {
             return Err(Error::Cancelled);
         }
-        let id = self.router.next_id.fetch_add(1, Ordering::Relaxed) as i64;
+        let id = self.router.pending().next_id();
         let progress_token = (options.progress.is_some() || method == "tools/call").then_some(id);
         let channel = ReplyChannel::take();
         let replies = &channel.receiver;
@@ -61,7 +62,7 @@ impl Client {
             patient: false,
             cancel_on_close: method != "initialize" && method != "server/discover",
         };
-        self.router.register(id, waiter)?;
+        self.router.pending().register(id, waiter)?;
         // Whatever happens from here (even a panicking progress callback),
         // the pending entry goes when this call does.
         let _pending = PendingGuard { router: &self.router, id };
@@ -289,7 +290,7 @@ impl Client {
     /// deadline passes, when nobody else reads it (stdio's leader/follower,
     /// `transport::reading`); otherwise makes sure somebody does.
     fn read_while_waiting(&self, replies: &Receiver<Mail>, deadline: Instant) {
-        if let Some(reading) = self.router.reading.get() {
+        if let Some(reading) = self.router.reading() {
             if !reading.lead(deadline, &|| !replies.is_empty()) {
                 reading.follow();
             }
@@ -298,7 +299,7 @@ impl Client {
 
     /// Waits on the channel alone: makes sure the output is read meanwhile.
     pub(super) fn follow(&self) {
-        if let Some(reading) = self.router.reading.get() {
+        if let Some(reading) = self.router.reading() {
             reading.follow();
         }
     }
@@ -312,7 +313,7 @@ impl Client {
         replies: &Receiver<Mail>,
         reason: &str,
     ) -> Option<Result<Value, Error>> {
-        if !self.router.forget(id) {
+        if self.router.pending().take(id).is_none() {
             // The reader took the waiter out: it is sending the answer (or
             // the close) right now, so this wait is short.
             loop {

@@ -13,14 +13,15 @@
 //! closes, or when the client is closed (stdio: the server is told with
 //! `notifications/cancelled`).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
 use serde_json::{json, Map, Value};
 
-use super::router::{PendingGuard, Reply, Router, Waiter};
+use super::pending::{Reply, Waiter};
+use super::router::{PendingGuard, Router};
 use crate::error::Error;
 use crate::jsonrpc::{Frame, METHOD_NOT_FOUND};
 
@@ -55,10 +56,10 @@ pub(super) fn listen_loop(
     stop: &Receiver<()>,
     cancel_by_notification: bool,
 ) {
-    let server = &router.server;
+    let server = router.server();
     let mut pause = FIRST_PAUSE;
     loop {
-        let id = router.next_id.fetch_add(1, Ordering::Relaxed) as i64;
+        let id = router.pending().next_id();
         let (sender, replies) = crossbeam_channel::unbounded();
         let waiter = Waiter {
             replies: sender,
@@ -66,18 +67,18 @@ pub(super) fn listen_loop(
             patient: true,
             cancel_on_close: false,
         };
-        if router.register(id, waiter).is_err() {
+        if router.pending().register(id, waiter).is_err() {
             return; // Closed.
         }
         let _pending = PendingGuard { router, id };
-        router.listening.store(id, Ordering::Release);
+        router.stateless().listening_as(id);
         if router.send(Frame::request(id, "subscriptions/listen", Some(params))).is_err() {
             return;
         }
         log::debug!("{server}: listening for list changes ({params})");
         let opened = Instant::now();
         loop {
-            if let Some(reading) = router.reading.get() {
+            if let Some(reading) = router.reading() {
                 reading.follow();
             }
             select! {

@@ -16,7 +16,7 @@
 //! reason, and later requests fail without being sent.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -35,18 +35,21 @@ use crate::threads::NamedThread;
 mod cache;
 mod era;
 mod eras;
+mod events;
 mod exchange;
 mod listen;
 mod options;
 mod param_headers;
+mod pending;
 mod rounds;
 mod router;
+mod stateless;
 
 use crate::transport::{self, Endpoint, Inbox, Transport};
 pub(crate) use eras::EraMemory;
 use exchange::Params;
 pub use options::{CallOptions, CancelHandle, ClientOptions, ProgressCallback};
-use router::{PendingState, Router};
+use router::Router;
 
 /// How long a caller whose frame could not be written waits for the
 /// reader to say why the connection ended (it ends at once when the server
@@ -120,23 +123,7 @@ impl Client {
         options: ClientOptions,
         open: impl FnOnce(Arc<dyn Inbox>) -> Result<Box<dyn Endpoint>, Error>,
     ) -> Result<Client, Error> {
-        let router = Arc::new_cyclic(|myself| Router {
-            server: server.to_owned(),
-            next_id: AtomicU64::new(1),
-            state: Mutex::new(PendingState::default()),
-            outlet: OnceLock::new(),
-            skipped: AtomicU64::new(0),
-            dropped: Default::default(),
-            stderr_dropped: Default::default(),
-            lists: Default::default(),
-            stateless: Default::default(),
-            listening: Default::default(),
-            first_ack: Mutex::new(None),
-            reading: OnceLock::new(),
-            events: router::EventQueue::new(EVENTS_QUEUE),
-            myself: myself.clone(),
-            host: Arc::clone(&options.host),
-        });
+        let router = Arc::new(Router::new(server, Arc::clone(&options.host), EVENTS_QUEUE));
         let inbox = Arc::clone(&router) as Arc<dyn Inbox>;
         let endpoint = open(inbox)?;
         Ok(Client {
@@ -153,7 +140,7 @@ impl Client {
 
     /// A server that sent only garbage times out; say so rather than just "timed out".
     fn explain_silence(&self, err: Error) -> Error {
-        let skipped = self.router.skipped.load(Ordering::Relaxed);
+        let skipped = self.router.skipped_so_far();
         match err {
             Error::Timeout(timeout) if skipped > 0 => {
                 let what = match (self.endpoint.traits().line_per_message, skipped) {
@@ -179,7 +166,7 @@ impl Client {
 
     /// The server's name in the configuration.
     pub fn server_name(&self) -> &str {
-        &self.router.server
+        self.router.server()
     }
 
     /// The last 64 KiB the server wrote to stderr (stdio only).
@@ -197,7 +184,7 @@ impl Client {
 
     /// Why the connection closed, if it did.
     pub fn close_reason(&self) -> Option<CloseReason> {
-        lock(&self.router.state).closed.clone()
+        self.router.pending().closed()
     }
 
     /// Sends a request and waits for its result.
@@ -269,7 +256,7 @@ impl Client {
                     valid.push(tool);
                 }
                 Err(why) => {
-                    log::warn!("{}: tool {:?} left out: {why}", self.router.server, tool.name);
+                    log::warn!("{}: tool {:?} left out: {why}", self.router.server(), tool.name);
                     left_out.push(format!("tool {:?} left out: {why}", tool.name));
                 }
             }
@@ -301,7 +288,7 @@ impl Client {
         key: &str,
         options: &CallOptions,
     ) -> Result<Vec<Value>, Error> {
-        if let Some(kept) = self.router.lists.get(method) {
+        if let Some(kept) = self.router.stateless().lists().get(method) {
             return Ok(kept);
         }
         let mut items = Vec::new();
@@ -309,10 +296,10 @@ impl Client {
         let mut seen_cursors = HashSet::new();
         // A stateless server's list may be kept for its pages' shortest ttlMs.
         let mut keep_for = self.meta.get().map(|_| Duration::MAX);
-        let changes = self.router.lists.changes();
+        let changes = self.router.stateless().lists().changes();
         let done = |items: Vec<Value>, keep_for: Option<Duration>| {
             if let Some(ttl) = keep_for {
-                self.router.lists.keep(method, &items, ttl, changes);
+                self.router.stateless().lists().keep(method, &items, ttl, changes);
             }
             Ok(items)
         };
@@ -485,15 +472,14 @@ impl Client {
         let router = Arc::clone(&self.router);
         // One shared stream (stdio) is told; over HTTP the stream just ends.
         let cancel_by_notification = !self.endpoint.traits().stream_per_request;
-        let thread = NamedThread::spawn(format!("{}-listen", self.router.server), move || {
+        let thread = NamedThread::spawn(format!("{}-listen", self.router.server()), move || {
             listen::listen_loop(&router, &params, &stopped, cancel_by_notification);
         });
-        let (acked, first_ack) = crossbeam_channel::bounded::<()>(1);
-        *lock(&self.router.first_ack) = Some(acked);
+        let first_ack = self.router.stateless().await_first_ack();
         match thread {
             Ok(thread) => *lock(&self.listener) = Some((thread, stop)),
             Err(err) => {
-                log::warn!("{}: cannot start the listen thread: {err}", self.router.server);
+                log::warn!("{}: cannot start the listen thread: {err}", self.router.server());
                 return;
             }
         }
@@ -503,7 +489,7 @@ impl Client {
         let wait = deadline.min(Instant::now() + LISTEN_ACK_WAIT);
         self.follow();
         if first_ack.recv_deadline(wait).is_err() {
-            log::debug!("{}: the listen stream was not acknowledged in time", self.router.server);
+            log::debug!("{}: the listen stream was not acknowledged in time", self.router.server());
         }
     }
 
@@ -524,7 +510,7 @@ impl Client {
         // say) need not finish work nobody waits for. A stateless server
         // takes the end of the response stream as its cancellation.
         if self.close_reason().is_none() && !self.stateless_http() {
-            let in_flight = lock(&self.router.state).to_cancel_on_close();
+            let in_flight = self.router.pending().to_cancel_on_close();
             let cancellations: Vec<Frame> = in_flight
                 .into_iter()
                 .map(|id| router::cancellation(id, "the client is closing"))
@@ -535,7 +521,7 @@ impl Client {
         }
         self.router.closed(CloseReason::Shutdown);
         let result = self.endpoint.close();
-        self.router.events.close();
+        self.router.close_events();
         result.map_err(Error::Io)
     }
 }
@@ -543,7 +529,7 @@ impl Client {
 impl Drop for Client {
     fn drop(&mut self) {
         if let Err(err) = self.close() {
-            log::warn!("{}: close failed: {err}", self.router.server);
+            log::warn!("{}: close failed: {err}", self.router.server());
         }
     }
 }

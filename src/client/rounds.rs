@@ -91,9 +91,9 @@ impl Client {
                     relisted = true;
                     log::debug!(
                         "{}: header mismatch ({error}); listing tools again",
-                        self.router.server
+                        self.router.server()
                     );
-                    self.router.lists.changed("notifications/tools/list_changed");
+                    self.router.stateless().lists().changed("notifications/tools/list_changed");
                     self.list_tools(options)?;
                 }
                 Err(error)
@@ -106,7 +106,7 @@ impl Client {
                     if options.deadline.is_some_and(|at| Instant::now() + pause >= at) {
                         return Err(error);
                     }
-                    log::debug!("{}: {method}: {error}; sending it again", self.router.server);
+                    log::debug!("{}: {method}: {error}; sending it again", self.router.server());
                     match &options.cancel {
                         Some(cancel) => {
                             if cancel.cancelled.recv_timeout(pause).is_ok() || cancel.is_cancelled()
@@ -126,7 +126,7 @@ impl Client {
     /// Answers one `input_required` result's requests through the host and
     /// puts the answers and the server's state into the next round's params.
     fn answer_round(&self, params: &mut Option<Value>, result: &mut Value) -> Result<(), Error> {
-        let server = &self.router.server;
+        let server = self.router.server();
         let mut answers = Map::new();
         if let Some(requests) = result.get("inputRequests") {
             let Some(requests) = requests.as_object() else {

@@ -1,0 +1,155 @@
+//! The requests a connection waits on: their ids, the channel each
+//! caller's answer goes down, which to cancel when the client closes, and
+//! whether anyone waits at all (lsp-server's `ReqQueue` is the model).
+//!
+//! One mutex guards the map, held only to insert, look up or take a
+//! waiter, never while a reply is sent. Ids are never reused, so a late
+//! answer finds no waiter and is dropped; once the connection closed,
+//! nothing is registered any more and every waiter has been told why.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crossbeam_channel::Sender;
+use serde_json::Value;
+
+use crate::error::{CloseReason, Error};
+use crate::jsonrpc::RpcError;
+use crate::sync::lock;
+
+/// A reply for the caller of request `id`. A caller's channel outlives
+/// its calls (one per thread, `Client::exchange`), so each reply names its
+/// request, and a late one for an earlier call is recognised and dropped.
+pub(super) type Mail = (i64, Reply);
+
+/// What the reader sends a waiting caller.
+pub(super) enum Reply {
+    Done(Result<Value, RpcError>),
+    Progress(Value),
+    Closed(CloseReason),
+    Failed(Error),
+}
+
+/// A caller waiting for its answer.
+pub(super) struct Waiter {
+    pub(super) replies: Sender<Mail>,
+    /// Progress updates sent but not yet taken; bounds the queue.
+    pub(super) queued_progress: Arc<AtomicUsize>,
+    /// Waits for as long as the connection lives (the listen stream): it
+    /// does not need the stream read at once, so a reader thread need not
+    /// stay for it.
+    pub(super) patient: bool,
+    /// Told `notifications/cancelled` if the client closes while it waits
+    /// (never `initialize`, the era probe or the listen stream).
+    pub(super) cancel_on_close: bool,
+}
+
+/// The pending requests of one connection.
+pub(super) struct Pending {
+    next_id: AtomicU64,
+    state: Mutex<PendingState>,
+}
+
+#[derive(Default)]
+struct PendingState {
+    waiters: HashMap<i64, Waiter>,
+    /// How many waiters are not `patient`: asked after every answer the
+    /// reader delivers, so counted rather than looked for. `insert` and
+    /// `remove` keep it true.
+    impatient: usize,
+    closed: Option<CloseReason>,
+}
+
+impl PendingState {
+    fn insert(&mut self, id: i64, waiter: Waiter) {
+        self.impatient += usize::from(!waiter.patient);
+        if let Some(old) = self.waiters.insert(id, waiter) {
+            self.impatient -= usize::from(!old.patient);
+        }
+    }
+
+    fn remove(&mut self, id: i64) -> Option<Waiter> {
+        let waiter = self.waiters.remove(&id)?;
+        self.impatient -= usize::from(!waiter.patient);
+        Some(waiter)
+    }
+}
+
+impl Pending {
+    pub(super) fn new() -> Pending {
+        Pending { next_id: AtomicU64::new(1), state: Mutex::default() }
+    }
+
+    /// A fresh request id, never handed out before.
+    pub(super) fn next_id(&self) -> i64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed) as i64
+    }
+
+    /// Waits for the answer to `id`, unless the connection closed.
+    ///
+    /// # Errors
+    /// [`Error::Disconnected`] with the reason it closed.
+    pub(super) fn register(&self, id: i64, waiter: Waiter) -> Result<(), Error> {
+        let mut state = lock(&self.state);
+        if let Some(reason) = &state.closed {
+            return Err(Error::Disconnected(reason.clone()));
+        }
+        state.insert(id, waiter);
+        Ok(())
+    }
+
+    /// Takes the waiter of `id` (to answer it); `None` when it is gone
+    /// (answered, given up, or closed).
+    pub(super) fn take(&self, id: i64) -> Option<Waiter> {
+        lock(&self.state).remove(id)
+    }
+
+    /// Where progress for the request `id` goes, if it still waits.
+    pub(super) fn progress_channel(&self, id: i64) -> Option<(Sender<Mail>, Arc<AtomicUsize>)> {
+        let state = lock(&self.state);
+        let waiter = state.waiters.get(&id)?;
+        Some((waiter.replies.clone(), Arc::clone(&waiter.queued_progress)))
+    }
+
+    /// True while some caller waits for an answer it needs soon.
+    pub(super) fn waiting(&self) -> bool {
+        lock(&self.state).impatient > 0
+    }
+
+    /// Why the connection closed, once it did.
+    pub(super) fn closed(&self) -> Option<CloseReason> {
+        lock(&self.state).closed.clone()
+    }
+
+    /// The requests to cancel if the client closes now, in id order.
+    pub(super) fn to_cancel_on_close(&self) -> Vec<i64> {
+        let state = lock(&self.state);
+        let mut ids: Vec<i64> = state
+            .waiters
+            .iter()
+            .filter(|(_, waiter)| waiter.cancel_on_close)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Marks the connection closed and tells every waiter why; false when
+    /// it was closed already.
+    pub(super) fn close(&self, reason: &CloseReason) -> bool {
+        let waiters = {
+            let mut state = lock(&self.state);
+            if state.closed.is_some() {
+                return false;
+            }
+            state.closed = Some(reason.clone());
+            state.impatient = 0;
+            std::mem::take(&mut state.waiters)
+        };
+        for (id, waiter) in waiters {
+            let _ = waiter.replies.send((id, Reply::Closed(reason.clone())));
+        }
+        true
+    }
+}

@@ -1,0 +1,98 @@
+//! What the reader must know of a stateless (2026-07-28) server, in one
+//! place: that it is one (it may not send requests; its questions come as
+//! rounds of input), which `subscriptions/listen` stream is open (list
+//! changes tagged with another are not this client's), when the first
+//! stream is acknowledged (the start waits for it), and the lists it said
+//! may be kept (forgotten when they change).
+//!
+//! Written by the session start and the listen thread, read by the reader
+//! on every message: atomics and one small lock, never held across I/O.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Mutex;
+
+use crossbeam_channel::{Receiver, Sender};
+use serde_json::Value;
+
+use super::cache::ListCache;
+use crate::jsonrpc::Notification;
+use crate::sync::lock;
+
+/// The reader's view of a stateless server's session.
+#[derive(Default)]
+pub(super) struct StatelessState {
+    stateless: AtomicBool,
+    /// The id of the open `subscriptions/listen` request (0: none).
+    listening: AtomicI64,
+    /// Told when the first listen stream is acknowledged.
+    first_ack: Mutex<Option<Sender<()>>>,
+    lists: ListCache,
+}
+
+impl StatelessState {
+    /// The server proved stateless: from now on its requests are ignored.
+    pub(super) fn adopt(&self) {
+        self.stateless.store(true, Ordering::Release);
+    }
+
+    pub(super) fn is_stateless(&self) -> bool {
+        self.stateless.load(Ordering::Acquire)
+    }
+
+    /// The lists the server said may be kept.
+    pub(super) fn lists(&self) -> &ListCache {
+        &self.lists
+    }
+
+    /// A `subscriptions/listen` request went out under `id`.
+    pub(super) fn listening_as(&self, id: i64) {
+        self.listening.store(id, Ordering::Release);
+    }
+
+    /// The start is about to open the first listen stream: the receiver
+    /// hears when it is acknowledged.
+    pub(super) fn await_first_ack(&self) -> Receiver<()> {
+        let (acked, first_ack) = crossbeam_channel::bounded::<()>(1);
+        *lock(&self.first_ack) = Some(acked);
+        first_ack
+    }
+
+    /// False for a notification tagged with a subscription other than the
+    /// open `subscriptions/listen` (a stale one, or another client's).
+    pub(super) fn for_this_client(&self, notification: &Notification) -> bool {
+        let tag = notification
+            .params
+            .as_ref()
+            .and_then(|params| params.pointer("/_meta/io.modelcontextprotocol~1subscriptionId"));
+        match tag {
+            None => true,
+            Some(tag) => tag.as_i64() == Some(self.listening.load(Ordering::Acquire)),
+        }
+    }
+
+    /// When a reopened `subscriptions/listen` stream is acknowledged, the
+    /// lists it covers may have changed while none was open: one
+    /// `list_changed` for each, so that they are listed again as if the
+    /// server had said so. (The first stream is acknowledged before the
+    /// start ends, so the first listing misses nothing.)
+    pub(super) fn acknowledged(&self, notification: &Notification) -> Vec<Notification> {
+        if notification.method != "notifications/subscriptions/acknowledged" {
+            return Vec::new();
+        }
+        // The first stream is opened before the start ends: nothing to catch up.
+        if let Some(first) = lock(&self.first_ack).take() {
+            let _ = first.try_send(());
+            return Vec::new();
+        }
+        let filter = notification.params.as_ref().and_then(|params| params.get("notifications"));
+        [
+            ("toolsListChanged", "notifications/tools/list_changed"),
+            ("promptsListChanged", "notifications/prompts/list_changed"),
+            ("resourcesListChanged", "notifications/resources/list_changed"),
+        ]
+        .into_iter()
+        .filter(|(key, _)| filter.and_then(|filter| filter.get(key)) == Some(&Value::Bool(true)))
+        .map(|(_, method)| Notification { method: method.to_owned(), params: None })
+        .collect()
+    }
+}
