@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
+use super::session::{Session, StatelessSession};
 use super::{CallOptions, Client};
 use crate::error::{CloseReason, Error};
 use crate::host::{self, Host};
@@ -113,6 +114,8 @@ impl Client {
         };
         if info.era == Era::Modern {
             self.adopt(&info, deadline);
+        } else {
+            let _ = self.session.set(Session::Handshake);
         }
         if let Some(key) = self.endpoint.era_key() {
             self.options.eras.remember(key, info.era);
@@ -310,7 +313,8 @@ impl Client {
     /// changes come on a `subscriptions/listen` stream, acknowledged before
     /// the start ends (as the handshake era's GET stream is open by then).
     fn adopt(&self, info: &ServerInfo, deadline: Instant) {
-        let _ = self.meta.set(self.request_meta(&info.protocol_version));
+        let session = StatelessSession::new(self.request_meta(&info.protocol_version));
+        let _ = self.session.set(Session::Stateless(Box::new(session)));
         self.router.stateless().adopt();
         self.start_listening(info, deadline);
     }

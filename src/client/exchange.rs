@@ -21,11 +21,10 @@ use serde_json::{Map, Value};
 
 use super::pending::{Mail, Reply, Waiter};
 use super::router::PendingGuard;
-use super::{param_headers, CallOptions, CancelHandle, Client, CLOSE_REASON_WAIT};
+use super::{CallOptions, CancelHandle, Client, CLOSE_REASON_WAIT};
 use crate::error::{CloseReason, Error, Timeout};
 use crate::jsonrpc::Frame;
 use crate::protocol::Progress;
-use crate::sync::lock;
 use crate::transport::Caller;
 
 impl Client {
@@ -190,10 +189,9 @@ impl Client {
         };
         frame.name = params[key].as_str().map(str::to_owned);
         if method == "tools/call" {
-            let tools = lock(&self.param_headers);
-            if let Some(headers) = frame.name.as_deref().and_then(|name| tools.get(name)) {
-                frame.headers = param_headers::for_call(headers, &params["arguments"])
-                    .map_err(Error::Protocol)?;
+            if let (Some(session), Some(tool)) = (self.stateless_session(), frame.name.as_deref()) {
+                frame.headers =
+                    session.headers_for(tool, &params["arguments"]).map_err(Error::Protocol)?;
             }
         }
         Ok(())

@@ -17,10 +17,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
 use serde_json::{json, Value};
 
 use crate::error::{CloseReason, Error};
@@ -29,7 +28,6 @@ use crate::protocol::{
     Era, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool,
     ToolResult,
 };
-use crate::sync::lock;
 use crate::threads::NamedThread;
 
 mod cache;
@@ -43,6 +41,7 @@ mod param_headers;
 mod pending;
 mod rounds;
 mod router;
+mod session;
 mod stateless;
 
 use crate::transport::{self, Endpoint, Inbox, Transport};
@@ -50,6 +49,7 @@ pub(crate) use eras::EraMemory;
 use exchange::Params;
 pub use options::{CallOptions, CancelHandle, ClientOptions, ProgressCallback};
 use router::Router;
+use session::{Session, StatelessSession};
 
 /// How long a caller whose frame could not be written waits for the
 /// reader to say why the connection ended (it ends at once when the server
@@ -75,15 +75,8 @@ pub struct Client {
     endpoint: Box<dyn Endpoint>,
     info: OnceLock<ServerInfo>,
     options: ClientOptions,
-    /// The `_meta` every request carries, once the server proved stateless.
-    meta: OnceLock<Value>,
-    /// The `{server}-listen` thread of a stateless server, and what stops it.
-    listener: Mutex<Option<(NamedThread, Sender<()>)>>,
-    /// A stateless HTTP server's tools whose parameters go into headers
-    /// (`x-mcp-header`), as its last tool list said.
-    param_headers: Mutex<HashMap<String, Vec<param_headers::ParamHeader>>>,
-    /// Why each tool the last `tools/list` left out was left out.
-    tools_left_out: Mutex<Vec<String>>,
+    /// The session, once the start found the server's era.
+    session: OnceLock<Session>,
 }
 
 impl Client {
@@ -126,16 +119,7 @@ impl Client {
         let router = Arc::new(Router::new(server, Arc::clone(&options.host), EVENTS_QUEUE));
         let inbox = Arc::clone(&router) as Arc<dyn Inbox>;
         let endpoint = open(inbox)?;
-        Ok(Client {
-            router,
-            endpoint,
-            info: OnceLock::new(),
-            options,
-            meta: OnceLock::new(),
-            listener: Mutex::new(None),
-            param_headers: Mutex::default(),
-            tools_left_out: Mutex::default(),
-        })
+        Ok(Client { router, endpoint, info: OnceLock::new(), options, session: OnceLock::new() })
     }
 
     /// A server that sent only garbage times out; say so rather than just "timed out".
@@ -207,8 +191,8 @@ impl Client {
         params: Option<Value>,
         options: &CallOptions,
     ) -> Result<Value, Error> {
-        match self.meta.get() {
-            Some(meta) => self.stateless_request(method, params, meta, options),
+        match self.stateless_session() {
+            Some(session) => self.stateless_request(method, params, session.meta(), options),
             None => self.exchange(method, params.as_ref(), options),
         }
     }
@@ -261,21 +245,30 @@ impl Client {
                 }
             }
         }
-        *lock(&self.param_headers) = annotated;
-        *lock(&self.tools_left_out) = left_out;
+        if let Some(session) = self.stateless_session() {
+            session.listed(annotated, left_out);
+        }
         Ok(valid)
     }
 
     /// Why each tool the last `tools/list` left out was left out (for the
     /// hub's status warnings).
     pub(crate) fn tools_left_out(&self) -> Vec<String> {
-        lock(&self.tools_left_out).clone()
+        self.stateless_session().map(StatelessSession::tools_left_out).unwrap_or_default()
+    }
+
+    /// The stateless server's session, when the server is one.
+    fn stateless_session(&self) -> Option<&StatelessSession> {
+        match self.session.get() {
+            Some(Session::Stateless(session)) => Some(session),
+            Some(Session::Handshake) | None => None,
+        }
     }
 
     /// True for a stateless server over Streamable HTTP: headers mirror
     /// what a request names, and ending a stream cancels it.
     fn stateless_http(&self) -> bool {
-        self.meta.get().is_some() && self.endpoint.traits().stream_per_request
+        self.stateless_session().is_some() && self.endpoint.traits().stream_per_request
     }
 
     /// Runs a paginated list request and gathers the `key` arrays of all pages.
@@ -295,7 +288,7 @@ impl Client {
         let mut cursor: Option<String> = None;
         let mut seen_cursors = HashSet::new();
         // A stateless server's list may be kept for its pages' shortest ttlMs.
-        let mut keep_for = self.meta.get().map(|_| Duration::MAX);
+        let mut keep_for = self.stateless_session().map(|_| Duration::MAX);
         let changes = self.router.stateless().lists().changes();
         let done = |items: Vec<Value>, keep_for: Option<Duration>| {
             if let Some(ttl) = keep_for {
@@ -349,7 +342,7 @@ impl Client {
         arguments: Value,
         options: &CallOptions,
     ) -> Result<ToolResult, Error> {
-        let raw = match self.meta.get() {
+        let raw = match self.stateless_session() {
             None => self.exchange_with(
                 "tools/call",
                 Params::ToolCall { name, arguments: &arguments },
@@ -463,11 +456,12 @@ impl Client {
     /// Starts the `{server}-listen` thread when the server says its lists
     /// may change.
     fn start_listening(&self, info: &ServerInfo, deadline: Instant) {
-        let (Some(filter), Some(meta)) = (listen::filter(&info.capabilities), self.meta.get())
+        let (Some(filter), Some(session)) =
+            (listen::filter(&info.capabilities), self.stateless_session())
         else {
             return;
         };
-        let params = json!({"_meta": meta, "notifications": filter});
+        let params = json!({"_meta": session.meta(), "notifications": filter});
         let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
         let router = Arc::clone(&self.router);
         // One shared stream (stdio) is told; over HTTP the stream just ends.
@@ -477,7 +471,7 @@ impl Client {
         });
         let first_ack = self.router.stateless().await_first_ack();
         match thread {
-            Ok(thread) => *lock(&self.listener) = Some((thread, stop)),
+            Ok(thread) => session.listening(thread, stop),
             Err(err) => {
                 log::warn!("{}: cannot start the listen thread: {err}", self.router.server());
                 return;
@@ -500,7 +494,7 @@ impl Client {
     /// # Errors
     /// Errors from ending the transport (waiting for the process).
     pub fn close(&self) -> Result<(), Error> {
-        if let Some((thread, stop)) = lock(&self.listener).take() {
+        if let Some((thread, stop)) = self.stateless_session().and_then(|s| s.take_listener()) {
             // Told while the connection is up, so that stdio can cancel it.
             drop(stop);
             thread.join_within(LISTEN_JOIN_WAIT);
