@@ -71,7 +71,7 @@ mod transport;
 mod url;
 mod value_command;
 
-pub use auth::{forget_credentials, sign_in, AuthorizationHandler, TokenProvider};
+pub use auth::{forget_credentials, AuthorizationHandler, TokenProvider};
 pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
 pub use config::{
     default_config_dir, Config, ConfigFiles, ConfigLoader, EnterpriseIdentity, Exposure,
@@ -93,4 +93,4 @@ pub use protocol::{
     ResourceTemplate, ServerInfo, Tool, ToolResult,
 };
 pub use server_state::ServerState;
-pub use transport::{HttpTarget, StdioCommand, Transport};
+pub use transport::{sign_in, HttpTarget, StdioCommand, Transport};

@@ -18,6 +18,7 @@ mod flow;
 mod store;
 mod web;
 
+use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,26 +54,6 @@ pub trait AuthorizationHandler: Send + Sync {
     /// # Errors
     /// The sign-in was cancelled or could not be completed.
     fn authorize(&self, url: &str) -> Result<String, Error>;
-}
-
-/// Signs in to the server `target` describes now, as `tether login` does,
-/// whether or not it asked, and keeps the result in the target's token
-/// store under `server`.
-///
-/// # Errors
-/// The server offers no OAuth sign-in, or signing in failed or was refused.
-pub fn sign_in(server: &str, target: &crate::HttpTarget) -> Result<(), Error> {
-    let store =
-        target.token_store.as_deref().map(|path| TokenStore::new(path, server, &target.url));
-    let oauth = OAuth::new(target, store);
-    let challenge = oauth.probe()?;
-    {
-        // A login signs in afresh, and looks again where to.
-        let mut state = lock(&oauth.state);
-        state.tokens = None;
-        state.discovered = None;
-    }
-    oauth.on_challenge(401, &challenge, None)
 }
 
 /// A token the host gets by its own means (a keychain, a company's SSO
@@ -157,7 +138,16 @@ impl Drop for Busy<'_> {
 }
 
 impl OAuth {
-    pub(crate) fn new(target: &crate::HttpTarget, store: Option<TokenStore>) -> OAuth {
+    /// The sign-in state of the server at `server_url`, kept in `store`
+    /// (with what an earlier run kept there); `ca_file` is trusted for the
+    /// authorization servers too.
+    pub(crate) fn new(
+        server_url: &str,
+        settings: &OAuthSettings,
+        handler: Option<Arc<dyn AuthorizationHandler>>,
+        ca_file: Option<&Path>,
+        store: Option<TokenStore>,
+    ) -> OAuth {
         // What an earlier run stored for this server at this URL.
         let state = match store.as_ref().and_then(TokenStore::load) {
             Some(record) => State {
@@ -170,14 +160,30 @@ impl OAuth {
             None => State::default(),
         };
         OAuth {
-            server_url: target.url.clone(),
-            settings: target.oauth.clone(),
-            handler: target.authorization.clone(),
+            server_url: server_url.to_owned(),
+            settings: settings.clone(),
+            handler,
             store,
-            web: Web::new(target.ca_file.as_deref()),
+            web: Web::new(ca_file),
             state: Mutex::new(state),
             changed: Condvar::new(),
         }
+    }
+
+    /// Signs in now, as `tether login` does, whether or not the server
+    /// asked: afresh, looking again where to.
+    ///
+    /// # Errors
+    /// The server offers no OAuth sign-in, or signing in failed or was
+    /// refused.
+    pub(crate) fn sign_in_afresh(&self) -> Result<(), Error> {
+        let challenge = self.probe()?;
+        {
+            let mut state = lock(&self.state);
+            state.tokens = None;
+            state.discovered = None;
+        }
+        self.on_challenge(401, &challenge, None)
     }
 
     /// True when [`OAuth::token`] would answer at once, asking nobody (no

@@ -29,7 +29,7 @@ use crate::error::{CloseReason, Error};
 use crate::jsonrpc::{Frame, Message};
 
 pub(crate) use crate::net::socket::Caller;
-pub use http::HttpTarget;
+pub use http::{sign_in, HttpTarget};
 pub use stdio::StdioCommand;
 
 /// How to reach a server.

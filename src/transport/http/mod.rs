@@ -31,23 +31,28 @@
 //! Nothing blocks shutdown: `close` ends the session (DELETE), then shuts the
 //! agent down, which wakes every blocked read at once, and joins every thread.
 
+mod answer;
 mod legacy;
+mod outcome;
+mod poster;
 mod streamable;
+mod target;
 mod wire;
+
+use poster::Poster;
+pub use target::{sign_in, HttpTarget};
 
 use crate::net::socket::Caller;
 use crate::net::tls;
 
-use std::fmt;
 use std::io;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TrySendError};
 
-use crate::auth::{AuthorizationHandler, OAuth, OAuthSettings, TokenProvider, TokenStore};
+use crate::auth::OAuth;
 use crate::config::HttpKind;
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
@@ -58,7 +63,7 @@ use crate::transport::{Dialect, Endpoint, Inbox, Outlet, Traits};
 
 use wire::Posted;
 
-use wire::LiteralFirstResolver;
+use crate::net::resolver::LiteralFirstResolver;
 
 /// Frames waiting for a worker; past this, callers wait and answers to the
 /// server's requests are dropped.
@@ -81,144 +86,6 @@ const MAX_GET_BACKOFF: Duration = Duration::from_secs(30);
 const CANCEL_WAIT: Duration = Duration::from_secs(1);
 /// How long a legacy server may take to name its endpoint.
 const ENDPOINT_WAIT: Duration = Duration::from_secs(30);
-
-/// A remote server: where, how, and with which credentials.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct HttpTarget {
-    /// The endpoint URL (`http://` or `https://`).
-    pub url: String,
-    /// Which transport; `Auto` tries Streamable HTTP, then the legacy one.
-    pub kind: HttpKind,
-    /// Headers on every request (values may be secrets).
-    pub headers: Vec<(String, String)>,
-    /// Sent as `Authorization: Bearer …` unless `headers` has an Authorization.
-    pub bearer_token: Option<String>,
-    /// How long a legacy server may take to send its `endpoint` event.
-    pub endpoint_wait: Duration,
-    /// How to sign in with OAuth when the server answers 401 and no
-    /// `Authorization` is configured.
-    pub oauth: OAuthSettings,
-    /// Who has a person sign in; without one, a server that wants a
-    /// sign-in fails with [`Error::LoginRequired`].
-    pub authorization: Option<Arc<dyn AuthorizationHandler>>,
-    /// Where sign-ins are kept between runs (`mcp-auth.json`); none keeps
-    /// them for this connection only.
-    pub token_store: Option<PathBuf>,
-    /// The host's token provider (`"auth": {"provider": NAME}`), asked
-    /// before every request, with the server's name.
-    pub token_provider: Option<(String, Arc<dyn TokenProvider>)>,
-    /// A PEM file of CAs to trust for this server, besides the bundled
-    /// roots and those of `SSL_CERT_FILE`/`SSL_CERT_DIR` (`caFile`).
-    pub ca_file: Option<PathBuf>,
-}
-
-impl HttpTarget {
-    /// A target with no headers or credentials.
-    pub fn new(url: &str, kind: HttpKind) -> HttpTarget {
-        HttpTarget {
-            url: url.to_owned(),
-            kind,
-            headers: Vec::new(),
-            bearer_token: None,
-            endpoint_wait: ENDPOINT_WAIT,
-            oauth: OAuthSettings::default(),
-            authorization: None,
-            token_store: None,
-            token_provider: None,
-            ca_file: None,
-        }
-    }
-
-    /// The same target, keeping its sign-ins in this file (mode 0600).
-    pub fn with_token_store(mut self, path: &std::path::Path) -> HttpTarget {
-        self.token_store = Some(path.to_owned());
-        self
-    }
-
-    /// The same target with these OAuth settings.
-    pub fn with_oauth(mut self, oauth: OAuthSettings) -> HttpTarget {
-        self.oauth = oauth;
-        self
-    }
-
-    /// The same target with a handler that has a person sign in.
-    pub fn with_authorization_handler(
-        mut self,
-        handler: Arc<dyn AuthorizationHandler>,
-    ) -> HttpTarget {
-        self.authorization = Some(handler);
-        self
-    }
-
-    /// True when the entry itself says how to authorize (a bearer token or
-    /// an `Authorization` header): then OAuth is not offered.
-    fn has_static_authorization(&self) -> bool {
-        self.bearer_token.is_some()
-            || self.token_provider.is_some()
-            || self.has_authorization_header()
-    }
-
-    /// True when the entry's headers include an `Authorization`.
-    fn has_authorization_header(&self) -> bool {
-        self.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
-    }
-}
-
-impl fmt::Debug for HttpTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Header values and the token are secrets: names only.
-        f.debug_struct("HttpTarget")
-            .field("url", &self.url)
-            .field("kind", &self.kind)
-            .field("headers", &self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
-            .field("bearer_token", &self.bearer_token.as_ref().map(|_| "***"))
-            .field("oauth", &self.oauth)
-            .field("authorization", &self.authorization.as_ref().map(|_| "handler"))
-            .field("token_store", &self.token_store)
-            .field("token_provider", &self.token_provider.as_ref().map(|(name, _)| name))
-            .field("ca_file", &self.ca_file)
-            .finish()
-    }
-}
-
-/// Who posts a frame, and so by when its I/O must end: passed down every
-/// call that posts, so that nothing behaves differently by which thread it
-/// runs on without saying so.
-#[derive(Clone, Copy)]
-pub(super) enum Poster<'a> {
-    /// Nobody waits in this POST's I/O (a worker's, or one bounded by its
-    /// own deadline): it keeps its own limits.
-    OwnLimits,
-    /// The caller, on its own thread, waits in it: held to its deadline. A
-    /// renewal or a sign-in the server wants is handed to a worker, and
-    /// whatever stops at the deadline ends quietly (the caller's own
-    /// timeout says what happened).
-    Caller(&'a Caller<'a>),
-}
-
-impl Poster<'_> {
-    /// True when a caller waits in this POST.
-    pub(super) fn waits(self) -> bool {
-        matches!(self, Poster::Caller(_))
-    }
-
-    /// True once the waiting caller's deadline has passed.
-    pub(super) fn gave_up(self) -> bool {
-        match self {
-            Poster::OwnLimits => false,
-            Poster::Caller(caller) => caller.gave_up(),
-        }
-    }
-
-    /// `duration`, or less when the waiting caller's deadline comes sooner.
-    fn pause_within(self, duration: Duration) -> Duration {
-        match self {
-            Poster::OwnLimits => duration,
-            Poster::Caller(caller) => caller.pause_within(duration),
-        }
-    }
-}
 
 /// Which transport the connection settled on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -345,13 +212,7 @@ impl HttpTransport {
             HttpKind::Streamable => Mode::Streamable,
             HttpKind::Sse => Mode::Sse,
         };
-        let oauth = (!target.has_static_authorization()).then(|| {
-            let store = target
-                .token_store
-                .as_deref()
-                .map(|path| TokenStore::new(path, server, &target.url));
-            OAuth::new(&target, store)
-        });
+        let oauth = (!target.has_static_authorization()).then(|| target.oauth_for(server));
         let transport = Arc::new_cyclic(|myself| HttpTransport {
             server: server.to_owned(),
             target,

@@ -12,18 +12,16 @@
 //! 4xx whose body is a JSON-RPC error is that error for the caller, which
 //! is how the era probe tells a modern server's refusal from an old one's.
 
-use std::io::{self, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
 use ureq::http::Response;
 use ureq::Body;
 
-use super::wire::{
-    http_error, is_transient, rpc_refusal, unauthorized, Attempt, Credentials, Posted,
-};
-use super::{HttpTransport, Mode, Poster, DEFAULT_RETRY, MAX_GET_BACKOFF, MAX_RESUMES, MAX_RETRY};
-use crate::auth::Challenge;
+use super::outcome::{classify, Outcome, Sent};
+use super::wire::{http_error, rpc_refusal, unauthorized, Attempt, Credentials, Posted};
+use super::{HttpTransport, Mode, Poster, DEFAULT_RETRY, MAX_GET_BACKOFF, MAX_RETRY};
 use crate::error::{CloseReason, Error};
 use crate::framing::MAX_FRAME;
 use crate::jsonrpc::Frame;
@@ -40,17 +38,42 @@ const LISTEN_CEILING: Duration = Duration::from_secs(24 * 3600);
 /// Same-origin 307/308 redirects followed for one request.
 const MAX_REDIRECTS: usize = 3;
 
-/// `location` (absolute, or a path) as an absolute URL next to `base`.
-fn resolve(base: &str, location: &str) -> String {
-    if location.contains("://") {
-        return location.to_owned();
-    }
-    let origin = origin_of(base).unwrap_or_default();
-    if location.starts_with('/') {
-        format!("{origin}{location}")
-    } else {
-        let path = base.split(['?', '#']).next().unwrap_or(base);
-        format!("{}{location}", &path[..path.rfind('/').map_or(path.len(), |at| at + 1)])
+/// What one request's tries so far did, for the rules that allow each
+/// thing a few times at most.
+#[derive(Default)]
+struct Tries {
+    renewed_session: bool,
+    sign_ins: usize,
+    /// Where a same-origin 307/308 sent it.
+    redirected: Option<String>,
+    redirects: usize,
+}
+
+/// One try, as the policy sees it.
+struct Posting<'a> {
+    frame: &'a Frame,
+    deadline: Option<Instant>,
+    by: Poster<'a>,
+    /// The session id it carried.
+    sent_session: Option<String>,
+    /// The token it carried.
+    bearer: Option<String>,
+    sent: Sent,
+}
+
+/// The error of a redirect tether does not follow: to another origin, or
+/// to nowhere said.
+fn moved_away(status: u16, to: Option<&str>) -> Error {
+    Error::Http {
+        status: Some(status),
+        message: match to {
+            Some(to) => format!(
+                "the server moved to {}, another origin; tether does not follow it there: \
+                 put that URL in the entry if you trust it",
+                redact_url(to)
+            ),
+            None => "the server redirects, but says not where".into(),
+        },
     }
 }
 
@@ -69,180 +92,192 @@ impl HttpTransport {
         by: Poster<'_>,
     ) -> Result<Posted, Error> {
         let method = frame.method.as_deref();
-        let mut renewed_session = false;
-        let mut sign_ins = 0;
-        let mut redirected: Option<String> = None;
-        let mut redirects = 0;
+        let mut tries = Tries::default();
         // No pause past the caller's own ceiling: its error says why
         // ("connection refused"), not that it timed out.
         let pauses_until = deadline.or(frame.deadline);
         self.with_retries(method != Some("tools/call"), frame.retrying, pauses_until, by, || {
-            let (sent_session, known_expired) = {
-                let state = lock(&self.state);
-                (state.session_id.clone(), state.session_known_expired())
-            };
-            if known_expired && !renewed_session && !by.waits() {
-                // A caller's own POST met the 404 and handed the request
-                // over: renew before sending it, not after a second 404.
-                renewed_session = true;
-                return self.renewed(sent_session);
-            }
-            let bearer = self.bearer(by);
-            let url = redirected.as_deref().unwrap_or(&self.target.url);
-            // A listen stream stays open until it is closed; a request
-            // ends with its caller's ceiling at the latest.
-            let ceiling = if frame.is("subscriptions/listen") {
-                LISTEN_CEILING
-            } else {
-                // A second past the caller's own ceiling, so that the
-                // caller's timeout is what it hears, not this one.
-                let own = frame.deadline.map(|at| at + Duration::from_secs(1));
-                self.ceiling(frame.is_request(), deadline.or(own))
-            };
-            let credentials = Credentials { with_session: true, bearer: bearer.as_deref() };
-            let sent = self.send_post(url, &frame.bytes, Some(frame), ceiling, credentials, by);
-            let mut response = match sent {
+            self.try_post(frame, deadline, by, &mut tries)
+        })
+    }
+
+    /// One try of [`HttpTransport::post_streamable`]: sends the frame, has
+    /// the response classified, and acts on what it means.
+    fn try_post(
+        &self,
+        frame: &Frame,
+        deadline: Option<Instant>,
+        by: Poster<'_>,
+        tries: &mut Tries,
+    ) -> Attempt {
+        let (sent_session, known_expired) = {
+            let state = lock(&self.state);
+            (state.session_id.clone(), state.session_known_expired())
+        };
+        if known_expired && !tries.renewed_session && !by.waits() {
+            // A caller's own POST met the 404 and handed the request
+            // over: renew before sending it, not after a second 404.
+            tries.renewed_session = true;
+            return self.renewed(sent_session);
+        }
+        let bearer = self.bearer(by);
+        let url = tries.redirected.clone().unwrap_or_else(|| self.target.url.clone());
+        // A listen stream stays open until it is closed; a request ends
+        // with its caller's ceiling at the latest.
+        let ceiling = if frame.is("subscriptions/listen") {
+            LISTEN_CEILING
+        } else {
+            // A second past the caller's own ceiling, so that the caller's
+            // timeout is what it hears, not this one.
+            let own = frame.deadline.map(|at| at + Duration::from_secs(1));
+            self.ceiling(frame.is_request(), deadline.or(own))
+        };
+        let credentials = Credentials { with_session: true, bearer: bearer.as_deref() };
+        let mut response =
+            match self.send_post(&url, &frame.bytes, Some(frame), ceiling, credentials, by) {
                 Ok(response) => response,
                 Err(_) if by.gave_up() => return Attempt::Done(Ok(())),
                 Err(err) => {
                     return match super::wire::tls_failure(&err) {
                         Some(why) => Attempt::Done(Err(Error::Http {
                             status: None,
-                            message: format!("cannot reach {}: {why}", redact_url(url)),
+                            message: format!("cannot reach {}: {why}", redact_url(&url)),
                         })),
                         None => Attempt::Unreachable(super::wire::network_words(&err)),
                     }
                 }
             };
-            match response.status().as_u16() {
-                // The request itself moved, on the same origin: sent again
-                // there, as 307 and 308 require, a few times at most.
-                307 | 308 if redirects < MAX_REDIRECTS => {
-                    let location = response
-                        .headers()
-                        .get("location")
-                        .and_then(|value| value.to_str().ok())
-                        .map(|location| resolve(url, location));
-                    match location {
-                        Some(to) if origin_of(&to) == origin_of(&self.target.url) => {
-                            redirects += 1;
-                            redirected = Some(to);
-                            Attempt::Again
-                        }
-                        // Its session, and any credentials, belong to this
-                        // origin: the user decides to move the entry.
-                        to => Attempt::Done(Err(Error::Http {
-                            status: Some(response.status().as_u16()),
-                            message: match to {
-                                Some(to) => format!(
-                                    "the server moved to {}, another origin; tether does not \
-                                     follow it there: put that URL in the entry if you trust it",
-                                    redact_url(&to)
-                                ),
-                                None => "the server redirects, but says not where".into(),
-                            },
-                        })),
-                    }
+        let sent = Sent {
+            in_session: sent_session.is_some(),
+            initialize: frame.is("initialize"),
+            undecided: self.mode() == Mode::Undecided,
+            stateless_request: lock(&self.state).stateless && frame.is_request(),
+        };
+        let outcome = classify(&response, &url, sent);
+        let this = Posting { frame, deadline, by, sent_session, bearer, sent };
+        self.act(outcome, &mut response, this, tries)
+    }
+
+    /// The policy: what to do about what a response meant. The order of
+    /// the arms is the order of the rules.
+    fn act(
+        &self,
+        outcome: Outcome,
+        response: &mut Response<Body>,
+        this: Posting<'_>,
+        tries: &mut Tries,
+    ) -> Attempt {
+        let Posting { frame, deadline, by, sent_session, bearer, sent } = this;
+        let method = frame.method.as_deref();
+        let status = response.status().as_u16();
+        match outcome {
+            // The request itself moved, on the same origin: sent again
+            // there, as 307 and 308 require, a few times at most.
+            Outcome::Moved(to) if tries.redirects < MAX_REDIRECTS => match to {
+                Some(to) if origin_of(&to) == origin_of(&self.target.url) => {
+                    tries.redirects += 1;
+                    tries.redirected = Some(to);
+                    Attempt::Again
                 }
-                200..=299 => {
-                    if frame.is("initialize") || frame.is("server/discover") {
-                        lock(&self.state).mode = Mode::Streamable;
-                    }
-                    if !lock(&self.state).stateless {
-                        self.remember_session(&response);
-                    }
-                    Attempt::Done(if frame.is_request() {
-                        self.read_answer(&mut response, frame.id, method, by).or_else(|err| {
-                            if by.gave_up() {
-                                Ok(())
-                            } else {
-                                Err(err)
-                            }
-                        })
-                    } else {
-                        Ok(())
-                    })
+                // Its session, and any credentials, belong to this
+                // origin: the user decides to move the entry.
+                to => Attempt::Done(Err(moved_away(status, to.as_deref()))),
+            },
+            Outcome::Ok => Attempt::Done(self.answered(response, frame, by)),
+            // A caller never renews a session or signs in on its own
+            // thread: a worker sends the request anew.
+            _ if by.waits() && matches!(status, 401 | 403 | 404) => {
+                if status == 404 && sent_session.is_some() {
+                    lock(&self.state).expired_session = sent_session;
                 }
-                404 | 401 | 403 if by.waits() => {
-                    if response.status() == 404 && sent_session.is_some() {
-                        lock(&self.state).expired_session = sent_session;
-                    }
-                    Attempt::HandOff
+                Attempt::HandOff
+            }
+            Outcome::SessionGone if !tries.renewed_session => {
+                tries.renewed_session = true;
+                self.renewed(sent_session)
+            }
+            Outcome::OldTransport => {
+                // A JSON-RPC error is an answer from this endpoint (a
+                // stateless server refusing the handshake, say), not an
+                // old transport's missing POST endpoint.
+                if let Ok(refusal) = rpc_refusal(response, frame.id) {
+                    return Attempt::Done(Err(Error::Rpc(refusal)));
                 }
-                404 if sent_session.is_some() && !renewed_session && !frame.is("initialize") => {
-                    renewed_session = true;
-                    self.renewed(sent_session)
-                }
-                status @ (400 | 404 | 405)
-                    if frame.is("initialize") && self.mode() == Mode::Undecided =>
-                {
-                    // A JSON-RPC error is an answer from this endpoint (a
-                    // stateless server refusing the handshake, say), not an
-                    // old transport's missing POST endpoint.
-                    if let Ok(refusal) = rpc_refusal(&mut response, frame.id) {
-                        return Attempt::Done(Err(Error::Rpc(refusal)));
-                    }
-                    log::info!(
-                        "{}: initialize got HTTP {status}; trying the legacy HTTP+SSE transport",
-                        self.server
-                    );
-                    lock(&self.state).mode = Mode::Sse;
-                    Attempt::Done(self.start_legacy_stream().and_then(|()| {
-                        self.post_legacy(&frame.bytes, method, deadline, frame.deadline, by)
-                    }))
-                }
-                status @ (401 | 403) if self.oauth.is_some() && sign_ins < MAX_SIGN_INS => {
-                    let challenge = Challenge::parse(
-                        response
-                            .headers()
-                            .get("www-authenticate")
-                            .and_then(|value| value.to_str().ok())
-                            .unwrap_or(""),
-                    );
-                    if status == 403 && !challenge.is_insufficient_scope() {
-                        return Attempt::Done(Err(http_error(&mut response)));
-                    }
-                    sign_ins += 1;
-                    let oauth = self.oauth.as_ref().expect("checked above");
+                log::info!(
+                    "{}: initialize got HTTP {status}; trying the legacy HTTP+SSE transport",
+                    self.server
+                );
+                lock(&self.state).mode = Mode::Sse;
+                Attempt::Done(self.start_legacy_stream().and_then(|()| {
+                    self.post_legacy(&frame.bytes, method, deadline, frame.deadline, by)
+                }))
+            }
+            Outcome::WantsSignIn { status, challenge } => match &self.oauth {
+                Some(oauth) if tries.sign_ins < MAX_SIGN_INS => {
+                    tries.sign_ins += 1;
                     match oauth.on_challenge(status, &challenge, bearer.as_deref()) {
                         Ok(()) => Attempt::Again,
                         Err(err) => Attempt::Done(Err(err)),
                     }
                 }
-                401 if self.oauth.is_some() => Attempt::Done(Err(Error::Auth(
+                Some(_) if status == 401 => Attempt::Done(Err(Error::Auth(
                     "the server still refuses the token after signing in".into(),
                 ))),
-                401 => Attempt::Done(Err(unauthorized(
-                    &response,
+                None if status == 401 => Attempt::Done(Err(unauthorized(
+                    response,
                     &redact_url(&self.target.url),
                     bearer.is_some() || self.target.has_authorization_header(),
                 ))),
-                // A stateless server refuses with a JSON-RPC error in the
-                // body (version, capability, headers, method): the caller
-                // gets that error, to retry or fall back on.
-                status @ 400..=499
-                    if !is_transient(status)
-                        && lock(&self.state).stateless
-                        && frame.is_request() =>
-                {
-                    Attempt::Done(Err(match rpc_refusal(&mut response, None) {
-                        Ok(error) => Error::Rpc(error),
-                        Err(refusal) => refusal,
-                    }))
-                }
-                // Statelessly a request the server saw is sent again only
-                // under a new id, by the client.
-                status
-                    if is_transient(status)
-                        && lock(&self.state).stateless
-                        && frame.is_request() =>
-                {
-                    Attempt::Done(Err(http_error(&mut response)))
-                }
-                status if is_transient(status) => Attempt::Transient(http_error(&mut response)),
-                _ => Attempt::Done(Err(http_error(&mut response))),
+                _ => Attempt::Done(Err(self.refusal(response, sent))),
+            },
+            // A stateless server refuses with a JSON-RPC error in the
+            // body (version, capability, headers, method): the caller
+            // gets that error, to retry or fall back on.
+            Outcome::Refused => Attempt::Done(Err(self.refusal(response, sent))),
+            Outcome::Transient => Attempt::Transient(http_error(response)),
+            Outcome::Moved(_) | Outcome::SessionGone | Outcome::Failed => {
+                Attempt::Done(Err(http_error(response)))
+            }
+        }
+    }
+
+    /// A 2xx: the session it names kept, and for a request its answer read
+    /// (what stops at a waiting caller's deadline ends quietly).
+    fn answered(
+        &self,
+        response: &mut Response<Body>,
+        frame: &Frame,
+        by: Poster<'_>,
+    ) -> Result<(), Error> {
+        if frame.is("initialize") || frame.is("server/discover") {
+            lock(&self.state).mode = Mode::Streamable;
+        }
+        if !lock(&self.state).stateless {
+            self.remember_session(response);
+        }
+        if !frame.is_request() {
+            return Ok(());
+        }
+        let method = frame.method.as_deref();
+        self.read_answer(response, frame.id, method, by).or_else(|err| {
+            if by.gave_up() {
+                Ok(())
+            } else {
+                Err(err)
             }
         })
+    }
+
+    /// The error a refusal is said by: a stateless server's JSON-RPC error
+    /// from the body, else the HTTP status and what the body says.
+    fn refusal(&self, response: &mut Response<Body>, sent: Sent) -> Error {
+        if !sent.stateless_request {
+            return http_error(response);
+        }
+        match rpc_refusal(response, None) {
+            Ok(error) => Error::Rpc(error),
+            Err(refusal) => refusal,
+        }
     }
 
     /// The next step once `expired` is known to be over: send again in a
@@ -377,144 +412,6 @@ impl HttpTransport {
             Ok(mut response) => Err(http_error(&mut response)),
             Err(err) => Err(failed(err)),
         }
-    }
-
-    /// Reads a request's answer: one JSON body, or an SSE stream that ends
-    /// with the response (resumed with `Last-Event-ID` if it breaks early).
-    pub(super) fn read_answer(
-        &self,
-        response: &mut Response<Body>,
-        id: Option<i64>,
-        method: Option<&str>,
-        by: Poster<'_>,
-    ) -> Result<(), Error> {
-        let status = response.status().as_u16();
-        let content_type = response
-            .headers()
-            .get("content-type")
-            .and_then(|value| value.to_str().ok())
-            .unwrap_or("");
-        let is = |kind: &str| {
-            content_type.get(..kind.len()).is_some_and(|start| start.eq_ignore_ascii_case(kind))
-        };
-        let (is_json, is_sse) = (is("application/json"), is("text/event-stream"));
-        if is_sse {
-            let mut reader =
-                SseReader::new(BufReader::new(response.body_mut().as_reader()), MAX_FRAME);
-            let mut answered = false;
-            let mut outcome = self.deliver_events(&mut reader, id, &mut answered, false);
-            let mut last_id = reader.last_id().map(str::to_owned);
-            let mut retry = reader.retry_ms.map(Duration::from_millis);
-            let mut resumes = 0;
-            loop {
-                if answered {
-                    return Ok(());
-                }
-                if let Err(err) = &outcome {
-                    if err.kind() == io::ErrorKind::InvalidData {
-                        return Err(Error::Http {
-                            status: None,
-                            message: format!("the server sent {err}"),
-                        });
-                    }
-                }
-                if self.is_closing() {
-                    return Ok(());
-                }
-                if lock(&self.state).stateless {
-                    // Not resumable: the caller sends the request anew.
-                    let method = method.unwrap_or_default().to_owned();
-                    return Err(Error::ResponseLost { method });
-                }
-                let Some(event_id) = last_id.clone() else {
-                    return Err(Error::Http {
-                        status: None,
-                        message: "the server ended the response stream without an answer".into(),
-                    });
-                };
-                if resumes == MAX_RESUMES {
-                    return Err(Error::Http {
-                        status: None,
-                        message: "the response stream kept breaking".into(),
-                    });
-                }
-                resumes += 1;
-                if !self.pause(retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY), by) {
-                    return Ok(());
-                }
-                log::debug!("{}: resuming the response stream after event {event_id}", self.server);
-                let mut resumed = match self.open_get(Some(&event_id), Some(self.request_ceiling)) {
-                    Ok(resumed) if resumed.status().is_success() => resumed,
-                    Ok(mut refused) => return Err(http_error(&mut refused)),
-                    Err(err) => {
-                        outcome = Err(io::Error::other(err.to_string()));
-                        continue;
-                    }
-                };
-                let mut reader =
-                    SseReader::new(BufReader::new(resumed.body_mut().as_reader()), MAX_FRAME);
-                outcome = self.deliver_events(&mut reader, id, &mut answered, true);
-                last_id = reader.last_id().map(str::to_owned).or(last_id);
-                retry = reader.retry_ms.map(Duration::from_millis).or(retry);
-            }
-        }
-        // Sized from Content-Length when there is one: read in one go.
-        let length = response
-            .headers()
-            .get("content-length")
-            .and_then(|value| value.to_str().ok()?.parse::<usize>().ok())
-            .unwrap_or(0);
-        let mut body = Vec::with_capacity(length.min(MAX_FRAME) + 1);
-        let read =
-            response.body_mut().as_reader().take(MAX_FRAME as u64 + 1).read_to_end(&mut body);
-        if let Err(err) = read {
-            return Err(Error::Http {
-                status: None,
-                message: format!("reading the answer failed: {err}"),
-            });
-        }
-        if body.len() > MAX_FRAME {
-            return Err(Error::Disconnected(CloseReason::FrameTooLarge {
-                size: body.len(),
-                limit: MAX_FRAME,
-            }));
-        }
-        let trimmed = body.trim_ascii();
-        let accepted = status == 202
-            || trimmed.is_empty()
-            || (is_json && (trimmed == b"null" || trimmed == b"{}"));
-        if accepted {
-            // 202 Accepted for a request: the answer comes on the GET stream,
-            // if there is one; without it (or statelessly), it never comes.
-            let state = lock(&self.state);
-            if state.no_get_stream || state.stateless {
-                return Err(Error::Protocol(
-                    "the server accepted the request without answering, and offers no stream to answer on".into(),
-                ));
-            }
-            return Ok(());
-        }
-        if self.deliver_json(&body, id) || id.is_none() {
-            return Ok(());
-        }
-        // An error that names no request is this one's (a body answers the
-        // POST it came with).
-        let unaddressed = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .filter(|message| message.get("id").is_none_or(serde_json::Value::is_null))
-            .and_then(|mut message| {
-                serde_json::from_value::<crate::jsonrpc::RpcError>(message.get_mut("error")?.take())
-                    .ok()
-            });
-        if let Some(error) = unaddressed {
-            return Err(Error::Rpc(error));
-        }
-        // A JSON answer is the response or nothing: waiting on would only
-        // end at the caller's timeout.
-        Err(Error::Protocol(format!(
-            "the server answered {} with a body that holds no response to it",
-            method.unwrap_or("a request")
-        )))
     }
 
     /// The connection is gone: every waiting caller fails, status shows it,
