@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
-use super::state::Phase;
+use super::slot::Phase;
 use super::Hub;
 use crate::config::Exposure;
 use crate::error::Error;

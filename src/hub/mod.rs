@@ -12,221 +12,34 @@
 
 mod events;
 mod for_model;
+mod options;
 mod refresh;
+mod slot;
 mod state;
+mod status;
 
 pub use events::{LogFile, LogMessage, LogSink};
+pub use options::HubOptions;
 pub use refresh::RefreshReport;
+pub use status::{Offered, ServerStatus};
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use serde::Serialize;
 use serde_json::Value;
 
-use crate::auth::{AuthorizationHandler, TokenProvider};
 use crate::client::{CallOptions, Client};
-use crate::config::{Config, ConfigLoader, Exposure, FailedEntry, Scope, ServerConfig};
+use crate::config::{Config, Exposure, FailedEntry, Scope, ServerConfig};
 use crate::error::{CloseReason, Error};
-use crate::host::{DefaultHost, Host};
-use crate::model::registry::{NameStyle, RegisteredTool};
+use crate::model::registry::RegisteredTool;
 use crate::protocol::{
     Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ToolResult,
 };
 use crate::server_state::ServerState;
-use crate::transport::Lent;
-use state::{Phase, Shared, Slot};
-
-/// How the hub starts and names things: the defaults, changed with the
-/// `with_` methods.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct HubOptions {
-    /// Return from `Hub::start` at once; servers connect in the background.
-    pub background: bool,
-    /// `mcp__server__tool` or `server__tool`.
-    pub name_style: NameStyle,
-    /// Answers server→client requests.
-    pub host: Arc<dyn Host>,
-    /// Where servers' log messages go (the CLI's is `mcp.log`).
-    pub log_sink: Option<Arc<dyn LogSink>>,
-    /// How `refresh` reads the configuration again; without it, `refresh`
-    /// only restarts servers that stopped.
-    pub reload: Option<ConfigLoader>,
-    /// What every connection is lent: who has a person sign in to remote
-    /// servers (without one, a server that wants OAuth fails with
-    /// [`Error::LoginRequired`], `needs_login`), where sign-ins are kept, the
-    /// host's token providers, and a stdio server's exit grace.
-    lent: Lent,
-}
-
-impl Default for HubOptions {
-    fn default() -> Self {
-        HubOptions {
-            background: false,
-            name_style: NameStyle::default(),
-            host: Arc::new(DefaultHost),
-            log_sink: None,
-            reload: None,
-            lent: Lent::default(),
-        }
-    }
-}
-
-impl HubOptions {
-    /// Return from `Hub::start` at once; servers connect in the background.
-    pub fn with_background(mut self, background: bool) -> HubOptions {
-        self.background = background;
-        self
-    }
-
-    /// `mcp__server__tool` (the default) or `server__tool`.
-    pub fn with_name_style(mut self, name_style: NameStyle) -> HubOptions {
-        self.name_style = name_style;
-        self
-    }
-
-    /// Who answers server→client requests.
-    pub fn with_host(mut self, host: Arc<dyn Host>) -> HubOptions {
-        self.host = host;
-        self
-    }
-
-    /// Where servers' log messages go.
-    pub fn with_log_sink(mut self, log_sink: Arc<dyn LogSink>) -> HubOptions {
-        self.log_sink = Some(log_sink);
-        self
-    }
-
-    /// How `refresh` reads the configuration again.
-    pub fn with_reload(mut self, reload: ConfigLoader) -> HubOptions {
-        self.reload = Some(reload);
-        self
-    }
-
-    /// How long a stdio server may take to exit once its stdin closes,
-    /// before SIGTERM, unless its entry says (`shutdownTimeout`); 2 s by
-    /// default. A one-shot command wants it short.
-    pub fn with_shutdown_grace(mut self, grace: std::time::Duration) -> HubOptions {
-        self.lent.shutdown_grace = Some(grace);
-        self
-    }
-
-    /// Keep OAuth sign-ins in this file (mode 0600) between runs.
-    pub fn with_token_store(mut self, path: &std::path::Path) -> HubOptions {
-        self.lent.token_store = Some(path.to_owned());
-        self
-    }
-
-    /// Registers a token provider that entries name with
-    /// `"auth": {"provider": NAME}` (user and host entries only).
-    pub fn with_token_provider(
-        mut self,
-        name: &str,
-        provider: Arc<dyn TokenProvider>,
-    ) -> HubOptions {
-        self.lent.providers.retain(|(known, _)| known != name);
-        self.lent.providers.push((name.to_owned(), provider));
-        self
-    }
-
-    /// Who has a person sign in to servers that want OAuth.
-    pub fn with_authorization_handler(
-        mut self,
-        handler: Arc<dyn AuthorizationHandler>,
-    ) -> HubOptions {
-        self.lent.authorization = Some(handler);
-        self
-    }
-}
-
-/// Something a server offers (a resource, a template, a prompt), with the
-/// server's name.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Offered<T> {
-    /// The configured name of the server.
-    pub server: String,
-    /// What it offers.
-    #[serde(flatten)]
-    pub item: T,
-}
-
-/// One server's status: typed data, for a host to show as it likes.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct ServerStatus {
-    /// The configured name.
-    pub name: String,
-    /// Where the entry came from.
-    pub scope: Scope,
-    /// `stdio`, `http` or `sse` (the one in use once connected); `-` for an
-    /// entry that could not be used.
-    pub transport: &'static str,
-    /// The state.
-    pub state: ServerState,
-    /// The era the server speaks, once connected.
-    pub era: Option<crate::Era>,
-    /// The protocol revision in use, once connected.
-    pub protocol_version: Option<String>,
-    /// The server's own name.
-    pub server_name: Option<String>,
-    /// The server's version.
-    pub server_version: Option<String>,
-    /// The first line of the server's instructions.
-    pub instructions: Option<String>,
-    /// The server's tool names (its own names).
-    pub tools: Vec<String>,
-    /// Whether the server offers resources.
-    pub resources: bool,
-    /// Whether the server offers prompts.
-    pub prompts: bool,
-    /// Why it failed or was lost, with its causes ([`Error::Config`] for
-    /// an entry that could not be used).
-    pub error: Option<Arc<Error>>,
-    /// Warnings about its entry.
-    pub warnings: Vec<String>,
-    /// The end of a failed stdio server's stderr.
-    pub stderr_tail: Option<String>,
-    /// When the state was reached.
-    pub since: SystemTime,
-    /// The file the entry came from, if any.
-    pub source: Option<PathBuf>,
-    /// The command line it runs (as written, secrets redacted) or the URL
-    /// it reaches; for an untrusted project entry, what it would run.
-    pub target: Option<String>,
-    /// For an untrusted project entry: why it waits (never trusted, or
-    /// added or changed since the project was).
-    pub unapproved: Option<crate::Unapproved>,
-}
-
-impl ServerStatus {
-    /// The status of an entry in a state with no connection.
-    fn new(name: &str, scope: Scope, state: ServerState, source: Option<PathBuf>) -> ServerStatus {
-        ServerStatus {
-            name: name.to_owned(),
-            scope,
-            transport: "-",
-            state,
-            era: None,
-            protocol_version: None,
-            server_name: None,
-            server_version: None,
-            instructions: None,
-            tools: Vec::new(),
-            resources: false,
-            prompts: false,
-            error: None,
-            warnings: Vec::new(),
-            stderr_tail: None,
-            since: SystemTime::now(),
-            source,
-            target: None,
-            unapproved: None,
-        }
-    }
-}
+use slot::{Phase, Slot};
+use state::Shared;
+use status::slot_status;
 
 /// Every configured server behind one tool registry. Cheap to clone; the
 /// last clone dropped shuts everything down.
@@ -580,47 +393,4 @@ impl Drop for HubCore {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-/// One slot's status; a ready server whose connection was lost shows as failed.
-fn slot_status(config: &ServerConfig, phase: &Phase, since: SystemTime) -> ServerStatus {
-    let mut status =
-        ServerStatus::new(&config.name, config.scope, ServerState::Failed, config.source.clone());
-    status.transport = config.transport_name();
-    status.target = Some(config.target());
-    status.since = since;
-    status.warnings.clone_from(&config.warnings);
-    match phase {
-        Phase::Disabled => status.state = ServerState::Disabled,
-        Phase::Starting { .. } => status.state = ServerState::Connecting,
-        Phase::Failed { error, stderr_tail } => {
-            if let Error::LoginRequired { .. } = error.root() {
-                status.state = ServerState::NeedsLogin;
-            }
-            status.error = Some(Arc::clone(error));
-            status.stderr_tail = stderr_tail.clone();
-        }
-        Phase::Ready(connected) => {
-            let (client, info) = (&connected.client, &connected.info);
-            status.transport = client.transport_name();
-            status.era = Some(info.era);
-            status.protocol_version = Some(info.protocol_version.clone());
-            status.server_name = Some(info.name.clone());
-            status.server_version = Some(info.version.clone());
-            status.instructions = info.instructions_first_line().map(str::to_owned);
-            status.tools = connected.tools.iter().map(|tool| tool.name.clone()).collect();
-            status.resources = info.has_capability("resources");
-            status.prompts = info.has_capability("prompts");
-            status.warnings.extend(connected.warnings.iter().cloned());
-            match client.close_reason().filter(|reason| *reason != CloseReason::Shutdown) {
-                Some(reason) => {
-                    status.error = Some(Arc::new(Error::Disconnected(reason)));
-                    status.stderr_tail =
-                        client.stderr_tail().filter(|tail| !tail.trim().is_empty());
-                }
-                None => status.state = ServerState::Ready,
-            }
-        }
-    }
-    status
 }

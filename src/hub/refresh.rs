@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::state::{close_all, Slot};
+use super::slot::Slot;
+use super::state::close_all;
 use super::Hub;
 use crate::client::Client;
 

@@ -18,9 +18,10 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use super::events::{self, Events};
+use super::slot::{is_lost, Connected, Phase, Slot, StartJob};
 use super::HubOptions;
 use crate::client::{CallOptions, Client, ClientOptions, EraMemory};
 use crate::config::{
@@ -28,7 +29,7 @@ use crate::config::{
 };
 use crate::error::{CloseReason, Error};
 use crate::model::registry::ToolRegistry;
-use crate::protocol::{ServerInfo, Tool};
+use crate::protocol::Tool;
 use crate::sync::{lock, wait_timeout};
 use crate::transport;
 
@@ -74,96 +75,6 @@ pub(super) struct HubState {
     /// Reconnects running on callers' threads: shutdown waits for them.
     reconnects: usize,
     next_start_id: u64,
-}
-
-/// One configured server.
-pub(super) struct Slot {
-    /// Never changes: a changed entry gets a new slot.
-    pub(super) config: Arc<ServerConfig>,
-    pub(super) phase: Phase,
-    /// The start this slot belongs to; a start stores its outcome only
-    /// while this still names it.
-    start_id: u64,
-    /// It was ready once (a restart keeps the slot; a changed entry gets a
-    /// new one): a later failure is a server that stopped, which refresh
-    /// restarts and a call reconnects.
-    pub(super) ever_ready: bool,
-    /// When the phase began.
-    pub(super) since: SystemTime,
-}
-
-/// Where a server is.
-#[derive(Clone)]
-pub(super) enum Phase {
-    /// `enabled: false`.
-    Disabled,
-    /// Connecting: a first start, a restart or a reconnect. The client is
-    /// here once its transport is up, so that shutdown can end it.
-    Starting { client: Option<Arc<Client>> },
-    /// Connected.
-    Ready(Arc<Connected>),
-    /// It could not start, or a reconnect failed.
-    Failed { error: Arc<Error>, stderr_tail: Option<String> },
-}
-
-/// A connected server.
-pub(super) struct Connected {
-    pub(super) client: Arc<Client>,
-    pub(super) info: ServerInfo,
-    /// Replaced whole when the server's tool list changes.
-    pub(super) tools: Arc<Vec<Tool>>,
-    /// Warnings about the entry found while connecting.
-    pub(super) warnings: Vec<String>,
-}
-
-/// A start to run: which server, for which slot.
-pub(super) struct StartJob {
-    config: Arc<ServerConfig>,
-    start_id: u64,
-}
-
-impl Phase {
-    /// The client, when there is one.
-    pub(super) fn client(&self) -> Option<&Arc<Client>> {
-        match self {
-            Phase::Starting { client } => client.as_ref(),
-            Phase::Ready(connected) => Some(&connected.client),
-            Phase::Disabled | Phase::Failed { .. } => None,
-        }
-    }
-}
-
-impl Slot {
-    pub(super) fn new(config: ServerConfig) -> Slot {
-        let phase = if config.enabled { Phase::Starting { client: None } } else { Phase::Disabled };
-        Slot {
-            config: Arc::new(config),
-            phase,
-            start_id: 0,
-            ever_ready: false,
-            since: SystemTime::now(),
-        }
-    }
-
-    /// True when the server was ready and its connection has since closed,
-    /// or it ran once and a reconnect since failed.
-    pub(super) fn has_dropped(&self) -> bool {
-        match &self.phase {
-            Phase::Ready(connected) => is_lost(&connected.client),
-            Phase::Failed { .. } => self.ever_ready,
-            Phase::Disabled | Phase::Starting { .. } => false,
-        }
-    }
-
-    fn set_phase(&mut self, phase: Phase) {
-        self.phase = phase;
-        self.since = SystemTime::now();
-    }
-}
-
-/// True when the connection closed for any reason but our own shutdown.
-pub(super) fn is_lost(client: &Client) -> bool {
-    client.close_reason().is_some_and(|reason| reason != CloseReason::Shutdown)
 }
 
 impl HubState {
@@ -641,17 +552,6 @@ fn join_ended(starters: &mut Vec<JoinHandle<()>>) {
             let _ = starters.swap_remove(at).join();
         } else {
             at += 1;
-        }
-    }
-}
-
-impl Phase {
-    /// The state word for `NotConnected`.
-    fn state_word(&self) -> super::ServerState {
-        match self {
-            Phase::Disabled => super::ServerState::Disabled,
-            Phase::Starting { .. } => super::ServerState::Connecting,
-            Phase::Ready(_) | Phase::Failed { .. } => super::ServerState::Failed,
         }
     }
 }

@@ -1,0 +1,115 @@
+//! [`HubOptions`]: how a hub starts its servers and names their tools, and
+//! what the host lends every connection (its host, log sink, sign-in
+//! handler, token store and providers).
+
+use std::sync::Arc;
+
+use super::events::LogSink;
+use crate::auth::{AuthorizationHandler, TokenProvider};
+use crate::config::ConfigLoader;
+use crate::host::{DefaultHost, Host};
+use crate::model::registry::NameStyle;
+use crate::transport::Lent;
+
+/// How the hub starts and names things: the defaults, changed with the
+/// `with_` methods.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct HubOptions {
+    /// Return from `Hub::start` at once; servers connect in the background.
+    pub background: bool,
+    /// `mcp__server__tool` or `server__tool`.
+    pub name_style: NameStyle,
+    /// Answers server→client requests.
+    pub host: Arc<dyn Host>,
+    /// Where servers' log messages go (the CLI's is `mcp.log`).
+    pub log_sink: Option<Arc<dyn LogSink>>,
+    /// How `refresh` reads the configuration again; without it, `refresh`
+    /// only restarts servers that stopped.
+    pub reload: Option<ConfigLoader>,
+    /// What every connection is lent: who has a person sign in to remote
+    /// servers (without one, a server that wants OAuth fails with
+    /// [`Error::LoginRequired`], `needs_login`), where sign-ins are kept, the
+    /// host's token providers, and a stdio server's exit grace.
+    pub(super) lent: Lent,
+}
+
+impl Default for HubOptions {
+    fn default() -> Self {
+        HubOptions {
+            background: false,
+            name_style: NameStyle::default(),
+            host: Arc::new(DefaultHost),
+            log_sink: None,
+            reload: None,
+            lent: Lent::default(),
+        }
+    }
+}
+
+impl HubOptions {
+    /// Return from `Hub::start` at once; servers connect in the background.
+    pub fn with_background(mut self, background: bool) -> HubOptions {
+        self.background = background;
+        self
+    }
+
+    /// `mcp__server__tool` (the default) or `server__tool`.
+    pub fn with_name_style(mut self, name_style: NameStyle) -> HubOptions {
+        self.name_style = name_style;
+        self
+    }
+
+    /// Who answers server→client requests.
+    pub fn with_host(mut self, host: Arc<dyn Host>) -> HubOptions {
+        self.host = host;
+        self
+    }
+
+    /// Where servers' log messages go.
+    pub fn with_log_sink(mut self, log_sink: Arc<dyn LogSink>) -> HubOptions {
+        self.log_sink = Some(log_sink);
+        self
+    }
+
+    /// How `refresh` reads the configuration again.
+    pub fn with_reload(mut self, reload: ConfigLoader) -> HubOptions {
+        self.reload = Some(reload);
+        self
+    }
+
+    /// How long a stdio server may take to exit once its stdin closes,
+    /// before SIGTERM, unless its entry says (`shutdownTimeout`); 2 s by
+    /// default. A one-shot command wants it short.
+    pub fn with_shutdown_grace(mut self, grace: std::time::Duration) -> HubOptions {
+        self.lent.shutdown_grace = Some(grace);
+        self
+    }
+
+    /// Keep OAuth sign-ins in this file (mode 0600) between runs.
+    pub fn with_token_store(mut self, path: &std::path::Path) -> HubOptions {
+        self.lent.token_store = Some(path.to_owned());
+        self
+    }
+
+    /// Registers a token provider that entries name with
+    /// `"auth": {"provider": NAME}` (user and host entries only).
+    pub fn with_token_provider(
+        mut self,
+        name: &str,
+        provider: Arc<dyn TokenProvider>,
+    ) -> HubOptions {
+        self.lent.providers.retain(|(known, _)| known != name);
+        self.lent.providers.push((name.to_owned(), provider));
+        self
+    }
+
+    /// Who has a person sign in to servers that want OAuth.
+    pub fn with_authorization_handler(
+        mut self,
+        handler: Arc<dyn AuthorizationHandler>,
+    ) -> HubOptions {
+        self.lent.authorization = Some(handler);
+        self
+    }
+}
