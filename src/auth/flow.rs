@@ -112,26 +112,7 @@ impl OAuth {
             (_, true) => None,
             (Some(handler), false) => Some(Arc::clone(handler)),
             (None, false) => {
-                // A step-up that needs a person: the scopes the server asked
-                // for are kept with the sign-in, so that the next sign-in
-                // (`tether login`) asks for them too.
-                if challenge.is_insufficient_scope() {
-                    let mut wanted = Vec::new();
-                    for scope in challenge.scope.iter().flat_map(|s| s.split_whitespace()) {
-                        if !working.scopes.iter().any(|kept| kept == scope) {
-                            working.scopes.push(scope.to_owned());
-                            wanted.push(scope);
-                        }
-                    }
-                    if !wanted.is_empty() {
-                        log::warn!(
-                            "{}: the server wants the scope {:?}, which the sign-in lacks; the \
-                             next sign-in asks for it",
-                            crate::url::redact_url(&self.server_url),
-                            wanted.join(" ")
-                        );
-                    }
-                }
+                self.keep_wanted_scopes(working, challenge);
                 return Err(Error::LoginRequired { url: self.server_url.clone() });
             }
         };
@@ -151,26 +132,7 @@ impl OAuth {
         self.choose_scopes(working, &discovered, challenge);
         let scope = working.scopes.join(" ");
         let Some(handler) = handler else {
-            let client = self.configured_client(&discovered.server)?.ok_or_else(|| {
-                Error::Auth("signing in without a person needs oauth.clientId".into())
-            })?;
-            let mut form = match &self.settings.enterprise {
-                Some(enterprise) => {
-                    let assertion = self.identity_assertion(enterprise, &discovered, &scope)?;
-                    vec![("grant_type", JWT_BEARER.to_owned()), ("assertion", assertion)]
-                }
-                None => vec![
-                    ("grant_type", "client_credentials".to_owned()),
-                    ("resource", discovered.resource.clone()),
-                ],
-            };
-            if !scope.is_empty() {
-                form.push(("scope", scope));
-            }
-            let answer = self.token_request(&discovered.server, &client, form)?;
-            working.tokens = Some(tokens_from(&answer)?);
-            working.client = Some(client);
-            return Ok(());
+            return self.sign_in_as_machine(working, &discovered, scope);
         };
         let redirect_uri = handler.redirect_uri();
         let mut registered_again = false;
@@ -206,6 +168,59 @@ impl OAuth {
                 Err(err) => return Err(err),
             }
         }
+    }
+
+    /// A step-up that needs a person, where there is none: the scopes the
+    /// server asked for are kept with the sign-in, so that the next
+    /// sign-in (`tether login`) asks for them too.
+    fn keep_wanted_scopes(&self, working: &mut Working, challenge: &Challenge) {
+        if challenge.is_insufficient_scope() {
+            let mut wanted = Vec::new();
+            for scope in challenge.scope.iter().flat_map(|s| s.split_whitespace()) {
+                if !working.scopes.iter().any(|kept| kept == scope) {
+                    working.scopes.push(scope.to_owned());
+                    wanted.push(scope);
+                }
+            }
+            if !wanted.is_empty() {
+                log::warn!(
+                    "{}: the server wants the scope {:?}, which the sign-in lacks; the \
+                 next sign-in asks for it",
+                    crate::url::redact_url(&self.server_url),
+                    wanted.join(" ")
+                );
+            }
+        }
+    }
+
+    /// Signs in with no person: the `client_credentials` grant, or the
+    /// enterprise identity's assertion (SEP-990).
+    fn sign_in_as_machine(
+        &self,
+        working: &mut Working,
+        discovered: &Discovered,
+        scope: String,
+    ) -> Result<(), Error> {
+        let client = self.configured_client(&discovered.server)?.ok_or_else(|| {
+            Error::Auth("signing in without a person needs oauth.clientId".into())
+        })?;
+        let mut form = match &self.settings.enterprise {
+            Some(enterprise) => {
+                let assertion = self.identity_assertion(enterprise, discovered, &scope)?;
+                vec![("grant_type", JWT_BEARER.to_owned()), ("assertion", assertion)]
+            }
+            None => vec![
+                ("grant_type", "client_credentials".to_owned()),
+                ("resource", discovered.resource.clone()),
+            ],
+        };
+        if !scope.is_empty() {
+            form.push(("scope", scope));
+        }
+        let answer = self.token_request(&discovered.server, &client, form)?;
+        working.tokens = Some(tokens_from(&answer)?);
+        working.client = Some(client);
+        Ok(())
     }
 
     /// Exchanges the enterprise ID token at the identity provider for an

@@ -103,8 +103,7 @@ pub(super) fn read(
         return EXIT_OK;
     }
     // With -o a file takes one part; a folder takes any number.
-    let output_is_folder =
-        output.is_some_and(|path| path.is_dir() || path.to_string_lossy().ends_with('/'));
+    let output_is_folder = output.is_some_and(is_folder);
     let parts = contents.iter().filter(|item| item.text.is_some() || item.blob.is_some()).count();
     if parts > 1 && output.is_some() && !output_is_folder {
         eprintln!("error: {uri} has {parts} parts; give -o a folder to put them in");
@@ -142,36 +141,52 @@ pub(super) fn read(
             }
             continue;
         }
-        let saved = match output {
-            Some(folder) if output_is_folder => {
-                fs::create_dir_all(folder).and_then(|()| save_in(folder, &item.uri, &bytes))
-            }
-            Some(file) => fs::write(file, &bytes).map(|()| file.to_owned()),
-            None => save_in(Path::new("."), &item.uri, &bytes),
-        };
-        match saved {
-            Ok(path) => {
-                let mime = item.mime_type.as_deref().unwrap_or("binary");
-                emit(&format!(
-                    "{} ({}, {} bytes) saved to {}\n",
-                    shown::escaped(&item.uri),
-                    shown::escaped(mime),
-                    bytes.len(),
-                    path.display()
-                ));
-            }
-            Err(err) => {
-                let target = output.unwrap_or(Path::new("."));
-                eprintln!(
-                    "error: cannot save {} to {}: {err}",
-                    shown::escaped(&item.uri),
-                    target.display()
-                );
-                return EXIT_USAGE;
-            }
+        if let Err(code) = save_part(&item.uri, item.mime_type.as_deref(), &bytes, output) {
+            return code;
         }
     }
     EXIT_OK
+}
+
+/// True when `-o` names a folder (one that exists, or ends in `/`): a
+/// folder takes any number of parts, a file one.
+fn is_folder(path: &Path) -> bool {
+    path.is_dir() || path.to_string_lossy().ends_with('/')
+}
+
+/// Saves one binary part where `-o` says (in the current folder without
+/// it) and says where; the exit code when it cannot be saved.
+fn save_part(
+    uri: &str,
+    mime_type: Option<&str>,
+    bytes: &[u8],
+    output: Option<&Path>,
+) -> Result<(), u8> {
+    let saved = match output {
+        Some(folder) if is_folder(folder) => {
+            fs::create_dir_all(folder).and_then(|()| save_in(folder, uri, bytes))
+        }
+        Some(file) => fs::write(file, bytes).map(|()| file.to_owned()),
+        None => save_in(Path::new("."), uri, bytes),
+    };
+    match saved {
+        Ok(path) => {
+            let mime = mime_type.unwrap_or("binary");
+            emit(&format!(
+                "{} ({}, {} bytes) saved to {}\n",
+                shown::escaped(uri),
+                shown::escaped(mime),
+                bytes.len(),
+                path.display()
+            ));
+            Ok(())
+        }
+        Err(err) => {
+            let target = output.unwrap_or(Path::new("."));
+            eprintln!("error: cannot save {} to {}: {err}", shown::escaped(uri), target.display());
+            Err(EXIT_USAGE)
+        }
+    }
 }
 
 /// Saves a binary resource in `folder` under a name made from its URI's

@@ -224,85 +224,91 @@ fn call(
         options = options.with_timeout(left).with_max_total_timeout(left);
     }
     if progress::available() {
-        options.progress = Some(Arc::new(|update: &tether::Progress| {
-            let total = update.total.map(|total| format!("/{total}")).unwrap_or_default();
-            let message = match update.message.as_deref() {
-                Some(message) if !message.trim().is_empty() => {
-                    format!(" {}", shown::escaped(message))
-                }
-                _ => String::new(),
-            };
-            progress::show(&format!("progress {}{total}{message}", update.progress));
-        }));
+        options.progress = Some(Arc::new(show_progress));
     }
     let answer = hub.call_server_tool(&name, tool, arguments, &options);
     progress::clear();
     match answer {
-        Ok(result) => {
-            if json {
-                emit_json(&result.raw);
-            } else {
-                let text = result.to_text();
-                emit_body(&text);
-                if !text.ends_with('\n') {
-                    emit("\n");
-                }
-            }
-            if result.is_error() {
-                // The result above is the tool's own account of it.
-                eprintln!(
-                    "error: server {name:?}: the tool {:?} reported an error",
-                    shown::escaped(tool)
-                );
-                EXIT_TOOL_ERROR
-            } else {
-                EXIT_OK
-            }
+        Ok(result) => print_result(&result, json, &name, tool),
+        Err(err) => report_call_error(&err, &hub, &name, tool),
+    }
+}
+
+/// A call's progress on the status line.
+fn show_progress(update: &tether::Progress) {
+    let total = update.total.map(|total| format!("/{total}")).unwrap_or_default();
+    let message = match update.message.as_deref() {
+        Some(message) if !message.trim().is_empty() => {
+            format!(" {}", shown::escaped(message))
         }
-        Err(err) => {
-            let code = report(&err);
-            if let Error::Disconnected(_) = err.root() {
-                // The server went away mid-call: its last words say why.
-                let tail = hub
-                    .status()
-                    .into_iter()
-                    .find(|status| Config::same_name(&status.name, &name))
-                    .and_then(|status| status.stderr_tail);
-                for line in
-                    tail.as_deref().map(|tail| status::last_lines(tail, 10)).unwrap_or_default()
-                {
-                    eprintln!("  stderr: {}", shown::escaped(line));
-                }
-            }
-            if let Error::UnknownTool(_) = err.root() {
-                let listed: Vec<String> = hub
-                    .status()
-                    .into_iter()
-                    .filter(|status| Config::same_name(&status.name, &name))
-                    .flat_map(|status| status.tools)
-                    .collect();
-                let known: Vec<&str> = listed.iter().map(String::as_str).collect();
-                match tether::for_cli::closest(tool, &known) {
-                    Some(close) => eprintln!("  hint: did you mean {:?}?", shown::escaped(close)),
-                    None => eprintln!("  hint: see its tools with: tether tools {name}"),
-                }
-            }
-            match err.root() {
-                _ if INTERRUPTED.load(Ordering::SeqCst) => {}
-                Error::LoginRequired { .. } => {
-                    eprintln!("  hint: sign in with: tether login {name}");
-                }
-                Error::Timeout(tether::Timeout { step: tether::Step::Ceiling { .. }, .. }) => {
-                    eprintln!("  hint: the tool was still at work; raise \"maxTotalTimeout\" for {name:?} in the configuration");
-                }
-                Error::Timeout(_) => {
-                    eprintln!("  hint: pass a longer --timeout, or raise \"timeout\" for {name:?} in the configuration");
-                }
-                _ => {}
-            }
-            code
+        _ => String::new(),
+    };
+    progress::show(&format!("progress {}{total}{message}", update.progress));
+}
+
+/// Prints a tool's result; the exit code says whether the tool reported
+/// an error.
+fn print_result(result: &tether::ToolResult, json: bool, name: &str, tool: &str) -> u8 {
+    if json {
+        emit_json(&result.raw);
+    } else {
+        let text = result.to_text();
+        emit_body(&text);
+        if !text.ends_with('\n') {
+            emit("\n");
         }
     }
+    if result.is_error() {
+        // The result above is the tool's own account of it.
+        eprintln!("error: server {name:?}: the tool {:?} reported an error", shown::escaped(tool));
+        EXIT_TOOL_ERROR
+    } else {
+        EXIT_OK
+    }
+}
+
+/// Says why a call failed, with the server's last words when it went away
+/// and a hint where one helps; returns the exit code.
+fn report_call_error(err: &Error, hub: &tether::Hub, name: &str, tool: &str) -> u8 {
+    let code = report(err);
+    if let Error::Disconnected(_) = err.root() {
+        // The server went away mid-call: its last words say why.
+        let tail = hub
+            .status()
+            .into_iter()
+            .find(|status| Config::same_name(&status.name, name))
+            .and_then(|status| status.stderr_tail);
+        for line in tail.as_deref().map(|tail| status::last_lines(tail, 10)).unwrap_or_default() {
+            eprintln!("  stderr: {}", shown::escaped(line));
+        }
+    }
+    if let Error::UnknownTool(_) = err.root() {
+        let listed: Vec<String> = hub
+            .status()
+            .into_iter()
+            .filter(|status| Config::same_name(&status.name, name))
+            .flat_map(|status| status.tools)
+            .collect();
+        let known: Vec<&str> = listed.iter().map(String::as_str).collect();
+        match tether::for_cli::closest(tool, &known) {
+            Some(close) => eprintln!("  hint: did you mean {:?}?", shown::escaped(close)),
+            None => eprintln!("  hint: see its tools with: tether tools {name}"),
+        }
+    }
+    match err.root() {
+        _ if INTERRUPTED.load(Ordering::SeqCst) => {}
+        Error::LoginRequired { .. } => {
+            eprintln!("  hint: sign in with: tether login {name}");
+        }
+        Error::Timeout(tether::Timeout { step: tether::Step::Ceiling { .. }, .. }) => {
+            eprintln!("  hint: the tool was still at work; raise \"maxTotalTimeout\" for {name:?} in the configuration");
+        }
+        Error::Timeout(_) => {
+            eprintln!("  hint: pass a longer --timeout, or raise \"timeout\" for {name:?} in the configuration");
+        }
+        _ => {}
+    }
+    code
 }
 
 fn read_arguments(arguments: Option<&str>) -> Result<Value, String> {

@@ -103,30 +103,13 @@ pub(crate) fn parse(
     warnings: &mut Vec<String>,
 ) -> Result<Parsed, String> {
     let shown = context.shown;
-    let here = |field: &str| format!("{shown}: server {name:?}: field {field:?}");
     check_name(name).map_err(|why| format!("{shown}: server name {name:?} {why}"))?;
     let Value::Object(fields) = entry else {
         return Err(format!("{shown}: server {name:?} must be an object"));
     };
-    for key in fields.keys() {
-        if KNOWN_FIELDS.contains(&key.as_str()) {
-            continue;
-        }
-        if FOREIGN_FIELDS.contains(&key.as_str()) {
-            warnings.push(format!(
-                "{shown}: server {name:?}: field {key:?} means nothing to tether and is ignored"
-            ));
-            continue;
-        }
-        // What `list --json` calls the era is set with `protocol`.
-        let synonym = matches!(key.as_str(), "era" | "protocolVersion").then_some("protocol");
-        let hint = synonym
-            .or_else(|| closest(key, KNOWN_FIELDS))
-            .map(|known| format!(" (did you mean {known:?}?)"))
-            .unwrap_or_default();
-        return Err(format!("{shown}: server {name:?}: unknown field {key:?}{hint}"));
-    }
-    let field = |key: &str, why: String| format!("{} {why}", here(key));
+    check_fields(shown, name, fields, warnings)?;
+    let this = Entry { shown, name, fields, context };
+    let field = |key: &str, why: String| this.field(key, why);
     let command = optional_string(fields, "command").map_err(|why| field("command", why))?;
     let url = optional_string(fields, "url").map_err(|why| field("url", why))?;
     let kind = optional_string(fields, "type").map_err(|why| field("type", why))?;
@@ -174,229 +157,13 @@ pub(crate) fn parse(
             ))
         }
         (Some(command), None) => {
-            if let Some(kind) = kind.as_deref().filter(|kind| !matches!(*kind, "stdio" | "local")) {
-                return Err(field(
-                    "type",
-                    format!("is {kind:?}, which does not go with \"command\"; use \"stdio\""),
-                ));
-            }
-            for remote_only in ["headers", "bearerTokenEnv", "caFile", "oauth", "auth"] {
-                if fields.contains_key(remote_only) {
-                    return Err(field(
-                        remote_only,
-                        "is for remote servers (\"url\"), not \"command\"".into(),
-                    ));
-                }
-            }
-            let command = expander.expand(&command).map_err(|why| field("command", why))?;
-            if command.trim().is_empty() {
-                return Err(field("command", "is empty".into()));
-            }
-            let args = string_list(fields, "args").map_err(|why| field("args", why))?;
-            let args = args
-                .iter()
-                .map(|arg| expander.expand(arg))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|why| field("args", why))?;
-            let mut env = BTreeMap::new();
-            for (key, value) in string_map(fields, "env").map_err(|why| field("env", why))? {
-                let expanded = expander
-                    .expand_secret(&value)
-                    .map_err(|why| field("env", format!("{key}: {why}")))?;
-                if !expand::is_indirect(&value) && looks_secret(&key) && !value.is_empty() {
-                    warnings.push(format!(
-                        "{shown}: server {name:?}: env {key} holds a literal credential; \
-                         prefer \"envFrom\" or \"${{VAR}}\" so it stays out of the file"
-                    ));
-                }
-                env.insert(key, expanded);
-            }
-            let env_from: BTreeMap<String, String> = string_map(fields, "envFrom")
-                .map_err(|why| field("envFrom", why))?
-                .into_iter()
-                .collect();
-            for host_variable in env_from.values() {
-                expander.check_variable(host_variable).map_err(|why| field("envFrom", why))?;
-            }
-            let inherit_env = optional_bool(fields, "inheritEnv")
-                .map_err(|why| field("inheritEnv", why))?
-                == Some(true);
-            if inherit_env && context.scope == Scope::Project {
-                return Err(field("inheritEnv", "would hand the whole environment to a project's server; not allowed in a project file".into()));
-            }
-            let cwd = match optional_string(fields, "cwd").map_err(|why| field("cwd", why))? {
-                Some(cwd) => Some(resolve_cwd(
-                    &expander.expand(&cwd).map_err(|why| field("cwd", why))?,
-                    context.path,
-                )),
-                None => None,
-            };
-            TransportConfig::Stdio(StdioConfig {
-                command,
-                args,
-                env,
-                env_from,
-                inherit_env,
-                cwd,
-                shutdown_timeout: None,
-            })
+            stdio_transport(&this, &command, kind.as_deref(), &mut expander, warnings)?
         }
-        (None, Some(url)) => {
-            let kind = match kind.as_deref().map(str::parse::<HttpKind>) {
-                None => HttpKind::Auto,
-                Some(Ok(kind)) => kind,
-                Some(Err(other)) => {
-                    let other = other.given;
-                    return Err(field(
-                        "type",
-                        format!("is {other:?}; use \"http\" or \"sse\" with \"url\""),
-                    ));
-                }
-            };
-            for stdio_only in ["args", "env", "envFrom", "inheritEnv", "cwd", "shutdownTimeout"] {
-                if fields.contains_key(stdio_only) {
-                    return Err(field(
-                        stdio_only,
-                        "is for stdio servers (\"command\"), not \"url\"".into(),
-                    ));
-                }
-            }
-            let url = expander.expand(&url).map_err(|why| field("url", why))?;
-            let from_unset_variable = context.checking && expander.saw_unset;
-            let web = url.starts_with("http://") || url.starts_with("https://");
-            if !web && !from_unset_variable {
-                return Err(field("url", "must start with http:// or https://".into()));
-            }
-            if web && !from_unset_variable {
-                let host = url.split_once("://").map_or("", |(_, rest)| rest);
-                let host = host.split(['/', '?', '#']).next().unwrap_or("");
-                if host.is_empty() || url.chars().any(char::is_whitespace) {
-                    return Err(field(
-                        "url",
-                        format!("is not a valid URL ({url:?} has no host, or has spaces)"),
-                    ));
-                }
-            }
-            let mut headers = Vec::new();
-            for (key, value) in
-                string_map(fields, "headers").map_err(|why| field("headers", why))?
-            {
-                let expanded = expander
-                    .expand_secret(&value)
-                    .map_err(|why| field("headers", format!("{key}: {why}")))?;
-                if !expand::is_indirect(&value) && is_credential_header(&key) {
-                    warnings.push(format!(
-                        "{shown}: server {name:?}: header {key} holds a literal credential; \
-                         prefer \"bearerTokenEnv\" or \"${{VAR}}\" so it stays out of the file"
-                    ));
-                }
-                headers.push((key, expanded));
-            }
-            let bearer_token_env = optional_string(fields, "bearerTokenEnv")
-                .map_err(|why| field("bearerTokenEnv", why))?;
-            if let Some(variable) = &bearer_token_env {
-                expander.check_variable(variable).map_err(|why| field("bearerTokenEnv", why))?;
-            }
-            let auth_provider = match fields.get("auth") {
-                None => None,
-                Some(Value::Object(auth)) => match auth.get("provider") {
-                    Some(Value::String(provider)) => Some(provider.clone()),
-                    _ => return Err(field("auth", "must be {\"provider\": NAME}".into())),
-                },
-                Some(other) => {
-                    return Err(field(
-                        "auth",
-                        format!("must be an object, not {}", type_name(other)),
-                    ))
-                }
-            };
-            if auth_provider.is_some() && context.scope == Scope::Project {
-                return Err(field(
-                    "auth",
-                    "names a token provider, which a project file may not do".into(),
-                ));
-            }
-            let oauth = match fields.get("oauth") {
-                None | Some(Value::Null) => None,
-                Some(Value::Object(object)) => Some(Box::new(
-                    super::oauth::parse(object, &mut expander)
-                        .map_err(|why| field("oauth", why))?,
-                )),
-                Some(other) => {
-                    return Err(field(
-                        "oauth",
-                        format!("must be an object, not {}", type_name(other)),
-                    ))
-                }
-            };
-            // Relative to the file it is written in, as `cwd` is.
-            let ca_file =
-                match optional_string(fields, "caFile").map_err(|why| field("caFile", why))? {
-                    Some(path) => Some(resolve_cwd(
-                        &expander.expand(&path).map_err(|why| field("caFile", why))?,
-                        context.path,
-                    )),
-                    None => None,
-                };
-            TransportConfig::Http(HttpConfig {
-                url,
-                kind,
-                headers,
-                bearer_token_env,
-                oauth,
-                auth_provider,
-                ca_file,
-            })
-        }
+        (None, Some(url)) => http_transport(&this, &url, kind.as_deref(), &mut expander, warnings)?,
     };
-    let seconds = |key: &str| -> Result<Option<Duration>, String> {
-        match fields.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(value) => match value.as_f64() {
-                Some(secs) if secs > 0.0 && secs < 1e7 => Ok(Some(Duration::from_secs_f64(secs))),
-                _ => Err(field(
-                    key,
-                    "must be a number of seconds above 0 and below 10000000 (115 days)".into(),
-                )),
-            },
-        }
-    };
-    let timeout = seconds("timeout")?.unwrap_or(DEFAULT_TIMEOUT);
-    let max_total_timeout = seconds("maxTotalTimeout")?.unwrap_or(timeout * 10).max(timeout);
-    let start_timeout = seconds("startTimeout")?.unwrap_or(DEFAULT_START_TIMEOUT);
     let mut transport = transport;
-    if let TransportConfig::Stdio(stdio) = &mut transport {
-        stdio.shutdown_timeout = seconds("shutdownTimeout")?;
-    }
-    // Other clients count some of these in milliseconds: 5000 here is not 5 s.
-    for (key, likely_ms) in
-        [("timeout", 3600.0), ("startTimeout", 600.0), ("shutdownTimeout", 600.0)]
-    {
-        match fields.get(key).and_then(Value::as_f64) {
-            Some(secs) if secs >= likely_ms => warnings.push(format!(
-                "{shown}: server {name:?}: field {key:?} is {secs} seconds ({:.0} minutes): \
-                 tether counts timeouts in seconds, not milliseconds",
-                secs / 60.0
-            )),
-            _ => {}
-        }
-    }
-    let protocol = match fields.get("protocol") {
-        None | Some(Value::Null) => EraChoice::Auto,
-        Some(value) => value.as_str().and_then(|word| word.parse().ok()).ok_or_else(|| {
-            field("protocol", format!("must be \"auto\", \"legacy\" or \"modern\", not {value}"))
-        })?,
-    };
-    let legacy_transport =
-        matches!(&transport, TransportConfig::Http(http) if http.kind == HttpKind::Sse);
-    if protocol == EraChoice::Modern && legacy_transport {
-        return Err(field(
-            "protocol",
-            "is \"modern\", but \"type\": \"sse\" is the 2024-11-05 transport, which only the \
-             handshake era speaks"
-                .into(),
-        ));
-    }
+    let (timeout, max_total_timeout, start_timeout) = timeouts(&this, &mut transport, warnings)?;
+    let protocol = era_choice(&this, &transport)?;
     let tools = match fields.get("tools") {
         None | Some(Value::Null) => None,
         Some(_) => Some(string_list(fields, "tools").map_err(|why| field("tools", why))?),
@@ -420,6 +187,309 @@ pub(crate) fn parse(
         warnings: Vec::new(),
         raw: Some(entry.clone()),
     })))
+}
+
+/// `timeout`, `maxTotalTimeout` and `startTimeout` (and a stdio entry's
+/// `shutdownTimeout`), in seconds; a value that looks like milliseconds
+/// is warned about.
+fn timeouts(
+    this: &Entry<'_>,
+    transport: &mut TransportConfig,
+    warnings: &mut Vec<String>,
+) -> Result<(Duration, Duration, Duration), String> {
+    let seconds = |key: &str| -> Result<Option<Duration>, String> {
+        match this.fields.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => match value.as_f64() {
+                Some(secs) if secs > 0.0 && secs < 1e7 => Ok(Some(Duration::from_secs_f64(secs))),
+                _ => Err(this.field(
+                    key,
+                    "must be a number of seconds above 0 and below 10000000 (115 days)".into(),
+                )),
+            },
+        }
+    };
+    let timeout = seconds("timeout")?.unwrap_or(DEFAULT_TIMEOUT);
+    let max_total_timeout = seconds("maxTotalTimeout")?.unwrap_or(timeout * 10).max(timeout);
+    let start_timeout = seconds("startTimeout")?.unwrap_or(DEFAULT_START_TIMEOUT);
+    if let TransportConfig::Stdio(stdio) = transport {
+        stdio.shutdown_timeout = seconds("shutdownTimeout")?;
+    }
+    // Other clients count some of these in milliseconds: 5000 here is not 5 s.
+    for (key, likely_ms) in
+        [("timeout", 3600.0), ("startTimeout", 600.0), ("shutdownTimeout", 600.0)]
+    {
+        match this.fields.get(key).and_then(Value::as_f64) {
+            Some(secs) if secs >= likely_ms => warnings.push(format!(
+                "{}: server {:?}: field {key:?} is {secs} seconds ({:.0} minutes): \
+                 tether counts timeouts in seconds, not milliseconds",
+                this.shown,
+                this.name,
+                secs / 60.0
+            )),
+            _ => {}
+        }
+    }
+    Ok((timeout, max_total_timeout, start_timeout))
+}
+
+/// `protocol`: which era to speak, and never the stateless one over the
+/// 2024-11-05 transport.
+fn era_choice(this: &Entry<'_>, transport: &TransportConfig) -> Result<EraChoice, String> {
+    let protocol = match this.fields.get("protocol") {
+        None | Some(Value::Null) => EraChoice::Auto,
+        Some(value) => value.as_str().and_then(|word| word.parse().ok()).ok_or_else(|| {
+            this.field(
+                "protocol",
+                format!("must be \"auto\", \"legacy\" or \"modern\", not {value}"),
+            )
+        })?,
+    };
+    let legacy_transport =
+        matches!(transport, TransportConfig::Http(http) if http.kind == HttpKind::Sse);
+    if protocol == EraChoice::Modern && legacy_transport {
+        return Err(this.field(
+            "protocol",
+            "is \"modern\", but \"type\": \"sse\" is the 2024-11-05 transport, which only the \
+             handshake era speaks"
+                .into(),
+        ));
+    }
+    Ok(protocol)
+}
+
+/// A server URL: http(s), with a host and no spaces.
+fn check_url(url: &str) -> Result<(), String> {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err("must start with http:// or https://".into());
+    }
+    let host = url.split_once("://").map_or("", |(_, rest)| rest);
+    let host = host.split(['/', '?', '#']).next().unwrap_or("");
+    if host.is_empty() || url.chars().any(char::is_whitespace) {
+        return Err(format!("is not a valid URL ({url:?} has no host, or has spaces)"));
+    }
+    Ok(())
+}
+
+/// One entry's fields, and how an error names them.
+struct Entry<'a> {
+    shown: &'a str,
+    name: &'a str,
+    fields: &'a Map<String, Value>,
+    context: &'a Context<'a>,
+}
+
+impl Entry<'_> {
+    /// An error about field `key`, naming the file and the server.
+    fn field(&self, key: &str, why: String) -> String {
+        format!("{}: server {:?}: field {key:?} {why}", self.shown, self.name)
+    }
+}
+
+/// Refuses a field tether does not know (naming the closest one) and warns
+/// about those of other clients, which mean nothing here.
+fn check_fields(
+    shown: &str,
+    name: &str,
+    fields: &Map<String, Value>,
+    warnings: &mut Vec<String>,
+) -> Result<(), String> {
+    for key in fields.keys() {
+        if KNOWN_FIELDS.contains(&key.as_str()) {
+            continue;
+        }
+        if FOREIGN_FIELDS.contains(&key.as_str()) {
+            warnings.push(format!(
+                "{shown}: server {name:?}: field {key:?} means nothing to tether and is ignored"
+            ));
+            continue;
+        }
+        // What `list --json` calls the era is set with `protocol`.
+        let synonym = matches!(key.as_str(), "era" | "protocolVersion").then_some("protocol");
+        let hint = synonym
+            .or_else(|| closest(key, KNOWN_FIELDS))
+            .map(|known| format!(" (did you mean {known:?}?)"))
+            .unwrap_or_default();
+        return Err(format!("{shown}: server {name:?}: unknown field {key:?}{hint}"));
+    }
+    Ok(())
+}
+
+/// A stdio entry's transport: the command, its arguments and environment,
+/// expanded; no field of a remote entry.
+fn stdio_transport(
+    entry: &Entry<'_>,
+    command: &str,
+    kind: Option<&str>,
+    expander: &mut Expander<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<TransportConfig, String> {
+    let (shown, name) = (entry.shown, entry.name);
+    if let Some(kind) = kind.filter(|kind| !matches!(*kind, "stdio" | "local")) {
+        return Err(entry.field(
+            "type",
+            format!("is {kind:?}, which does not go with \"command\"; use \"stdio\""),
+        ));
+    }
+    for remote_only in ["headers", "bearerTokenEnv", "caFile", "oauth", "auth"] {
+        if entry.fields.contains_key(remote_only) {
+            return Err(
+                entry.field(remote_only, "is for remote servers (\"url\"), not \"command\"".into())
+            );
+        }
+    }
+    let command = expander.expand(command).map_err(|why| entry.field("command", why))?;
+    if command.trim().is_empty() {
+        return Err(entry.field("command", "is empty".into()));
+    }
+    let args = string_list(entry.fields, "args").map_err(|why| entry.field("args", why))?;
+    let args = args
+        .iter()
+        .map(|arg| expander.expand(arg))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|why| entry.field("args", why))?;
+    let mut env = BTreeMap::new();
+    for (key, value) in string_map(entry.fields, "env").map_err(|why| entry.field("env", why))? {
+        let expanded = expander
+            .expand_secret(&value)
+            .map_err(|why| entry.field("env", format!("{key}: {why}")))?;
+        if !expand::is_indirect(&value) && looks_secret(&key) && !value.is_empty() {
+            warnings.push(format!(
+                "{shown}: server {name:?}: env {key} holds a literal credential; \
+                 prefer \"envFrom\" or \"${{VAR}}\" so it stays out of the file"
+            ));
+        }
+        env.insert(key, expanded);
+    }
+    let env_from: BTreeMap<String, String> = string_map(entry.fields, "envFrom")
+        .map_err(|why| entry.field("envFrom", why))?
+        .into_iter()
+        .collect();
+    for host_variable in env_from.values() {
+        expander.check_variable(host_variable).map_err(|why| entry.field("envFrom", why))?;
+    }
+    let inherit_env = optional_bool(entry.fields, "inheritEnv")
+        .map_err(|why| entry.field("inheritEnv", why))?
+        == Some(true);
+    if inherit_env && entry.context.scope == Scope::Project {
+        return Err(entry.field(
+            "inheritEnv",
+            "would hand the whole environment to a project's server; not allowed in a project file"
+                .into(),
+        ));
+    }
+    let cwd = match optional_string(entry.fields, "cwd").map_err(|why| entry.field("cwd", why))? {
+        Some(cwd) => Some(resolve_cwd(
+            &expander.expand(&cwd).map_err(|why| entry.field("cwd", why))?,
+            entry.context.path,
+        )),
+        None => None,
+    };
+    Ok(TransportConfig::Stdio(StdioConfig {
+        command,
+        args,
+        env,
+        env_from,
+        inherit_env,
+        cwd,
+        shutdown_timeout: None,
+    }))
+}
+
+/// A remote entry's transport: the URL, checked, and its credentials; no
+/// field of a stdio entry.
+fn http_transport(
+    entry: &Entry<'_>,
+    url: &str,
+    kind: Option<&str>,
+    expander: &mut Expander<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<TransportConfig, String> {
+    let (shown, name) = (entry.shown, entry.name);
+    let kind = match kind.map(str::parse::<HttpKind>) {
+        None => HttpKind::Auto,
+        Some(Ok(kind)) => kind,
+        Some(Err(other)) => {
+            let other = other.given;
+            return Err(
+                entry.field("type", format!("is {other:?}; use \"http\" or \"sse\" with \"url\""))
+            );
+        }
+    };
+    for stdio_only in ["args", "env", "envFrom", "inheritEnv", "cwd", "shutdownTimeout"] {
+        if entry.fields.contains_key(stdio_only) {
+            return Err(
+                entry.field(stdio_only, "is for stdio servers (\"command\"), not \"url\"".into())
+            );
+        }
+    }
+    let url = expander.expand(url).map_err(|why| entry.field("url", why))?;
+    let from_unset_variable = entry.context.checking && expander.saw_unset;
+    if !from_unset_variable {
+        check_url(&url).map_err(|why| entry.field("url", why))?;
+    }
+    let mut headers = Vec::new();
+    for (key, value) in
+        string_map(entry.fields, "headers").map_err(|why| entry.field("headers", why))?
+    {
+        let expanded = expander
+            .expand_secret(&value)
+            .map_err(|why| entry.field("headers", format!("{key}: {why}")))?;
+        if !expand::is_indirect(&value) && is_credential_header(&key) {
+            warnings.push(format!(
+                "{shown}: server {name:?}: header {key} holds a literal credential; \
+                 prefer \"bearerTokenEnv\" or \"${{VAR}}\" so it stays out of the file"
+            ));
+        }
+        headers.push((key, expanded));
+    }
+    let bearer_token_env = optional_string(entry.fields, "bearerTokenEnv")
+        .map_err(|why| entry.field("bearerTokenEnv", why))?;
+    if let Some(variable) = &bearer_token_env {
+        expander.check_variable(variable).map_err(|why| entry.field("bearerTokenEnv", why))?;
+    }
+    let auth_provider = match entry.fields.get("auth") {
+        None => None,
+        Some(Value::Object(auth)) => match auth.get("provider") {
+            Some(Value::String(provider)) => Some(provider.clone()),
+            _ => return Err(entry.field("auth", "must be {\"provider\": NAME}".into())),
+        },
+        Some(other) => {
+            return Err(entry.field("auth", format!("must be an object, not {}", type_name(other))))
+        }
+    };
+    if auth_provider.is_some() && entry.context.scope == Scope::Project {
+        return Err(
+            entry.field("auth", "names a token provider, which a project file may not do".into())
+        );
+    }
+    let oauth = match entry.fields.get("oauth") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(object)) => Some(Box::new(
+            super::oauth::parse(object, expander).map_err(|why| entry.field("oauth", why))?,
+        )),
+        Some(other) => {
+            return Err(entry.field("oauth", format!("must be an object, not {}", type_name(other))))
+        }
+    };
+    // Relative to the file it is written in, as `cwd` is.
+    let ca_file =
+        match optional_string(entry.fields, "caFile").map_err(|why| entry.field("caFile", why))? {
+            Some(path) => Some(resolve_cwd(
+                &expander.expand(&path).map_err(|why| entry.field("caFile", why))?,
+                entry.context.path,
+            )),
+            None => None,
+        };
+    Ok(TransportConfig::Http(HttpConfig {
+        url,
+        kind,
+        headers,
+        bearer_token_env,
+        oauth,
+        auth_provider,
+        ca_file,
+    }))
 }
 
 fn parse_exposure(value: &Value) -> Result<Exposure, String> {

@@ -239,30 +239,42 @@ impl Config {
                     self.failed.retain(|existing| name_key(&existing.name) != key);
                     self.servers.push(*server);
                 }
-                Ok(entry::Parsed::Override(changes)) => match self.servers.iter_mut().find(|s| name_key(&s.name) == key) {
-                    Some(server) => {
-                        if let Some(enabled) = changes.enabled {
-                            server.enabled = enabled;
-                        }
-                        if let Some(exposure) = changes.exposure {
-                            server.exposure = exposure;
-                        }
-                        if let Some(tool_exposure) = changes.tool_exposure {
-                            server.tool_exposure = tool_exposure;
-                        }
-                    }
-                    None => self.warnings.push(format!(
-                        "{shown}: server {name:?} has no \"command\" or \"url\" and overrides no user server of that name"
-                    )),
-                },
+                Ok(entry::Parsed::Override(changes)) => self.apply_override(name, &shown, changes),
                 Err(error) => {
                     // The entry meant to replace any earlier one of its name:
                     // its failure does, rather than the old entry running on.
                     self.servers.retain(|existing| name_key(&existing.name) != key);
                     self.failed.retain(|existing| name_key(&existing.name) != key);
-                    self.failed.push(FailedEntry { name: name.clone(), scope, source: path.map(Path::to_owned), error })
+                    self.failed.push(FailedEntry {
+                        name: name.clone(),
+                        scope,
+                        source: path.map(Path::to_owned),
+                        error,
+                    })
                 }
             }
+        }
+    }
+
+    /// A project entry without `command` or `url` changes only the
+    /// settings it names of the user entry of the same name.
+    fn apply_override(&mut self, name: &str, shown: &str, changes: entry::Override) {
+        let key = name_key(name);
+        match self.servers.iter_mut().find(|s| name_key(&s.name) == key) {
+            Some(server) => {
+                if let Some(enabled) = changes.enabled {
+                    server.enabled = enabled;
+                }
+                if let Some(exposure) = changes.exposure {
+                    server.exposure = exposure;
+                }
+                if let Some(tool_exposure) = changes.tool_exposure {
+                    server.tool_exposure = tool_exposure;
+                }
+            }
+            None => self.warnings.push(format!(
+                "{shown}: server {name:?} has no \"command\" or \"url\" and overrides no user server of that name"
+            )),
         }
     }
 

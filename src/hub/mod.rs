@@ -10,6 +10,7 @@
 //! shuts everything down. This file is the public face: the options, the
 //! status types and the calls.
 
+mod connecting;
 mod events;
 mod for_model;
 mod options;

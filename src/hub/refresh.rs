@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::connecting::close_all;
 use super::slot::Slot;
-use super::state::close_all;
 use super::Hub;
 use crate::client::Client;
 

@@ -20,6 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use super::connecting::{close_all, handshake};
 use super::events::{self, Events};
 use super::slot::{is_lost, Connected, Phase, Slot, StartJob};
 use super::HubOptions;
@@ -554,56 +555,4 @@ fn join_ended(starters: &mut Vec<JoinHandle<()>>) {
             at += 1;
         }
     }
-}
-
-/// Handshake and first tool list, each step given what is left of the start
-/// timeout; a timeout says it was the start that ran out.
-fn handshake(
-    client: &Arc<Client>,
-    config: &ServerConfig,
-    deadline: Instant,
-) -> Result<Connected, Error> {
-    let remaining =
-        || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-    let started = || -> Result<Connected, Error> {
-        let info = client.initialize(remaining())?.clone();
-        let mut warnings = Vec::new();
-        let mut tools = if info.has_capability("tools") {
-            let options = CallOptions {
-                timeout: Some(remaining()),
-                deadline: Some(deadline),
-                ..CallOptions::default()
-            };
-            let tools = client.list_tools(&options)?;
-            warnings.extend(client.tools_left_out());
-            tools
-        } else {
-            Vec::new()
-        };
-        if let Some(allowed) = &config.tools {
-            for name in allowed {
-                if !tools.iter().any(|tool| &tool.name == name) {
-                    warnings
-                        .push(format!("\"tools\" names {name:?}, which the server does not offer"));
-                }
-            }
-            tools.retain(|tool| allowed.contains(&tool.name));
-        }
-        Ok(Connected { client: Arc::clone(client), info, tools: Arc::new(tools), warnings })
-    };
-    started().map_err(|error| error.during_start(config.start_timeout))
-}
-
-/// Closes these clients in parallel, one `{server}-close` thread each.
-pub(super) fn close_all(clients: &[Arc<Client>]) {
-    thread::scope(|scope| {
-        for client in clients {
-            let closer = thread::Builder::new()
-                .name(format!("{}-close", client.server_name()))
-                .spawn_scoped(scope, move || client.close());
-            if closer.is_err() {
-                let _ = client.close();
-            }
-        }
-    });
 }

@@ -5,7 +5,7 @@
 //! and the rest (`$ref` included) are ignored, because a false alarm is
 //! worse than a missed one when all a mismatch can do is warn.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::clip;
 
@@ -37,16 +37,32 @@ fn check(value: &Value, schema: &Value, path: &str) -> Result<(), String> {
         _ => return Ok(()),
     };
     let fail = |why: String| Err(format!("{path}: {why}"));
+    if let Err(why) = check_value(value, schema) {
+        return fail(why);
+    }
+    if let Some(items) = value.as_array() {
+        check_items(items, schema, path)?;
+    }
+    if let Some(object) = value.as_object() {
+        check_properties(object, schema, path)?;
+    }
+    check_combinators(value, schema, path)
+}
 
+/// The keywords on the value itself: `type`, `enum`, `const`, and the
+/// bounds of a number or a string's length. The error says why, without
+/// the path.
+fn check_value(value: &Value, schema: &Map<String, Value>) -> Result<(), String> {
+    let count = |name: &str| schema.get(name).and_then(Value::as_u64);
     match schema.get("type") {
         Some(Value::String(name)) if !has_type(value, name) => {
-            return fail(format!("expected {}", type_phrase(name)));
+            return Err(format!("expected {}", type_phrase(name)));
         }
         Some(Value::Array(names)) => {
             let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
             if !names.is_empty() && !names.iter().any(|name| has_type(value, name)) {
                 let phrases: Vec<String> = names.iter().map(|name| type_phrase(name)).collect();
-                return fail(format!("expected {}", phrases.join(" or ")));
+                return Err(format!("expected {}", phrases.join(" or ")));
             }
         }
         _ => {}
@@ -54,7 +70,7 @@ fn check(value: &Value, schema: &Value, path: &str) -> Result<(), String> {
 
     if let Some(Value::Array(allowed)) = schema.get("enum") {
         if !allowed.iter().any(|candidate| json_equal(candidate, value)) {
-            return fail(format!(
+            return Err(format!(
                 "expected one of {}",
                 clip(&Value::from(allowed.clone()).to_string())
             ));
@@ -62,95 +78,113 @@ fn check(value: &Value, schema: &Value, path: &str) -> Result<(), String> {
     }
     if let Some(constant) = schema.get("const") {
         if !json_equal(constant, value) {
-            return fail(format!("expected {}", clip(&constant.to_string())));
+            return Err(format!("expected {}", clip(&constant.to_string())));
         }
     }
 
     if let Some(number) = value.as_f64() {
         let bound = |name: &str| schema.get(name).and_then(Value::as_f64);
         if let Some(minimum) = bound("minimum").filter(|&minimum| number < minimum) {
-            return fail(format!("expected at least {minimum}"));
+            return Err(format!("expected at least {minimum}"));
         }
         if let Some(maximum) = bound("maximum").filter(|&maximum| number > maximum) {
-            return fail(format!("expected at most {maximum}"));
+            return Err(format!("expected at most {maximum}"));
         }
         if let Some(minimum) = bound("exclusiveMinimum").filter(|&minimum| number <= minimum) {
-            return fail(format!("expected more than {minimum}"));
+            return Err(format!("expected more than {minimum}"));
         }
         if let Some(maximum) = bound("exclusiveMaximum").filter(|&maximum| number >= maximum) {
-            return fail(format!("expected less than {maximum}"));
+            return Err(format!("expected less than {maximum}"));
         }
     }
 
-    let count = |name: &str| schema.get(name).and_then(Value::as_u64);
     if let Some(text) = value.as_str() {
         // JSON Schema counts characters (code points), not bytes.
         let length = text.chars().count() as u64;
         if let Some(minimum) = count("minLength").filter(|&minimum| length < minimum) {
-            return fail(format!("expected at least {minimum} characters, found {length}"));
+            return Err(format!("expected at least {minimum} characters, found {length}"));
         }
         if let Some(maximum) = count("maxLength").filter(|&maximum| length > maximum) {
-            return fail(format!("expected at most {maximum} characters, found {length}"));
+            return Err(format!("expected at most {maximum} characters, found {length}"));
         }
     }
 
-    if let Some(items) = value.as_array() {
-        let length = items.len() as u64;
-        if let Some(minimum) = count("minItems").filter(|&minimum| length < minimum) {
-            return fail(format!("expected at least {minimum} items, found {length}"));
+    Ok(())
+}
+
+/// An array's keywords: its length, and each item by position or by the
+/// schema for the rest.
+fn check_items(items: &[Value], schema: &Map<String, Value>, path: &str) -> Result<(), String> {
+    let fail = |why: String| Err(format!("{path}: {why}"));
+    let count = |name: &str| schema.get(name).and_then(Value::as_u64);
+    let length = items.len() as u64;
+    if let Some(minimum) = count("minItems").filter(|&minimum| length < minimum) {
+        return fail(format!("expected at least {minimum} items, found {length}"));
+    }
+    if let Some(maximum) = count("maxItems").filter(|&maximum| length > maximum) {
+        return fail(format!("expected at most {maximum} items, found {length}"));
+    }
+    // `prefixItems` (2020-12) or a list under `items` (earlier drafts)
+    // checks items by position; a schema under `items` checks the rest.
+    let positional = match (schema.get("prefixItems"), schema.get("items")) {
+        (Some(Value::Array(prefix)), _) | (None, Some(Value::Array(prefix))) => &prefix[..],
+        _ => &[],
+    };
+    for (index, (item, item_schema)) in items.iter().zip(positional).enumerate() {
+        check(item, item_schema, &format!("{path}[{index}]"))?;
+    }
+    if let Some(rest @ (Value::Object(_) | Value::Bool(_))) = schema.get("items") {
+        for (index, item) in items.iter().enumerate().skip(positional.len()) {
+            check(item, rest, &format!("{path}[{index}]"))?;
         }
-        if let Some(maximum) = count("maxItems").filter(|&maximum| length > maximum) {
-            return fail(format!("expected at most {maximum} items, found {length}"));
-        }
-        // `prefixItems` (2020-12) or a list under `items` (earlier drafts)
-        // checks items by position; a schema under `items` checks the rest.
-        let positional = match (schema.get("prefixItems"), schema.get("items")) {
-            (Some(Value::Array(prefix)), _) | (None, Some(Value::Array(prefix))) => &prefix[..],
-            _ => &[],
-        };
-        for (index, (item, item_schema)) in items.iter().zip(positional).enumerate() {
-            check(item, item_schema, &format!("{path}[{index}]"))?;
-        }
-        if let Some(rest @ (Value::Object(_) | Value::Bool(_))) = schema.get("items") {
-            for (index, item) in items.iter().enumerate().skip(positional.len()) {
-                check(item, rest, &format!("{path}[{index}]"))?;
+    }
+    Ok(())
+}
+
+/// An object's keywords: `required`, `properties` and
+/// `additionalProperties`.
+fn check_properties(
+    object: &Map<String, Value>,
+    schema: &Map<String, Value>,
+    path: &str,
+) -> Result<(), String> {
+    let fail = |why: String| Err(format!("{path}: {why}"));
+    if let Some(Value::Array(required)) = schema.get("required") {
+        for name in required.iter().filter_map(Value::as_str) {
+            if !object.contains_key(name) {
+                return fail(format!("missing required property {}", Value::from(name)));
             }
         }
     }
-
-    if let Some(object) = value.as_object() {
-        if let Some(Value::Array(required)) = schema.get("required") {
-            for name in required.iter().filter_map(Value::as_str) {
-                if !object.contains_key(name) {
-                    return fail(format!("missing required property {}", Value::from(name)));
-                }
-            }
-        }
-        let properties = schema.get("properties").and_then(Value::as_object);
-        if let Some(properties) = properties {
-            for (name, property_schema) in properties {
-                if let Some(property) = object.get(name) {
-                    check(property, property_schema, &property_path(path, name))?;
-                }
-            }
-        }
-        // With `patternProperties`, which would need regular expressions, an
-        // extra property may well be allowed, so it is not judged at all.
-        let additional = schema.get("additionalProperties");
-        if let (Some(additional), None) = (additional, schema.get("patternProperties")) {
-            for (name, property) in object {
-                if properties.is_some_and(|properties| properties.contains_key(name)) {
-                    continue;
-                }
-                let property_path = property_path(path, name);
-                if additional == &Value::Bool(false) {
-                    return Err(format!("{property_path}: unexpected property"));
-                }
-                check(property, additional, &property_path)?;
+    let properties = schema.get("properties").and_then(Value::as_object);
+    if let Some(properties) = properties {
+        for (name, property_schema) in properties {
+            if let Some(property) = object.get(name) {
+                check(property, property_schema, &property_path(path, name))?;
             }
         }
     }
+    // With `patternProperties`, which would need regular expressions, an
+    // extra property may well be allowed, so it is not judged at all.
+    let additional = schema.get("additionalProperties");
+    if let (Some(additional), None) = (additional, schema.get("patternProperties")) {
+        for (name, property) in object {
+            if properties.is_some_and(|properties| properties.contains_key(name)) {
+                continue;
+            }
+            let property_path = property_path(path, name);
+            if additional == &Value::Bool(false) {
+                return Err(format!("{property_path}: unexpected property"));
+            }
+            check(property, additional, &property_path)?;
+        }
+    }
+    Ok(())
+}
 
+/// `allOf`, `anyOf`, `oneOf` and `not`.
+fn check_combinators(value: &Value, schema: &Map<String, Value>, path: &str) -> Result<(), String> {
+    let fail = |why: String| Err(format!("{path}: {why}"));
     if let Some(Value::Array(schemas)) = schema.get("allOf") {
         for each in schemas {
             check(value, each, path)?;
