@@ -13,12 +13,12 @@ use serde_json::Value;
 
 use tether::{Config, Error, Hub, Offered};
 
+use super::output::{
+    emit, emit_body, emit_json, report, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE,
+};
 use super::signals::SignalWatch;
 use super::starting::{connected_hub, warn_not_connected};
-use super::{
-    emit, emit_body, emit_json, report, shown, table, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR,
-    EXIT_USAGE,
-};
+use super::{shown, table};
 
 /// Warns about servers that did not connect and lists that failed; the
 /// exit code says whether the listing is whole.

@@ -13,14 +13,15 @@ use serde_json::{json, Value};
 
 use tether::{CallOptions, Config, Error, HubOptions, Scope, ServerState};
 
+use super::args::Command;
+use super::output::{
+    emit, emit_body, emit_json, report, EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, INTERRUPTED,
+};
 use super::signals::SignalWatch;
 use super::starting::{
     connected_hub, only_server, report_start_failure, unknown_server, warn_not_connected,
 };
-use super::{
-    browse, emit, emit_body, emit_json, progress, report, shown, status, table, Command, EXIT_OK,
-    EXIT_TOOL_ERROR, EXIT_USAGE, INTERRUPTED,
-};
+use super::{browse, progress, shown, status, table};
 
 /// Runs a server command.
 pub(super) fn run(

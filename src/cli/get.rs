@@ -7,8 +7,9 @@
 use serde_json::{json, Map, Value};
 use tether::{Config, ServerConfig};
 
+use super::output::{emit, emit_json, EXIT_OK, EXIT_USAGE};
+use super::shown::escaped;
 use super::starting::unknown_server;
-use super::{emit, emit_json, shown::escaped, EXIT_OK, EXIT_USAGE};
 
 pub(super) fn get(config: &Config, name: &str, json: bool) -> u8 {
     let value = if let Some(server) = config.server(name) {

@@ -19,8 +19,8 @@ use tether::{
     AuthorizationHandler, Config, Error, HttpKind, HttpTarget, OAuthSettings, TransportConfig,
 };
 
+use super::output::{lock, report, EXIT_OK, EXIT_USAGE};
 use super::terminal::open_in_browser;
-use super::{lock, report, EXIT_OK, EXIT_USAGE};
 
 /// How long a sign-in may wait for the person.
 const SIGN_IN_WAIT: Duration = Duration::from_secs(300);

@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
-use super::{emit, EXIT_OK, EXIT_USAGE, OUTPUT_CLOSED};
+use super::output::{emit, EXIT_OK, EXIT_USAGE, OUTPUT_CLOSED};
 
 /// How often `-f` looks for new lines.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);

@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 use tether::{ConfigFiles, Scope};
 
 use super::args::{key_value, AddArgs};
-use super::{report, EXIT_OK, EXIT_USAGE};
+use super::output::{report, EXIT_OK, EXIT_USAGE};
 use tether::for_cli::shell_quote;
 
 /// `tether` with the global options that chose the files (`--config-dir`,

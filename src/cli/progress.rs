@@ -19,7 +19,7 @@ pub(super) fn available() -> bool {
 
 /// Replaces the status line with `text` (escaped by the caller).
 pub(super) fn show(text: &str) {
-    let mut last = super::lock(&LAST);
+    let mut last = super::output::lock(&LAST);
     if SHOWN.load(Ordering::SeqCst) && *last == text {
         return;
     }

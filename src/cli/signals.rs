@@ -13,7 +13,8 @@ use signal_hook::iterator::Signals;
 
 use tether::{Config, Hub, HubOptions, ServerState, ServerStatus};
 
-use super::{lock, progress, shown, INTERRUPTED};
+use super::output::{lock, INTERRUPTED};
+use super::{progress, shown};
 
 /// How often a start in progress is looked at.
 const POLL: Duration = Duration::from_millis(50);

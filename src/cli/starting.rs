@@ -6,8 +6,9 @@ use std::sync::atomic::Ordering;
 
 use tether::{Config, Error, Hub, ServerState, ServerStatus};
 
+use super::output::{report, EXIT_SERVER, EXIT_USAGE, INTERRUPTED};
 use super::signals::SignalWatch;
-use super::{report, shown, status, EXIT_SERVER, EXIT_USAGE, INTERRUPTED};
+use super::{shown, status};
 
 /// Starts the hub for `server` (or every server) and fails when a named
 /// server did not connect.

@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use tether::{Host, Root, RpcError};
 
-use super::lock;
+use super::output::lock;
 use super::shown::{escaped, escaped_body};
 
 /// Answers on the terminal, one question at a time.

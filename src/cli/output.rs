@@ -1,0 +1,117 @@
+//! What the CLI writes and how it ends: stdout through [`emit`] (a closed
+//! pipe ends it quietly, a failed write is exit code 1, JSON escapes C1
+//! controls), errors through [`report`] (the error, its causes, and the
+//! exit code it maps to), the exit codes, and the flag a signal sets.
+//!
+//! Every command file writes through here, and nothing here knows any
+//! command, so that no two files of `cli/` import each other.
+
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tether::Error;
+
+use super::shown;
+
+/// `print!` through [`emit`]: a closed pipe ends the output quietly, and a
+/// full disk is an error and exit code 1, never a panic.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cli::output::emit(&format!($($arg)*)) };
+}
+
+/// `println!` through [`emit`].
+macro_rules! outln {
+    () => { $crate::cli::output::emit("\n") };
+    ($($arg:tt)*) => { $crate::cli::output::emit(&format!("{}\n", format_args!($($arg)*))) };
+}
+
+/// Success.
+pub(crate) const EXIT_OK: u8 = 0;
+/// The tool reported an error, or a server is not connected.
+pub(crate) const EXIT_TOOL_ERROR: u8 = 1;
+/// Bad usage, bad JSON, unknown server or tool, invalid config.
+pub(crate) const EXIT_USAGE: u8 = 2;
+/// The server could not be reached or broke the protocol.
+pub(crate) const EXIT_SERVER: u8 = 3;
+
+/// Set once a signal arrived: errors from the shutdown it causes are not news.
+pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// Set once stdout is a closed pipe (`tether tools | head -1`): output stops,
+/// but the command still ends its servers before exiting.
+pub(crate) static OUTPUT_CLOSED: AtomicBool = AtomicBool::new(false);
+/// Set once writing a result failed otherwise (a full disk): the command
+/// did not do its job, whatever its servers said.
+pub(crate) static OUTPUT_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Writes a server's text (a tool result, a resource, a prompt) to stdout:
+/// on a terminal with its control characters escaped (line breaks and tabs
+/// kept), so it cannot move the cursor or hide lines; to a pipe or a file as
+/// it came.
+pub(crate) fn emit_body(text: &str) {
+    if io::stdout().is_terminal() {
+        emit(&shown::escaped_body(text));
+    } else {
+        emit(text);
+    }
+}
+
+/// Writes to stdout; a closed pipe (`tether list | head`) is not an error.
+/// Once a signal came, nothing more: what the command would print then
+/// comes from its own teardown (servers "shut down by the host").
+pub(crate) fn emit(text: &str) {
+    if OUTPUT_CLOSED.load(Ordering::Relaxed) || INTERRUPTED.load(Ordering::SeqCst) {
+        return;
+    }
+    let mut stdout = io::stdout().lock();
+    if let Err(err) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        OUTPUT_CLOSED.store(true, Ordering::Relaxed);
+        if err.kind() != io::ErrorKind::BrokenPipe {
+            OUTPUT_FAILED.store(true, Ordering::Relaxed);
+            eprintln!("error: cannot write the output: {err}");
+        }
+    }
+}
+
+/// Writes `value` as pretty JSON and a newline. A C1 control character
+/// (U+0080 to U+009F: U+009B starts an escape sequence on many terminals)
+/// or DEL is written as its `\u` escape, as JSON allows: a server's words
+/// reach a terminal as text, never as commands.
+pub(crate) fn emit_json(value: &impl serde::Serialize) {
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    let mut safe = String::with_capacity(text.len() + 1);
+    for c in text.chars() {
+        match c {
+            '\u{7f}'..='\u{9f}' => safe.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => safe.push(c),
+        }
+    }
+    safe.push('\n');
+    emit(&safe);
+}
+
+pub(crate) fn report(err: &Error) -> u8 {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        return EXIT_SERVER;
+    }
+    // Error messages carry what servers said: escaped, never interpreted.
+    eprintln!("error: {}", shown::escaped(&err.to_string()));
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        eprintln!("  caused by: {}", shown::escaped(&cause.to_string()));
+        source = cause.source();
+    }
+    match err.root() {
+        // The server answered, correctly: the request was wrong.
+        Error::Rpc(rpc) if rpc.code == -32601 || rpc.code == -32602 => EXIT_USAGE,
+        // The server answered with an error of its own.
+        Error::Rpc(_) => EXIT_TOOL_ERROR,
+        _ if err.is_server_failure() => EXIT_SERVER,
+        _ => EXIT_USAGE,
+    }
+}
+
+/// Locks, also when a former holder panicked: what the CLI guards is plain
+/// data that a panic cannot leave half-written.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
