@@ -1,5 +1,6 @@
-//! Which era a server speaks, and the session start of each: the stateless
-//! revision's `server/discover`, or the `initialize` handshake.
+//! Which era a server speaks, decided at the start: the probe
+//! (`probe.rs`), then the handshake (`handshake.rs`) where the probe says
+//! so, and the stateless session adopted where it says the other.
 //!
 //! Detection follows the 2026-07-28 `basic/versioning.mdx`. tether probes
 //! with `server/discover` at the stateless version. A result that lists
@@ -9,7 +10,8 @@
 //! fallback on a guess). Any other error reply (even another modern one:
 //! a dual-era server may still take the handshake), an HTTP 4xx, a result
 //! that is not a `DiscoverResult`, or on stdio silence until the probe's
-//! wait runs out makes it a handshake-era server. A -32022 to
+//! wait runs out makes it a handshake-era server (on stdio, where a probe
+//! may go unanswered). A -32022 to
 //! `initialize` after a probe that timed out is a slow modern server: it is
 //! probed once more. Network failures and 5xx are no verdict: they fail the
 //! start as before.
@@ -22,51 +24,13 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Map, Value};
-
-use super::session::{Session, StatelessSession};
-use super::{CallOptions, Client};
-use crate::error::{CloseReason, Error};
-use crate::host::{self, Host};
-use crate::jsonrpc::{Frame, RpcError, METHOD_NOT_FOUND};
-use crate::protocol::{
-    Era, EraChoice, ServerInfo, LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSION,
-    SUPPORTED_PROTOCOL_VERSIONS,
-};
-use crate::transport::outbox::Closed;
-use crate::transport::Dialect;
-
-/// `UnsupportedProtocolVersionError`.
-pub(super) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-/// Refusals only a stateless server sends: a header that does not match
-/// its body, a client capability it needs.
-const MODERN_REFUSALS: [i64; 2] = [-32020, -32021];
-/// The most a stdio probe waits for an answer before the handshake is
-/// tried: a handshake-era server may ignore what comes before `initialize`.
-const PROBE_WAIT: Duration = Duration::from_secs(5);
-
-/// How much of the time left a probe may wait.
-#[derive(Clone, Copy)]
-enum ProbeWait {
-    /// On stdio, half of it and 5 s at most (the server may be of the
-    /// handshake era and ignore the probe).
-    Part,
-    /// All of it (the era is pinned, or a second probe).
-    Whole,
-}
-
-/// What the probe found.
-enum Verdict {
-    Modern(ServerInfo),
-    /// Handshake-era; `timed_out` when the probe went unanswered; `why`
-    /// says what the server did; `refusal` keeps a refusal only a stateless
-    /// server sends, the cause to report if the handshake fails too.
-    Legacy {
-        timed_out: bool,
-        why: String,
-        refusal: Option<RpcError>,
-    },
-}
+use super::probe::{ProbeWait, Verdict, UNSUPPORTED_PROTOCOL_VERSION};
+use super::session::Session;
+use super::stateless::StatelessSession;
+use super::Client;
+use crate::error::Error;
+use crate::jsonrpc::METHOD_NOT_FOUND;
+use crate::protocol::{Era, EraChoice, ServerInfo, MODERN_PROTOCOL_VERSION};
 
 impl Client {
     /// Opens the session in the server's era within `timeout`: probes with
@@ -185,130 +149,6 @@ impl Client {
         }
     }
 
-    /// Sends `server/discover` at the stateless version and judges the
-    /// answer; on stdio waits only part of what is left (a handshake-era
-    /// server may stay silent).
-    fn probe(&self, deadline: Instant) -> Result<Verdict, Error> {
-        self.probe_within(deadline, ProbeWait::Part)
-    }
-
-    fn probe_within(&self, deadline: Instant, wait: ProbeWait) -> Result<Verdict, Error> {
-        let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
-        outlet.speak(Dialect::Stateless { version: MODERN_PROTOCOL_VERSION });
-        let may_go_unanswered = self.endpoint.traits().probe_may_go_unanswered;
-        let left = deadline.saturating_duration_since(Instant::now());
-        let wait = match wait {
-            ProbeWait::Part if may_go_unanswered => (left / 2).min(PROBE_WAIT),
-            _ => left,
-        };
-        let options = CallOptions {
-            timeout: Some(wait),
-            max_total_timeout: Some(wait),
-            deadline: Some(Instant::now() + wait),
-            ..CallOptions::default()
-        };
-        let meta = self.request_meta(MODERN_PROTOCOL_VERSION);
-        let params = json!({"_meta": meta});
-        let verdict = match self.resending("server/discover", Some(&params), &options) {
-            Ok(result) => {
-                match ServerInfo::from_discover_result(&result, MODERN_PROTOCOL_VERSION) {
-                    Some(info) => Verdict::Modern(info),
-                    None => {
-                        let why = format!(
-                            "it answered server/discover without {MODERN_PROTOCOL_VERSION}"
-                        );
-                        log::debug!("{}: {why}", self.router.server());
-                        Verdict::Legacy { timed_out: false, why, refusal: None }
-                    }
-                }
-            }
-            Err(Error::Rpc(error)) if error.code == UNSUPPORTED_PROTOCOL_VERSION => {
-                let supported = supported_versions(&error);
-                if !supported.iter().any(|version| SUPPORTED_PROTOCOL_VERSIONS.contains(version)) {
-                    return Err(Error::UnsupportedProtocol(if supported.is_empty() {
-                        error.message
-                    } else {
-                        supported.join(", ")
-                    }));
-                }
-                let why = format!("it speaks {}", supported.join(", "));
-                Verdict::Legacy { timed_out: false, why, refusal: None }
-            }
-            Err(Error::Rpc(error)) => {
-                log::debug!("{}: server/discover refused: {error}", self.router.server());
-                // A refusal only a stateless server sends (header mismatch, a
-                // capability it needs) is kept: if the handshake fails too,
-                // it is the cause to report.
-                let refusal = MODERN_REFUSALS.contains(&error.code).then(|| error.clone());
-                Verdict::Legacy {
-                    timed_out: false,
-                    refusal,
-                    why: format!("it refused server/discover ({error})"),
-                }
-            }
-            // A 200 that is no answer (not JSON-RPC, another id): no
-            // discovery result, so no modern server; the handshake says more.
-            Err(Error::Protocol(what)) if !may_go_unanswered => {
-                log::debug!("{}: server/discover: {what}", self.router.server());
-                Verdict::Legacy { timed_out: false, why: what, refusal: None }
-            }
-            // A 4xx without a modern error in its body; not 408 or 429,
-            // which say nothing of the era.
-            Err(Error::Http { status: Some(status), message })
-                if (400..500).contains(&status) && status != 408 && status != 429 =>
-            {
-                let why = format!("HTTP {status}: {message}");
-                Verdict::Legacy { timed_out: false, why, refusal: None }
-            }
-            Err(Error::Timeout(_)) if may_go_unanswered && Instant::now() < deadline => {
-                // Said at warning level: every start of this server pays it.
-                log::warn!(
-                    "{}: no answer to server/discover in {:.1} s; trying initialize \
-                     (\"protocol\": \"legacy\" in the entry skips the probe)",
-                    self.router.server(),
-                    wait.as_secs_f64()
-                );
-                let why = format!("no answer to server/discover in {:.1} s", wait.as_secs_f64());
-                Verdict::Legacy { timed_out: true, why, refusal: None }
-            }
-            Err(other) => return Err(self.explain_silence(other)),
-        };
-        if let Verdict::Legacy { .. } = verdict {
-            outlet.speak(Dialect::Handshake);
-        }
-        Ok(verdict)
-    }
-
-    /// The `initialize` handshake: `initialize`, a revision tether speaks,
-    /// then `notifications/initialized` and whatever the transport's session
-    /// needs before the first request.
-    fn handshake(&self, deadline: Instant) -> Result<ServerInfo, Error> {
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        let params = json!({
-            "protocolVersion": LATEST_PROTOCOL_VERSION,
-            "capabilities": host::client_capabilities(&*self.options.host),
-            "clientInfo": {"name": "tether", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let options = CallOptions {
-            timeout: Some(timeout),
-            max_total_timeout: Some(timeout),
-            deadline: Some(deadline),
-            ..CallOptions::default()
-        };
-        let result = self
-            .exchange("initialize", Some(&params), &options)
-            .map_err(|err| self.explain_silence(err))?;
-        let info = ServerInfo::from_initialize_result(&result).map_err(Error::Protocol)?;
-        if !SUPPORTED_PROTOCOL_VERSIONS.contains(&info.protocol_version.as_str()) {
-            let _ = self.close();
-            return Err(Error::UnsupportedProtocol(info.protocol_version));
-        }
-        let initialized = Frame::notification("notifications/initialized", None);
-        let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
-        outlet.begin_session(initialized, &info.protocol_version, deadline)?;
-        Ok(info)
-    }
-
     /// From now on every request carries the stateless `_meta`; list
     /// changes come on a `subscriptions/listen` stream, acknowledged before
     /// the start ends (as the handshake era's GET stream is open by then).
@@ -318,46 +158,4 @@ impl Client {
         self.router.stateless().adopt();
         self.start_listening(info, deadline);
     }
-
-    /// The `_meta` of every stateless request: the version, the client's
-    /// capabilities and name, and the log level the host wants.
-    pub(super) fn request_meta(&self, version: &str) -> Value {
-        let mut meta = Map::new();
-        meta.insert("io.modelcontextprotocol/protocolVersion".into(), version.into());
-        meta.insert(
-            "io.modelcontextprotocol/clientCapabilities".into(),
-            stateless_capabilities(&*self.options.host),
-        );
-        meta.insert(
-            "io.modelcontextprotocol/clientInfo".into(),
-            json!({"name": "tether", "version": env!("CARGO_PKG_VERSION")}),
-        );
-        if let Some(level) = &self.options.log_level {
-            meta.insert("io.modelcontextprotocol/logLevel".into(), level.as_str().into());
-        }
-        Value::Object(meta)
-    }
-
-    pub(super) fn disconnected(&self) -> Error {
-        Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof))
-    }
-}
-
-/// The client capabilities of the stateless revision: as the handshake's,
-/// less `roots.listChanged` (that notification is gone).
-fn stateless_capabilities(host: &dyn Host) -> Value {
-    let mut capabilities = host::client_capabilities(host);
-    capabilities["roots"] = json!({});
-    capabilities
-}
-
-/// The versions an `UnsupportedProtocolVersionError` says the server speaks.
-fn supported_versions(error: &RpcError) -> Vec<&str> {
-    error
-        .data
-        .as_ref()
-        .and_then(|data| data.get("supported"))
-        .and_then(Value::as_array)
-        .map(|versions| versions.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
 }

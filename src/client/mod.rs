@@ -35,10 +35,12 @@ mod era;
 mod eras;
 mod events;
 mod exchange;
+mod handshake;
 mod listen;
 mod options;
 mod param_headers;
 mod pending;
+mod probe;
 mod rounds;
 mod router;
 mod session;
@@ -49,7 +51,8 @@ pub(crate) use eras::EraMemory;
 use exchange::Params;
 pub use options::{CallOptions, CancelHandle, ClientOptions, ProgressCallback};
 use router::Router;
-use session::{Session, StatelessSession};
+use session::Session;
+use stateless::StatelessSession;
 
 /// How long a caller whose frame could not be written waits for the
 /// reader to say why the connection ended (it ends at once when the server
@@ -120,6 +123,11 @@ impl Client {
         let inbox = Arc::clone(&router) as Arc<dyn Inbox>;
         let endpoint = open(inbox)?;
         Ok(Client { router, endpoint, info: OnceLock::new(), options, session: OnceLock::new() })
+    }
+
+    /// The connection is gone: why, as far as it is known.
+    pub(super) fn disconnected(&self) -> Error {
+        Error::Disconnected(self.close_reason().unwrap_or(CloseReason::Eof))
     }
 
     /// A server that sent only garbage times out; say so rather than just "timed out".

@@ -1,5 +1,7 @@
-//! What the reader must know of a stateless (2026-07-28) server, in one
-//! place: that it is one (it may not send requests; its questions come as
+//! A stateless (2026-07-28) server's state, in one place. The client's
+//! side is [`StatelessSession`]: the `_meta` every request carries, the
+//! `{server}-listen` thread, the tools whose parameters travel in headers.
+//! The reader's side is [`StatelessState`]: that it is one (it may not send requests; its questions come as
 //! rounds of input), which `subscriptions/listen` stream is open (list
 //! changes tagged with another are not this client's), when the first
 //! stream is acknowledged (the start waits for it), and the lists it said
@@ -8,6 +10,7 @@
 //! Written by the session start and the listen thread, read by the reader
 //! on every message: atomics and one small lock, never held across I/O.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Mutex;
 
@@ -15,8 +18,10 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 
 use super::cache::ListCache;
+use super::param_headers::{self, ParamHeader};
 use crate::jsonrpc::Notification;
 use crate::sync::lock;
+use crate::threads::NamedThread;
 
 /// The reader's view of a stateless server's session.
 #[derive(Default)]
@@ -94,5 +99,72 @@ impl StatelessState {
         .filter(|(key, _)| filter.and_then(|filter| filter.get(key)) == Some(&Value::Bool(true)))
         .map(|(_, method)| Notification { method: method.to_owned(), params: None })
         .collect()
+    }
+}
+
+/// What a client keeps for a stateless server.
+pub(super) struct StatelessSession {
+    meta: Value,
+    /// The `{server}-listen` thread, and what stops it.
+    listener: Mutex<Option<(NamedThread, Sender<()>)>>,
+    /// The tools whose parameters go into headers (`x-mcp-header`), as the
+    /// last tool list said, and why each tool it left out was left out.
+    tools: Mutex<HeaderTools>,
+}
+
+#[derive(Default)]
+struct HeaderTools {
+    annotated: HashMap<String, Vec<ParamHeader>>,
+    left_out: Vec<String>,
+}
+
+impl StatelessSession {
+    /// A session whose every request carries `meta`.
+    pub(super) fn new(meta: Value) -> StatelessSession {
+        StatelessSession { meta, listener: Mutex::new(None), tools: Mutex::default() }
+    }
+
+    /// The `_meta` every request carries.
+    pub(super) fn meta(&self) -> &Value {
+        &self.meta
+    }
+
+    /// The listen thread started; `stop` ends it when dropped.
+    pub(super) fn listening(&self, thread: NamedThread, stop: Sender<()>) {
+        *lock(&self.listener) = Some((thread, stop));
+    }
+
+    /// The listen thread and what stops it, taken for the close.
+    pub(super) fn take_listener(&self) -> Option<(NamedThread, Sender<()>)> {
+        lock(&self.listener).take()
+    }
+
+    /// What the last tool list said of parameters in headers.
+    pub(super) fn listed(
+        &self,
+        annotated: HashMap<String, Vec<ParamHeader>>,
+        left_out: Vec<String>,
+    ) {
+        *lock(&self.tools) = HeaderTools { annotated, left_out };
+    }
+
+    /// Why each tool the last list left out was left out.
+    pub(super) fn tools_left_out(&self) -> Vec<String> {
+        lock(&self.tools).left_out.clone()
+    }
+
+    /// The headers a call of `tool` with `arguments` carries.
+    ///
+    /// # Errors
+    /// An argument the annotations name cannot travel in a header.
+    pub(super) fn headers_for(
+        &self,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<Vec<(String, String)>, String> {
+        match lock(&self.tools).annotated.get(tool) {
+            Some(headers) => param_headers::for_call(headers, arguments),
+            None => Ok(Vec::new()),
+        }
     }
 }

@@ -284,6 +284,17 @@ impl Entry<'_> {
     fn field(&self, key: &str, why: String) -> String {
         format!("{}: server {:?}: field {key:?} {why}", self.shown, self.name)
     }
+
+    /// A path field (`cwd`, `caFile`), expanded, relative to the folder of
+    /// the file it is written in.
+    fn path(&self, key: &str, expander: &mut Expander<'_>) -> Result<Option<PathBuf>, String> {
+        let Some(path) = optional_string(self.fields, key).map_err(|why| self.field(key, why))?
+        else {
+            return Ok(None);
+        };
+        let expanded = expander.expand(&path).map_err(|why| self.field(key, why))?;
+        Ok(Some(resolve_cwd(&expanded, self.context.path)))
+    }
 }
 
 /// Refuses a field tether does not know (naming the closest one) and warns
@@ -378,13 +389,7 @@ fn stdio_transport(
                 .into(),
         ));
     }
-    let cwd = match optional_string(entry.fields, "cwd").map_err(|why| entry.field("cwd", why))? {
-        Some(cwd) => Some(resolve_cwd(
-            &expander.expand(&cwd).map_err(|why| entry.field("cwd", why))?,
-            entry.context.path,
-        )),
-        None => None,
-    };
+    let cwd = entry.path("cwd", expander)?;
     Ok(TransportConfig::Stdio(StdioConfig {
         command,
         args,
@@ -473,14 +478,7 @@ fn http_transport(
         }
     };
     // Relative to the file it is written in, as `cwd` is.
-    let ca_file =
-        match optional_string(entry.fields, "caFile").map_err(|why| entry.field("caFile", why))? {
-            Some(path) => Some(resolve_cwd(
-                &expander.expand(&path).map_err(|why| entry.field("caFile", why))?,
-                entry.context.path,
-            )),
-            None => None,
-        };
+    let ca_file = entry.path("caFile", expander)?;
     Ok(TransportConfig::Http(HttpConfig {
         url,
         kind,

@@ -1,0 +1,46 @@
+//! The handshake era's session start: `initialize`, a revision tether
+//! speaks, then `notifications/initialized` and whatever the transport's
+//! session needs before the first request (`Outlet::begin_session`).
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::{CallOptions, Client};
+use crate::error::Error;
+use crate::host;
+use crate::jsonrpc::Frame;
+use crate::protocol::{ServerInfo, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::transport::outbox::Closed;
+
+impl Client {
+    /// The `initialize` handshake: `initialize`, a revision tether speaks,
+    /// then `notifications/initialized` and whatever the transport's session
+    /// needs before the first request.
+    pub(super) fn handshake(&self, deadline: Instant) -> Result<ServerInfo, Error> {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let params = json!({
+            "protocolVersion": LATEST_PROTOCOL_VERSION,
+            "capabilities": host::client_capabilities(&*self.options.host),
+            "clientInfo": {"name": "tether", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let options = CallOptions {
+            timeout: Some(timeout),
+            max_total_timeout: Some(timeout),
+            deadline: Some(deadline),
+            ..CallOptions::default()
+        };
+        let result = self
+            .exchange("initialize", Some(&params), &options)
+            .map_err(|err| self.explain_silence(err))?;
+        let info = ServerInfo::from_initialize_result(&result).map_err(Error::Protocol)?;
+        if !SUPPORTED_PROTOCOL_VERSIONS.contains(&info.protocol_version.as_str()) {
+            let _ = self.close();
+            return Err(Error::UnsupportedProtocol(info.protocol_version));
+        }
+        let initialized = Frame::notification("notifications/initialized", None);
+        let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
+        outlet.begin_session(initialized, &info.protocol_version, deadline)?;
+        Ok(info)
+    }
+}
