@@ -27,15 +27,15 @@ pub(crate) fn wait_timeout<'a, T>(
 /// A warning a flood would repeat: said at most once a second, with how
 /// many times it happened since it was last said.
 #[derive(Default)]
-pub(crate) struct Occasional {
+pub(crate) struct ThrottledWarning {
     last: Mutex<Option<Instant>>,
     unsaid: AtomicU64,
 }
 
-impl Occasional {
+impl ThrottledWarning {
     /// Nothing said yet (usable in a `static`).
-    pub(crate) const fn new() -> Occasional {
-        Occasional { last: Mutex::new(None), unsaid: AtomicU64::new(0) }
+    pub(crate) const fn new() -> ThrottledWarning {
+        ThrottledWarning { last: Mutex::new(None), unsaid: AtomicU64::new(0) }
     }
 
     /// Warns `what` now, or counts it for the next time.

@@ -18,14 +18,14 @@ use super::output::{
 };
 use super::signals::SignalWatch;
 use super::starting::{connected_hub, warn_not_connected};
-use super::{shown, table};
+use super::{escape, table};
 
 /// Warns about servers that did not connect and lists that failed; the
 /// exit code says whether the listing is whole.
 fn print_errors(hub: &Hub, errors: &[Error]) -> u8 {
     let not_connected = warn_not_connected(hub);
     for error in errors {
-        eprintln!("warning: {}", shown::escaped(&error.to_string()));
+        eprintln!("warning: {}", escape::escaped(&error.to_string()));
     }
     if errors.is_empty() && !not_connected {
         EXIT_OK
@@ -124,13 +124,13 @@ pub(super) fn read(
                 None => {
                     eprintln!(
                         "error: server {server:?} sent a blob that is not base64 for {}",
-                        shown::escaped(&item.uri)
+                        escape::escaped(&item.uri)
                     );
                     return EXIT_SERVER;
                 }
             },
             (None, None) => {
-                emit(&format!("{} (empty)\n", shown::escaped(&item.uri)));
+                emit(&format!("{} (empty)\n", escape::escaped(&item.uri)));
                 continue;
             }
         };
@@ -174,8 +174,8 @@ fn save_part(
             let mime = mime_type.unwrap_or("binary");
             emit(&format!(
                 "{} ({}, {} bytes) saved to {}\n",
-                shown::escaped(uri),
-                shown::escaped(mime),
+                escape::escaped(uri),
+                escape::escaped(mime),
                 bytes.len(),
                 path.display()
             ));
@@ -183,7 +183,7 @@ fn save_part(
         }
         Err(err) => {
             let target = output.unwrap_or(Path::new("."));
-            eprintln!("error: cannot save {} to {}: {err}", shown::escaped(uri), target.display());
+            eprintln!("error: cannot save {} to {}: {err}", escape::escaped(uri), target.display());
             Err(EXIT_USAGE)
         }
     }

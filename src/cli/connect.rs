@@ -21,7 +21,7 @@ use super::signals::SignalWatch;
 use super::starting::{
     connected_hub, only_server, report_start_failure, unknown_server, warn_not_connected,
 };
-use super::{browse, progress, shown, status, table};
+use super::{browse, escape, progress, status, table};
 
 /// Runs a server command.
 pub(super) fn run(
@@ -240,7 +240,7 @@ fn show_progress(update: &tether::Progress) {
     let total = update.total.map(|total| format!("/{total}")).unwrap_or_default();
     let message = match update.message.as_deref() {
         Some(message) if !message.trim().is_empty() => {
-            format!(" {}", shown::escaped(message))
+            format!(" {}", escape::escaped(message))
         }
         _ => String::new(),
     };
@@ -261,7 +261,7 @@ fn print_result(result: &tether::ToolResult, json: bool, name: &str, tool: &str)
     }
     if result.is_error() {
         // The result above is the tool's own account of it.
-        eprintln!("error: server {name:?}: the tool {:?} reported an error", shown::escaped(tool));
+        eprintln!("error: server {name:?}: the tool {:?} reported an error", escape::escaped(tool));
         EXIT_TOOL_ERROR
     } else {
         EXIT_OK
@@ -280,7 +280,7 @@ fn report_call_error(err: &Error, hub: &tether::Hub, name: &str, tool: &str) -> 
             .find(|status| Config::same_name(&status.name, name))
             .and_then(|status| status.stderr_tail);
         for line in tail.as_deref().map(|tail| status::last_lines(tail, 10)).unwrap_or_default() {
-            eprintln!("  stderr: {}", shown::escaped(line));
+            eprintln!("  stderr: {}", escape::escaped(line));
         }
     }
     if let Error::UnknownTool(_) = err.root() {
@@ -292,7 +292,7 @@ fn report_call_error(err: &Error, hub: &tether::Hub, name: &str, tool: &str) -> 
             .collect();
         let known: Vec<&str> = listed.iter().map(String::as_str).collect();
         match tether::for_cli::closest(tool, &known) {
-            Some(close) => eprintln!("  hint: did you mean {:?}?", shown::escaped(close)),
+            Some(close) => eprintln!("  hint: did you mean {:?}?", escape::escaped(close)),
             None => eprintln!("  hint: see its tools with: tether tools {name}"),
         }
     }

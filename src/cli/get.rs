@@ -7,8 +7,8 @@
 use serde_json::{json, Map, Value};
 use tether::{Config, ServerConfig};
 
+use super::escape::escaped;
 use super::output::{emit, emit_json, EXIT_OK, EXIT_USAGE};
-use super::shown::escaped;
 use super::starting::unknown_server;
 
 pub(super) fn get(config: &Config, name: &str, json: bool) -> u8 {

@@ -85,8 +85,8 @@ impl LoopbackHandler {
     fn authorize_as(&self, label: &str, url: &str) -> Result<String, Error> {
         eprintln!(
             "To sign in to {}, open this URL in a browser:\n\n  {}\n",
-            super::shown::escaped(label),
-            super::shown::escaped(url)
+            super::escape::escaped(label),
+            super::escape::escaped(url)
         );
         open_in_browser(url);
         let mut paste = lock(&self.paste);
@@ -302,7 +302,7 @@ pub(super) fn login(config: &Config, store: &Path, name: &str, overrides: &OAuth
     let handler = match LoopbackHandler::new(&entry.name, &oauth) {
         Ok(handler) => handler,
         Err(err) => {
-            eprintln!("error: {}", super::shown::escaped(&err.to_string()));
+            eprintln!("error: {}", super::escape::escaped(&err.to_string()));
             return EXIT_USAGE;
         }
     };

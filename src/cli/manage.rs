@@ -18,13 +18,13 @@ use tether::for_cli::shell_quote;
 
 /// `tether` with the global options that chose the files (`--config-dir`,
 /// `--project`), so that a hint's command reaches the same entry.
-pub(super) struct Again(String);
+pub(super) struct SameFiles(String);
 
-impl Again {
+impl SameFiles {
     pub(super) fn new(
         config_dir: Option<&std::path::Path>,
         project: Option<&std::path::Path>,
-    ) -> Again {
+    ) -> SameFiles {
         let mut command = String::from("tether");
         for (option, path) in [("--config-dir", config_dir), ("--project", project)] {
             if let Some(path) = path {
@@ -32,17 +32,17 @@ impl Again {
                     .push_str(&format!(" {option} {}", shell_quote(&path.display().to_string())));
             }
         }
-        Again(command)
+        SameFiles(command)
     }
 }
 
-impl std::fmt::Display for Again {
+impl std::fmt::Display for SameFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-pub(super) fn add(files: &ConfigFiles, mut add: AddArgs, again: &Again) -> u8 {
+pub(super) fn add(files: &ConfigFiles, mut add: AddArgs, again: &SameFiles) -> u8 {
     if add.name.is_none() {
         if !io::stdin().is_terminal() {
             eprintln!(
@@ -72,12 +72,12 @@ pub(super) fn add(files: &ConfigFiles, mut add: AddArgs, again: &Again) -> u8 {
         Ok((path, warnings)) => {
             outln!("Added {kind} server {name:?} to {}.", path.display());
             for warning in warnings {
-                eprintln!("warning: {}", super::shown::escaped(&warning));
+                eprintln!("warning: {}", super::escape::escaped(&warning));
             }
             if let Some(program) = add.command.first().filter(|program| !findable(program)) {
                 eprintln!(
                     "warning: {} is not found{}; the server will not start until it is",
-                    super::shown::escaped(program),
+                    super::escape::escaped(program),
                     if program.contains('/') { "" } else { " on PATH" }
                 );
             }
@@ -320,7 +320,12 @@ fn check_defined(files: &ConfigFiles, name: &str, scope: Option<Scope>) -> Resul
     }
 }
 
-pub(super) fn remove(files: &ConfigFiles, name: &str, scope: Option<Scope>, again: &Again) -> u8 {
+pub(super) fn remove(
+    files: &ConfigFiles,
+    name: &str,
+    scope: Option<Scope>,
+    again: &SameFiles,
+) -> u8 {
     if let Err(code) = check_defined(files, name, scope) {
         return code;
     }
@@ -378,7 +383,7 @@ pub(super) fn enable(
     name: &str,
     enabled: bool,
     scope: Option<Scope>,
-    again: &Again,
+    again: &SameFiles,
 ) -> u8 {
     if let Err(code) = check_defined(files, name, scope) {
         return code;
@@ -399,9 +404,9 @@ pub(super) fn trust(
     dir: Option<PathBuf>,
     trusted: bool,
     yes: bool,
-    again: &Again,
+    again: &SameFiles,
 ) -> u8 {
-    use super::shown::escaped;
+    use super::escape::escaped;
     let dir = dir.unwrap_or_else(|| files.project_dir.clone());
     if !dir.is_dir() {
         eprintln!("error: {} is not a folder", dir.display());
@@ -492,13 +497,17 @@ pub(super) fn import(files: &ConfigFiles, source: &Path) -> u8 {
                 );
             }
             for (name, why) in &report.skipped {
-                outln!("Skipped {}: {}.", super::shown::escaped(name), super::shown::escaped(why));
+                outln!(
+                    "Skipped {}: {}.",
+                    super::escape::escaped(name),
+                    super::escape::escaped(why)
+                );
             }
             for note in &report.notes {
-                outln!("Note: {}.", super::shown::escaped(note));
+                outln!("Note: {}.", super::escape::escaped(note));
             }
             for warning in &report.warnings {
-                eprintln!("warning: {}", super::shown::escaped(warning));
+                eprintln!("warning: {}", super::escape::escaped(warning));
             }
             outln!("Check them with: tether list");
             EXIT_OK
@@ -513,7 +522,7 @@ pub(super) fn expose(
     mode: tether::Exposure,
     tool: Option<&str>,
     scope: Option<Scope>,
-    again: &Again,
+    again: &SameFiles,
 ) -> u8 {
     // A project file may override a user server it does not define.
     let defined = if scope == Some(Scope::Project) { None } else { scope };

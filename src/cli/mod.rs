@@ -12,13 +12,13 @@ mod output;
 mod args;
 mod browse;
 mod connect;
+mod escape;
 mod get;
 mod help;
 mod login;
 mod logs;
 mod manage;
 mod progress;
-mod shown;
 mod signals;
 mod starting;
 mod status;
@@ -87,7 +87,7 @@ fn run() -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     };
     // How to run tether again on the same files, for the hints.
-    let again = manage::Again::new(args.config_dir.as_deref(), args.project.as_deref());
+    let again = manage::SameFiles::new(args.config_dir.as_deref(), args.project.as_deref());
     let Some(config_dir) = args.config_dir.or_else(tether::default_config_dir) else {
         eprintln!(
             "error: no configuration folder: set HOME, TETHER_CONFIG_DIR or pass --config-dir"
@@ -180,7 +180,7 @@ fn with_config(
     if log::log_enabled!(log::Level::Warn) {
         let used = command.server().and_then(|name| config.server(name));
         for warning in config.warnings.iter().chain(used.iter().flat_map(|s| &s.warnings)) {
-            eprintln!("warning: {}", shown::escaped(warning));
+            eprintln!("warning: {}", escape::escaped(warning));
         }
     }
     let store = files.config_dir.join("mcp-auth.json");
@@ -256,7 +256,7 @@ fn init_logging(verbosity: i32) {
         // frame, an error message): escaped, so that it cannot move the
         // cursor or hide lines on the terminal.
         .format(|out, record| {
-            let message = shown::escaped(&record.args().to_string());
+            let message = escape::escaped(&record.args().to_string());
             writeln!(out, "[{:<5}] {message}", record.level())
         })
         .init();

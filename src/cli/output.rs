@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tether::Error;
 
-use super::shown;
+use super::escape;
 
 /// `print!` through [`emit`]: a closed pipe ends the output quietly, and a
 /// full disk is an error and exit code 1, never a panic.
@@ -49,7 +49,7 @@ pub(crate) static OUTPUT_FAILED: AtomicBool = AtomicBool::new(false);
 /// it came.
 pub(crate) fn emit_body(text: &str) {
     if io::stdout().is_terminal() {
-        emit(&shown::escaped_body(text));
+        emit(&escape::escaped_body(text));
     } else {
         emit(text);
     }
@@ -94,10 +94,10 @@ pub(crate) fn report(err: &Error) -> u8 {
         return EXIT_SERVER;
     }
     // Error messages carry what servers said: escaped, never interpreted.
-    eprintln!("error: {}", shown::escaped(&err.to_string()));
+    eprintln!("error: {}", escape::escaped(&err.to_string()));
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
-        eprintln!("  caused by: {}", shown::escaped(&cause.to_string()));
+        eprintln!("  caused by: {}", escape::escaped(&cause.to_string()));
         source = cause.source();
     }
     match err.root() {

@@ -14,7 +14,7 @@ use signal_hook::iterator::Signals;
 use tether::{Config, Hub, HubOptions, ServerState, ServerStatus};
 
 use super::output::{lock, INTERRUPTED};
-use super::{progress, shown};
+use super::{escape, progress};
 
 /// How often a start in progress is looked at.
 const POLL: Duration = Duration::from_millis(50);
@@ -129,7 +129,7 @@ impl SignalWatch {
             let mut starting = Vec::new();
             for status in &statuses {
                 if status.state == ServerState::Connecting && !done {
-                    starting.push(shown::escaped(&status.name));
+                    starting.push(escape::escaped(&status.name));
                 } else if !reported.contains(&status.name) {
                     progress::clear();
                     // Interrupted, a start that was cut short is no news.

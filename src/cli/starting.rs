@@ -8,7 +8,7 @@ use tether::{Config, Error, Hub, ServerState, ServerStatus};
 
 use super::output::{report, EXIT_SERVER, EXIT_USAGE, INTERRUPTED};
 use super::signals::SignalWatch;
-use super::{shown, status};
+use super::{escape, status};
 
 /// Starts the hub for `server` (or every server) and fails when a named
 /// server did not connect.
@@ -42,7 +42,7 @@ pub(super) fn warn_not_connected(hub: &Hub) -> bool {
             eprintln!(
                 "warning: server {:?} is not connected: {}",
                 status.name,
-                shown::escaped(&status::error_text(&status).unwrap_or_else(|| "?".into()))
+                escape::escaped(&status::error_text(&status).unwrap_or_else(|| "?".into()))
             );
         }
     }
@@ -58,7 +58,7 @@ pub(super) fn only_server(config: &Config, server: &str) -> Result<Config, u8> {
         {
             eprintln!(
                 "error: server {server:?} has an invalid entry: {}",
-                shown::escaped(&failed.error)
+                escape::escaped(&failed.error)
             );
             return Err(EXIT_USAGE);
         }
@@ -76,7 +76,7 @@ pub(super) fn only_server(config: &Config, server: &str) -> Result<Config, u8> {
             };
             eprintln!(
                 "error: server {server:?} {why}; it would run: {}",
-                shown::escaped(&untrusted.command_line)
+                escape::escaped(&untrusted.command_line)
             );
             eprintln!("  hint: review it, and if you trust it, run: tether trust {project}");
             return Err(EXIT_USAGE);
@@ -99,7 +99,7 @@ pub(super) fn report_start_failure(name: &str, status: &ServerStatus, cut_by_cei
     }
     eprintln!(
         "error: server {name:?} failed to start: {}",
-        shown::escaped(&status::error_text(status).unwrap_or_else(|| "unknown error".into()))
+        escape::escaped(&status::error_text(status).unwrap_or_else(|| "unknown error".into()))
     );
     let start_timed_out = status.error.as_deref().is_some_and(|error| {
         matches!(
@@ -111,11 +111,11 @@ pub(super) fn report_start_failure(name: &str, status: &ServerStatus, cut_by_cei
         // The limit was the --timeout given, not the entry's startTimeout.
         eprintln!("  hint: it was still starting when --timeout ran out; pass a longer --timeout");
     } else if let Some(hint) = status::hint(status) {
-        eprintln!("  hint: {}", shown::escaped(&hint));
+        eprintln!("  hint: {}", escape::escaped(&hint));
     }
     if let Some(tail) = &status.stderr_tail {
         for line in status::last_lines(tail, 10) {
-            eprintln!("  stderr: {}", shown::escaped(line));
+            eprintln!("  stderr: {}", escape::escaped(line));
         }
     }
     start_failure_code(status)

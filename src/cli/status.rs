@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 use tether::{Era, Error, ServerState, ServerStatus, Step, Timeout, Unapproved};
 
-use super::shown::escaped;
+use super::escape::escaped;
 use super::table;
 
 /// The word `tether list` prints for a state; `--json` says the same in

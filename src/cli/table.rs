@@ -2,7 +2,7 @@
 //! every cell escaped (what a server says is never interpreted by the
 //! terminal), every column as wide as its widest cell, the last one free.
 
-use super::shown::escaped;
+use super::escape::escaped;
 
 /// The rows as aligned lines, each ending in a newline.
 pub(super) fn render<R: AsRef<[String]>>(rows: &[R]) -> String {

@@ -15,8 +15,8 @@ use serde_json::{json, Map, Value};
 
 use tether::{Host, Root, RpcError};
 
+use super::escape::{escaped, escaped_body};
 use super::output::lock;
-use super::shown::{escaped, escaped_body};
 
 /// Answers on the terminal, one question at a time.
 pub(super) struct TerminalHost {

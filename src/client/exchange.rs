@@ -19,7 +19,7 @@ use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use super::pending::{Mail, Reply, Waiter};
+use super::pending::{Reply, TaggedReply, Waiter};
 use super::router::PendingGuard;
 use super::{CallOptions, CancelHandle, Client, CLOSE_REASON_WAIT};
 use crate::error::{CloseReason, Error, Timeout};
@@ -215,7 +215,7 @@ impl Client {
         &self,
         id: i64,
         method: &str,
-        replies: &Receiver<Mail>,
+        replies: &Receiver<TaggedReply>,
         queued_progress: &AtomicUsize,
         options: &CallOptions,
         clock: &Clock,
@@ -287,7 +287,7 @@ impl Client {
     /// Reads the server's output on this thread until a reply is in or the
     /// deadline passes, when nobody else reads it (stdio's leader/follower,
     /// `transport::reading`); otherwise makes sure somebody does.
-    fn read_while_waiting(&self, replies: &Receiver<Mail>, deadline: Instant) {
+    fn read_while_waiting(&self, replies: &Receiver<TaggedReply>, deadline: Instant) {
         if let Some(reading) = self.router.reading() {
             if !reading.lead(deadline, &|| !replies.is_empty()) {
                 reading.follow();
@@ -308,7 +308,7 @@ impl Client {
         &self,
         id: i64,
         method: &str,
-        replies: &Receiver<Mail>,
+        replies: &Receiver<TaggedReply>,
         reason: &str,
     ) -> Option<Result<Value, Error>> {
         if self.router.pending().take(id).is_none() {
@@ -446,14 +446,14 @@ enum Wake {
 /// another's progress callback makes its own); replies carry their
 /// request's id, so one that arrives after its call ended is dropped.
 struct ReplyChannel {
-    sender: Sender<Mail>,
-    receiver: Receiver<Mail>,
+    sender: Sender<TaggedReply>,
+    receiver: Receiver<TaggedReply>,
     /// The progress updates sent to this channel and not yet taken (the
     /// bound the reader keeps); zero between calls.
     queued_progress: Arc<AtomicUsize>,
 }
 
-type ChannelParts = (Sender<Mail>, Receiver<Mail>, Arc<AtomicUsize>);
+type ChannelParts = (Sender<TaggedReply>, Receiver<TaggedReply>, Arc<AtomicUsize>);
 
 thread_local! {
     static REPLY_CHANNEL: std::cell::Cell<Option<ChannelParts>> = const { std::cell::Cell::new(None) };

@@ -171,7 +171,7 @@ impl Client {
     /// The transport in use: `stdio`, `http` (Streamable HTTP) or `sse`
     /// (legacy HTTP+SSE, also after a fallback).
     pub fn transport_name(&self) -> &'static str {
-        self.endpoint.transport_name()
+        self.endpoint.traits().name
     }
 
     /// Why the connection closed, if it did.

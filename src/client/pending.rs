@@ -21,7 +21,7 @@ use crate::sync::lock;
 /// A reply for the caller of request `id`. A caller's channel outlives
 /// its calls (one per thread, `Client::exchange`), so each reply names its
 /// request, and a late one for an earlier call is recognised and dropped.
-pub(super) type Mail = (i64, Reply);
+pub(super) type TaggedReply = (i64, Reply);
 
 /// What the reader sends a waiting caller.
 pub(super) enum Reply {
@@ -33,7 +33,7 @@ pub(super) enum Reply {
 
 /// A caller waiting for its answer.
 pub(super) struct Waiter {
-    pub(super) replies: Sender<Mail>,
+    pub(super) replies: Sender<TaggedReply>,
     /// Progress updates sent but not yet taken; bounds the queue.
     pub(super) queued_progress: Arc<AtomicUsize>,
     /// Waits for as long as the connection lives (the listen stream): it
@@ -106,7 +106,10 @@ impl Pending {
     }
 
     /// Where progress for the request `id` goes, if it still waits.
-    pub(super) fn progress_channel(&self, id: i64) -> Option<(Sender<Mail>, Arc<AtomicUsize>)> {
+    pub(super) fn progress_channel(
+        &self,
+        id: i64,
+    ) -> Option<(Sender<TaggedReply>, Arc<AtomicUsize>)> {
         let state = lock(&self.state);
         let waiter = state.waiters.get(&id)?;
         Some((waiter.replies.clone(), Arc::clone(&waiter.queued_progress)))

@@ -14,7 +14,7 @@ use crate::host::{self, Host};
 use crate::jsonrpc::RpcError;
 use crate::protocol::{ServerInfo, MODERN_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::transport::outbox::Closed;
-use crate::transport::Dialect;
+use crate::transport::SessionKind;
 
 /// `UnsupportedProtocolVersionError`.
 pub(super) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
@@ -62,7 +62,7 @@ impl Client {
         wait: ProbeWait,
     ) -> Result<Verdict, Error> {
         let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
-        outlet.speak(Dialect::Stateless { version: MODERN_PROTOCOL_VERSION });
+        outlet.set_session_kind(SessionKind::Stateless { version: MODERN_PROTOCOL_VERSION });
         let may_go_unanswered = self.endpoint.traits().probe_may_go_unanswered;
         let left = deadline.saturating_duration_since(Instant::now());
         let wait = match wait {
@@ -142,7 +142,7 @@ impl Client {
             Err(other) => return Err(self.explain_silence(other)),
         };
         if let Verdict::Legacy { .. } = verdict {
-            outlet.speak(Dialect::Handshake);
+            outlet.set_session_kind(SessionKind::Handshake);
         }
         Ok(verdict)
     }

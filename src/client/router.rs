@@ -23,7 +23,7 @@ use super::PROGRESS_QUEUE;
 use crate::error::{CloseReason, Error};
 use crate::host::Host;
 use crate::jsonrpc::{Frame, Message, Notification, RequestId, RpcError};
-use crate::sync::Occasional;
+use crate::sync::ThrottledWarning;
 use crate::transport::outbox::Closed;
 use crate::transport::{Caller, Inbox, Outlet, SharedRead};
 
@@ -57,10 +57,10 @@ pub(super) struct Router {
     /// Frames skipped because they were not JSON-RPC.
     skipped: AtomicU64,
     /// Said once a second at most, however many notifications a flood drops.
-    dropped: Occasional,
+    dropped: ThrottledWarning,
     /// The same for stderr lines dropped (a chatty server, a slow host), so
     /// that they never hide dropped notifications.
-    stderr_dropped: Occasional,
+    stderr_dropped: ThrottledWarning,
     stateless: StatelessState,
     events: Arc<EventQueue>,
 }
@@ -77,8 +77,8 @@ impl Router {
             outlet,
             reading: OnceLock::new(),
             skipped: AtomicU64::new(0),
-            dropped: Occasional::new(),
-            stderr_dropped: Occasional::new(),
+            dropped: ThrottledWarning::new(),
+            stderr_dropped: ThrottledWarning::new(),
             stateless: StatelessState::default(),
         }
     }

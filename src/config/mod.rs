@@ -17,12 +17,12 @@ mod entry;
 pub(crate) mod expand;
 pub(crate) mod file;
 pub(crate) mod import;
+mod keywords;
 mod loader;
 mod manage;
 mod oauth;
 pub(crate) mod redact;
 pub(crate) mod trust;
-mod words;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -37,13 +37,13 @@ use crate::shell::shell_quote;
 
 pub(crate) use entry::check_name;
 pub use import::ImportReport;
+pub use keywords::UnknownWord;
 pub(crate) use loader::check_entry;
 pub(crate) use loader::servers_of;
 pub use loader::ConfigLoader;
 pub use manage::{ConfigFiles, ProjectEntry};
 pub use oauth::{EnterpriseIdentity, OAuthSettings};
 pub use trust::Unapproved;
-pub use words::UnknownWord;
 
 /// tether's own environment, as UTF-8 pairs (others are skipped): what
 /// `${VAR}` expands from, and what a stdio server's base set is taken from.

@@ -9,7 +9,7 @@ use crate::auth::{AuthorizationHandler, TokenProvider};
 use crate::config::ConfigLoader;
 use crate::host::{DefaultHost, Host};
 use crate::model::registry::NameStyle;
-use crate::transport::Lent;
+use crate::transport::FromHost;
 
 /// How the hub starts and names things: the defaults, changed with the
 /// `with_` methods.
@@ -31,7 +31,7 @@ pub struct HubOptions {
     /// servers (without one, a server that wants OAuth fails with
     /// [`Error::LoginRequired`], `needs_login`), where sign-ins are kept, the
     /// host's token providers, and a stdio server's exit grace.
-    pub(super) lent: Lent,
+    pub(super) lent: FromHost,
 }
 
 impl Default for HubOptions {
@@ -42,7 +42,7 @@ impl Default for HubOptions {
             host: Arc::new(DefaultHost),
             log_sink: None,
             reload: None,
-            lent: Lent::default(),
+            lent: FromHost::default(),
         }
     }
 }

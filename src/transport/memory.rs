@@ -109,11 +109,7 @@ impl Endpoint for MemoryEndpoint {
         None
     }
 
-    fn transport_name(&self) -> &'static str {
-        "memory"
-    }
-
     fn traits(&self) -> Traits {
-        Traits { carries_stateless: true, ..Traits::default() }
+        Traits { name: "memory", carries_stateless: true, ..Traits::default() }
     }
 }

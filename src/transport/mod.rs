@@ -72,7 +72,7 @@ pub(crate) fn open(
 /// stdio ones, how long a server may take to exit once its stdin closes
 /// (unless its entry says).
 #[derive(Clone, Default)]
-pub(crate) struct Lent {
+pub(crate) struct FromHost {
     pub(crate) shutdown_grace: Option<std::time::Duration>,
     pub(crate) authorization: Option<Arc<dyn AuthorizationHandler>>,
     pub(crate) token_store: Option<std::path::PathBuf>,
@@ -85,7 +85,7 @@ pub(crate) struct Lent {
 ///
 /// # Errors
 /// [`Error::Config`] when a remote entry's credentials cannot be had.
-pub(crate) fn for_entry(config: &ServerConfig, lent: &Lent) -> Result<Transport, Error> {
+pub(crate) fn for_entry(config: &ServerConfig, lent: &FromHost) -> Result<Transport, Error> {
     match &config.transport {
         TransportConfig::Stdio(stdio) => {
             let mut command =
@@ -176,7 +176,7 @@ pub(crate) trait SharedRead: Send + Sync {
 /// id and no GET stream, the version and the method mirrored in headers,
 /// no resumption of a broken response stream).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dialect<'a> {
+pub(crate) enum SessionKind<'a> {
     Handshake,
     Stateless { version: &'a str },
 }
@@ -193,7 +193,7 @@ pub(crate) trait Outlet: Send + Sync {
     /// Switches how the frames that follow travel (the era probe speaks
     /// stateless first, and a fallback to `initialize` switches back). A
     /// pipe carries both alike.
-    fn speak(&self, dialect: Dialect<'_>) {
+    fn set_session_kind(&self, dialect: SessionKind<'_>) {
         let _ = dialect;
     }
 
@@ -255,6 +255,8 @@ pub(crate) trait Outlet: Send + Sync {
 /// from then on.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Traits {
+    /// The transport in use, as `list` shows it (`stdio`, `http`, `sse`).
+    pub(crate) name: &'static str,
     /// It can carry the stateless revision (2026-07-28); the legacy
     /// HTTP+SSE transport belongs to the handshake era.
     pub(crate) carries_stateless: bool,
@@ -280,9 +282,7 @@ pub(crate) trait Endpoint: Send + Sync {
     /// The last bytes the server wrote to stderr, if it has one; waits up
     /// to `wait_for_end` for the stream to end first.
     fn stderr_tail(&self, wait_for_end: std::time::Duration) -> Option<String>;
-    /// The transport in use, as `list` shows it (`stdio`, `http`, `sse`).
-    fn transport_name(&self) -> &'static str;
-    /// What it does differently (see [`Traits`]).
+    /// What it is and does differently (see [`Traits`]).
     fn traits(&self) -> Traits;
     /// What names this server across connections, under which its era is
     /// remembered: a URL does; a process, new each time, does not.

@@ -207,7 +207,7 @@ impl SharedRead for Reading {
         };
         let Some(pipe) = taken else { return false };
         // Put back however this ends, a panic (a host's logger) included.
-        let mut held = Held { reading: self, inbox: &*inbox, pipe: Some(pipe), trouble: true };
+        let mut held = HeldPipe { reading: self, inbox: &*inbox, pipe: Some(pipe), trouble: true };
         let pipe = held.pipe.as_mut().expect("just taken");
         let mut trouble = false;
         while !done() {
@@ -266,14 +266,14 @@ impl SharedRead for Reading {
 
 /// A leader's hold on the pipe: put back when dropped, as trouble unless
 /// the leader ended normally.
-struct Held<'a> {
+struct HeldPipe<'a> {
     reading: &'a Reading,
     inbox: &'a dyn Inbox,
     pipe: Option<Pipe>,
     trouble: bool,
 }
 
-impl Drop for Held<'_> {
+impl Drop for HeldPipe<'_> {
     fn drop(&mut self) {
         if let Some(pipe) = self.pipe.take() {
             self.reading.put_back(pipe, self.trouble, self.inbox);

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::sync::{lock, wait_timeout, Occasional};
+use crate::sync::{lock, wait_timeout, ThrottledWarning};
 use crate::threads::NamedThread;
 use crate::transport::Inbox;
 
@@ -47,7 +47,7 @@ const JOIN_WAIT: Duration = Duration::from_secs(1);
 /// The pause before polling again after `poll` failed.
 const POLL_RETRY: Duration = Duration::from_millis(100);
 /// Said once a second at most, however long `poll` keeps failing.
-static POLL_FAILED: Occasional = Occasional::new();
+static POLL_FAILED: ThrottledWarning = ThrottledWarning::new();
 /// What the host is told in place of a flood's lines.
 const LEFT_OUT: &str = "(more stderr lines than can be shown; see the tail)";
 

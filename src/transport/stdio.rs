@@ -220,12 +220,9 @@ impl Endpoint for StdioEndpoint {
         Some(self.stderr.text(wait_for_end))
     }
 
-    fn transport_name(&self) -> &'static str {
-        "stdio"
-    }
-
     fn traits(&self) -> Traits {
         Traits {
+            name: "stdio",
             carries_stateless: true,
             probe_may_go_unanswered: true,
             line_per_message: true,

@@ -57,10 +57,10 @@ use crate::auth::OAuth;
 use crate::config::HttpKind;
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
-use crate::sync::{lock, Occasional};
+use crate::sync::{lock, ThrottledWarning};
 use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
-use crate::transport::{Dialect, Endpoint, Inbox, Outlet, Traits};
+use crate::transport::{Endpoint, Inbox, Outlet, SessionKind, Traits};
 
 use wire::Posted;
 
@@ -120,7 +120,7 @@ pub(crate) struct HttpTransport {
     /// Frames sent but not yet taken by a worker.
     queued: AtomicUsize,
     /// Said once a second at most, however many answers a flood drops.
-    dropped: Occasional,
+    dropped: ThrottledWarning,
     threads: Mutex<Vec<NamedThread>>,
     closing: AtomicBool,
     /// Dropped on close: wakes every pause at once.
@@ -228,7 +228,7 @@ impl HttpTransport {
             idle_workers: AtomicUsize::new(0),
             inline_posts: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
-            dropped: Occasional::default(),
+            dropped: ThrottledWarning::default(),
             threads: Mutex::new(Vec::new()),
             closing: AtomicBool::new(false),
             stop: Mutex::new(Some(stop)),
@@ -408,14 +408,14 @@ impl Outlet for HttpTransport {
         }
     }
 
-    fn speak(&self, dialect: Dialect<'_>) {
+    fn set_session_kind(&self, dialect: SessionKind<'_>) {
         let mut state = lock(&self.state);
         match dialect {
-            Dialect::Handshake => {
+            SessionKind::Handshake => {
                 state.stateless = false;
                 state.protocol_version = None;
             }
-            Dialect::Stateless { version } => {
+            SessionKind::Stateless { version } => {
                 state.stateless = true;
                 state.protocol_version = Some(version.to_owned());
                 // A refused handshake may have settled on the legacy
@@ -496,16 +496,10 @@ impl Endpoint for Arc<HttpTransport> {
         None
     }
 
-    fn transport_name(&self) -> &'static str {
-        match self.mode() {
-            Mode::Sse => "sse",
-            Mode::Streamable | Mode::Undecided => "http",
-        }
-    }
-
     fn traits(&self) -> Traits {
         let streamable = self.mode() != Mode::Sse;
         Traits {
+            name: if streamable { "http" } else { "sse" },
             carries_stateless: streamable,
             exchange_per_request: true,
             stream_per_request: streamable,

@@ -6,7 +6,7 @@
 //! safe to repeat (never `tools/call`). An `initialize` answered 400, 404 or
 //! 405 on a URL of no fixed type falls back to the legacy transport.
 //!
-//! Spoken statelessly (2026-07-28, after the client's `speak`), there is no
+//! Spoken statelessly (2026-07-28, after the client's `set_session_kind`), there is no
 //! session, no GET stream and no resumption: a response stream that breaks
 //! fails its request with `ResponseLost` (the client sends it again), and a
 //! 4xx whose body is a JSON-RPC error is that error for the caller, which
