@@ -280,6 +280,29 @@ fn over_http_a_handshake_era_url_is_remembered_and_a_dual_one_is_stateless() {
 }
 
 #[test]
+fn two_hubs_in_one_process_keep_their_own_memory_of_a_urls_era() {
+    let tag = Tag::new();
+    let old = HttpFixture::start(&tag, &[]);
+    // A query of this test's own keeps the URL this test's.
+    let url = format!("{}?test={}", old.url, tag.0);
+    let start = || {
+        let server = ServerConfig::http("web", &url, HttpKind::Auto);
+        Hub::start(Config::new().with_server(server), HubOptions::default())
+    };
+    let first = start();
+    assert_eq!(first.client("web").unwrap().era(), Era::Legacy);
+    // A second hub, beside the first: what the first learnt is not its own.
+    let second = start();
+    let client = second.client("web").unwrap();
+    assert_eq!(client.era(), Era::Legacy);
+    let probes =
+        http_log(&client).iter().filter(|entry| entry["rpc_method"] == "server/discover").count();
+    assert_eq!(probes, 2, "each hub probes once");
+    first.shutdown();
+    second.shutdown();
+}
+
+#[test]
 fn over_http_a_broken_stream_loses_a_tool_call_with_a_clear_error() {
     let tag = Tag::new();
     let server = HttpFixture::start(
