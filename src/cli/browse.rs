@@ -141,7 +141,8 @@ pub(super) fn read(
             }
             continue;
         }
-        if let Err(code) = save_part(&item.uri, item.mime_type.as_deref(), &bytes, output) {
+        let to = output.map(|path| (path, output_is_folder));
+        if let Err(code) = save_part(&item.uri, item.mime_type.as_deref(), &bytes, to) {
             return code;
         }
     }
@@ -154,19 +155,21 @@ fn is_folder(path: &Path) -> bool {
     path.is_dir() || path.to_string_lossy().ends_with('/')
 }
 
-/// Saves one binary part where `-o` says (in the current folder without
-/// it) and says where; the exit code when it cannot be saved.
+/// Saves one binary part where `-o` says (`to`: the path, and whether it
+/// is a folder, decided once per command), in the current folder without
+/// it, and says where; the exit code when it cannot be saved.
 fn save_part(
     uri: &str,
     mime_type: Option<&str>,
     bytes: &[u8],
-    output: Option<&Path>,
+    to: Option<(&Path, bool)>,
 ) -> Result<(), u8> {
-    let saved = match output {
-        Some(folder) if is_folder(folder) => {
+    let output = to.map(|(path, _)| path);
+    let saved = match to {
+        Some((folder, true)) => {
             fs::create_dir_all(folder).and_then(|()| save_in(folder, uri, bytes))
         }
-        Some(file) => fs::write(file, bytes).map(|()| file.to_owned()),
+        Some((file, false)) => fs::write(file, bytes).map(|()| file.to_owned()),
         None => save_in(Path::new("."), uri, bytes),
     };
     match saved {

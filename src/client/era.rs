@@ -154,7 +154,11 @@ impl Client {
     /// the start ends (as the handshake era's GET stream is open by then).
     fn adopt(&self, info: &ServerInfo, deadline: Instant) {
         let session = StatelessSession::new(self.request_meta(&info.protocol_version));
-        let _ = self.session.set(Session::Stateless(Box::new(session)));
+        if self.session.set(Session::Stateless(Box::new(session))).is_err() {
+            // Initialized again after a session was open: the first one
+            // stays, whole, rather than half of each.
+            return;
+        }
         self.router.stateless().adopt();
         self.start_listening(info, deadline);
     }

@@ -95,7 +95,7 @@ impl HttpTransport {
                 return Ok(());
             }
             log::debug!("{}: resuming the response stream after event {event_id}", self.server);
-            let mut resumed = match self.open_get(Some(&event_id), Some(self.request_ceiling)) {
+            let mut resumed = match self.open_get(Some(&event_id), Some(self.request_ceiling), by) {
                 Ok(resumed) if resumed.status().is_success() => resumed,
                 Ok(mut refused) => return Err(http_error(&mut refused)),
                 Err(err) => {

@@ -31,7 +31,7 @@ impl HttpTransport {
     }
 
     pub(super) fn run_legacy_stream(&self) {
-        let reason = match self.open_get(None, None) {
+        let reason = match self.open_get(None, None, Poster::OwnLimits) {
             Ok(mut response) if response.status().is_success() => {
                 let mut reader =
                     SseReader::new(BufReader::new(response.body_mut().as_reader()), MAX_FRAME);

@@ -34,7 +34,8 @@ pub(super) enum Outcome {
     /// 307 or 308: the request moved, to this URL (resolved against the
     /// one it was sent to) when the server said where.
     Moved(Option<String>),
-    /// 404 to a request sent in a session: the session is over.
+    /// 404 to what was sent in a session: the session is over (a stateless
+    /// request's 404 is then that server's refusal, once renewed).
     SessionGone,
     /// 400, 404 or 405 to the first `initialize`: perhaps the 2024-11-05
     /// HTTP+SSE transport, unless the body is a JSON-RPC error.
@@ -56,9 +57,7 @@ pub(super) fn classify(response: &Response<Body>, url: &str, sent: Sent) -> Outc
     match response.status().as_u16() {
         307 | 308 => Outcome::Moved(header("location").map(|location| resolve(url, location))),
         200..=299 => Outcome::Ok,
-        404 if sent.in_session && !sent.initialize && !sent.stateless_request => {
-            Outcome::SessionGone
-        }
+        404 if sent.in_session && !sent.initialize => Outcome::SessionGone,
         400 | 404 | 405 if sent.initialize && sent.undecided => Outcome::OldTransport,
         status @ (401 | 403) => {
             let challenge = Challenge::parse(header("www-authenticate").unwrap_or(""));

@@ -235,9 +235,10 @@ impl HttpTransport {
             // gets that error, to retry or fall back on.
             Outcome::Refused => Attempt::Done(Err(self.refusal(response, sent))),
             Outcome::Transient => Attempt::Transient(http_error(response)),
-            Outcome::Moved(_) | Outcome::SessionGone | Outcome::Failed => {
-                Attempt::Done(Err(http_error(response)))
-            }
+            // Gone again after a renewal: a stateless server's refusal, or
+            // an error to say.
+            Outcome::SessionGone => Attempt::Done(Err(self.refusal(response, sent))),
+            Outcome::Moved(_) | Outcome::Failed => Attempt::Done(Err(http_error(response))),
         }
     }
 
@@ -453,7 +454,7 @@ impl HttpTransport {
         let mut backoff = DEFAULT_RETRY;
         while !self.is_closing() {
             let mut pause = backoff;
-            let opened = self.open_get(last_id.as_deref(), None);
+            let opened = self.open_get(last_id.as_deref(), None, Poster::OwnLimits);
             match opened {
                 Ok(response) if response.status().as_u16() == 405 => {
                     log::debug!("{}: the server offers no GET stream (405)", self.server);

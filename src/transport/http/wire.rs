@@ -306,12 +306,13 @@ impl HttpTransport {
         &self,
         last_event_id: Option<&str>,
         ceiling: Option<Duration>,
+        by: Poster<'_>,
     ) -> Result<Response<Body>, ureq::Error> {
         let mut request = self.agent.get(&self.target.url).header("Accept", "text/event-stream");
         if let Some(event_id) = last_event_id {
             request = request.header("Last-Event-ID", event_id);
         }
-        let bearer = self.bearer(Poster::OwnLimits);
+        let bearer = self.bearer(by);
         self.with_common_headers(request, true, bearer.as_deref())
             .config()
             .timeout_global(ceiling)
