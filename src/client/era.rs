@@ -36,12 +36,18 @@ impl Client {
     /// Opens the session in the server's era within `timeout`: probes with
     /// `server/discover` and falls back to the `initialize` handshake (and
     /// `notifications/initialized`; over HTTP, the GET stream answered), or
-    /// speaks only the era the options pin.
+    /// speaks only the era the options pin. Once a session is open, it
+    /// returns what the server said then and sends nothing.
     ///
     /// # Errors
     /// A failed or timed-out start, a malformed result, or no revision in
     /// common (the connection is then closed).
     pub fn initialize(&self, timeout: Duration) -> Result<&ServerInfo, Error> {
+        // Once a session is open, it stays the one: no second probe or
+        // handshake that could leave the client half in each era.
+        if let Some(info) = self.info.get() {
+            return Ok(info);
+        }
         let deadline = Instant::now() + timeout;
         // The 2024-11-05 HTTP+SSE transport belongs to the handshake era.
         let carries_stateless = self.endpoint.traits().carries_stateless;

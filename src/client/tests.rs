@@ -125,6 +125,27 @@ fn initialize_then_initialized_before_anything_else() {
 }
 
 #[test]
+fn a_second_initialize_keeps_the_session_it_opened() {
+    let (client, server) = connect();
+    thread::scope(|scope| {
+        let started = scope.spawn(|| client.initialize(Duration::from_secs(5)).map(|_| ()));
+        refuse_probe(&server);
+        let request = server.next();
+        server.answer(&request["id"], initialize_result("2025-06-18"));
+        assert_eq!(server.next()["method"], "notifications/initialized");
+        started.join().unwrap().unwrap();
+    });
+    // Once a session is open, initialize says what it opened and sends
+    // nothing: no second probe that could leave the client half in each era.
+    let info = client.initialize(Duration::from_secs(5)).unwrap();
+    assert_eq!(info.protocol_version, "2025-06-18");
+    assert!(server.is_quiet_for(Duration::from_millis(100)));
+    // Server requests are still answered (a stateless server's are ignored).
+    server.send(json!({"jsonrpc": "2.0", "id": "r", "method": "roots/list"}));
+    assert_eq!(server.next()["id"], "r");
+}
+
+#[test]
 fn a_revision_tether_does_not_speak_is_refused() {
     let (client, server) = connect();
     thread::scope(|scope| {
