@@ -29,9 +29,3 @@ impl EraMemory {
         lock(&self.0).remove(key);
     }
 }
-
-impl std::fmt::Debug for EraMemory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("EraMemory").field(&lock(&self.0).len()).finish()
-    }
-}

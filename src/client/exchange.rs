@@ -19,13 +19,12 @@ use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use super::pending::{Reply, TaggedReply, Waiter};
-use super::router::PendingGuard;
+use super::pending::{PendingGuard, Reply, TaggedReply, Waiter};
 use super::{CallOptions, CancelHandle, Client, CLOSE_REASON_WAIT};
 use crate::error::{CloseReason, Error, Timeout};
 use crate::jsonrpc::Frame;
 use crate::protocol::Progress;
-use crate::transport::Caller;
+use crate::transport::{Caller, Traits};
 
 impl Client {
     /// One request under a fresh id, and its answer. A `tools/call` (or a
@@ -64,7 +63,7 @@ impl Client {
         self.router.pending().register(id, waiter)?;
         // Whatever happens from here (even a panicking progress callback),
         // the pending entry goes when this call does.
-        let _pending = PendingGuard { router: &self.router, id };
+        let _pending = PendingGuard { pending: self.router.pending(), id };
         let mut frame = match (params, progress_token) {
             (Params::Value(params), Some(token)) => {
                 Frame::request_with(id, method, Some(with_progress_token(params, token)))
@@ -80,7 +79,7 @@ impl Client {
         if traits.exchange_per_request {
             match params {
                 Params::Value(params) => {
-                    self.route_over_http(&mut frame, method, params, options)?
+                    self.route_over_http(&mut frame, method, params, options, traits)?
                 }
                 // Not stateless (its requests carry `_meta` and take the `Value` path).
                 Params::ToolCall { .. } => frame.deadline = self.hard_deadline(options),
@@ -179,9 +178,12 @@ impl Client {
         method: &str,
         params: Option<&Value>,
         options: &CallOptions,
+        traits: Traits,
     ) -> Result<(), Error> {
         frame.deadline = self.hard_deadline(options);
-        let Some(params) = params.filter(|_| self.stateless_http()) else { return Ok(()) };
+        // As `stateless_http`, with the traits this exchange already read.
+        let stateless_http = traits.stream_per_request && self.stateless_session().is_some();
+        let Some(params) = params.filter(|_| stateless_http) else { return Ok(()) };
         let key = match method {
             "tools/call" | "prompts/get" => "name",
             "resources/read" => "uri",

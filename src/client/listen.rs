@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{select, Receiver};
 use serde_json::{json, Map, Value};
 
-use super::pending::{Reply, Waiter};
-use super::router::{PendingGuard, Router};
+use super::pending::{PendingGuard, Reply, Waiter};
+use super::router::Router;
 use crate::error::Error;
 use crate::jsonrpc::{Frame, METHOD_NOT_FOUND};
 
@@ -70,7 +70,7 @@ pub(super) fn listen_loop(
         if router.pending().register(id, waiter).is_err() {
             return; // Closed.
         }
-        let _pending = PendingGuard { router, id };
+        let _pending = PendingGuard { pending: router.pending(), id };
         router.stateless().listening_as(id);
         if router.send(Frame::request(id, "subscriptions/listen", Some(params))).is_err() {
             return;

@@ -156,3 +156,15 @@ impl Pending {
         true
     }
 }
+
+/// Removes a request's pending entry when its call ends, however it ends.
+pub(super) struct PendingGuard<'a> {
+    pub(super) pending: &'a Pending,
+    pub(super) id: i64,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.pending.take(self.id);
+    }
+}

@@ -33,18 +33,6 @@ pub(super) fn cancellation(id: i64, reason: &str) -> Frame {
     Frame::notification("notifications/cancelled", Some(&params))
 }
 
-/// Removes a request's pending entry when its call ends, however it ends.
-pub(super) struct PendingGuard<'a> {
-    pub(super) router: &'a Router,
-    pub(super) id: i64,
-}
-
-impl Drop for PendingGuard<'_> {
-    fn drop(&mut self) {
-        self.router.pending.take(self.id);
-    }
-}
-
 /// The reader's side of a connection: routes each incoming message.
 pub(super) struct Router {
     server: String,

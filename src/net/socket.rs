@@ -69,13 +69,7 @@ impl<'a> Caller<'a> {
     /// it calls (the host's progress callback) keeps its own limits, and a
     /// call it makes may hold its own caller.
     pub(crate) fn deadline(&self) -> Instant {
-        struct Restore(Option<*const Caller<'static>>);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                HELD.set(self.0);
-            }
-        }
-        let _restore = Restore(HELD.take());
+        let _restore = RestoreHeld(HELD.take());
         (self.watch)()
     }
 
@@ -98,18 +92,21 @@ impl<'a> Caller<'a> {
     /// Runs `io` (ureq's calls on this thread) held to this caller: every
     /// connect, write and read ends at its deadline. Holds nest.
     pub(crate) fn held<T>(&self, io: impl FnOnce() -> T) -> T {
-        struct Restore(Option<*const Caller<'static>>);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                HELD.set(self.0);
-            }
-        }
         // SAFETY: only the lifetime is erased; the pointer is taken out of
-        // the slot (by `Restore`, also on unwind) before `self` goes.
+        // the slot (by `RestoreHeld`, also on unwind) before `self` goes.
         let erased: *const Caller<'static> =
             unsafe { std::mem::transmute(self as *const Caller<'_>) };
-        let _restore = Restore(HELD.replace(Some(erased)));
+        let _restore = RestoreHeld(HELD.replace(Some(erased)));
         io()
+    }
+}
+
+/// Puts back the caller held before, when dropped (also on unwind).
+struct RestoreHeld(Option<*const Caller<'static>>);
+
+impl Drop for RestoreHeld {
+    fn drop(&mut self) {
+        HELD.set(self.0);
     }
 }
 

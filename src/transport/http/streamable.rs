@@ -147,11 +147,15 @@ impl HttpTransport {
                     }
                 }
             };
+        let (undecided, stateless) = {
+            let state = lock(&self.state);
+            (state.mode == Mode::Undecided, state.stateless)
+        };
         let sent = Sent {
             in_session: sent_session.is_some(),
             initialize: frame.is("initialize"),
-            undecided: self.mode() == Mode::Undecided,
-            stateless_request: lock(&self.state).stateless && frame.is_request(),
+            undecided,
+            stateless_request: stateless && frame.is_request(),
         };
         let outcome = classify(&response, &url, sent);
         let this = Posting { frame, deadline, by, sent_session, bearer, sent };
