@@ -1,14 +1,14 @@
-//! One connection to one MCP server: its era and session start (`era.rs`),
-//! request ids, routing, timeouts; for a stateless server also the rounds of
-//! input (`rounds.rs`), kept lists (`cache.rs`) and the listen stream
-//! (`listen.rs`).
+//! One connection to one MCP server: its era and session start (`era.rs`,
+//! `probe.rs`, `handshake.rs`, one `Session`), one request (`exchange.rs`);
+//! for a stateless server also the rounds of input (`rounds.rs`), kept lists
+//! (`cache.rs`) and the listen stream (`listen.rs`).
 //!
-//! The transport's reader thread calls [`Router::deliver`] for every message:
-//! a response goes straight to the channel of the caller waiting for it (found
-//! by id in the pending map), a progress notification to the same channel
-//! (resetting that caller's timer), a `ping` is answered on the spot, and
-//! everything else (server requests, other notifications) is queued for the
-//! `{server}-events` thread so that the reader never waits on the host.
+//! The transport's reader calls the [`Router`] for every message: a response
+//! goes straight to the channel of the caller waiting for it (found by id in
+//! `Pending`), a progress notification to the same channel (resetting that
+//! caller's timer), a `ping` is answered on the spot, and everything else
+//! (server requests, other notifications) is queued for the `{server}-events`
+//! thread (`EventQueue`) so that the reader never waits on the host.
 //!
 //! Many callers may be in flight at once; each waits on its own channel with a
 //! deadline. Ids are never reused, so a late response finds no waiter and is
@@ -16,7 +16,6 @@
 //! reason, and later requests fail without being sent.
 
 use std::collections::{HashMap, HashSet};
-
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 

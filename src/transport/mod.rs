@@ -193,8 +193,8 @@ pub(crate) trait Outlet: Send + Sync {
     /// Switches how the frames that follow travel (the era probe speaks
     /// stateless first, and a fallback to `initialize` switches back). A
     /// pipe carries both alike.
-    fn set_session_kind(&self, dialect: SessionKind<'_>) {
-        let _ = dialect;
+    fn set_session_kind(&self, kind: SessionKind<'_>) {
+        let _ = kind;
     }
 
     /// Sends one message. Returns once it is written (stdio) or handed to

@@ -13,9 +13,10 @@
 //! it over with `send_waiting` and POSTs it on its own thread
 //! (`post_inline`), its I/O held to the caller's deadline (`Caller::held`),
 //! which also hands it progress as it comes. Who posts travels down every
-//! call as a [`Poster`], so nothing below decides by which thread it is on. What could hold it longer —
-//! a session renewal, a sign-in — goes to a worker, which sends the request
-//! anew (the server did not take it: 401, 403, 404).
+//! call as a [`Poster`], so nothing below decides by which thread it is on.
+//! What could hold it longer — a session renewal, a sign-in — goes to a
+//! worker, which sends the request anew (the server did not take it: 401,
+//! 403, 404).
 //!
 //! The session starts in order: `Client::initialize` hands
 //! `notifications/initialized` to `begin_session`, which POSTs it on the
@@ -23,10 +24,13 @@
 //! `{server}-http-get` stream and waits, within the start timeout, until the
 //! server answered it; only then does the first request go out.
 //!
-//! This file is the worker pool and the connection's state; `streamable.rs`
-//! is Streamable HTTP (session, renewal, resumption, the GET stream),
-//! `legacy.rs` the 2024-11-05 HTTP+SSE transport, `wire.rs` what every
-//! exchange shares (headers, delivery, errors, URLs, the resolver).
+//! This file is the connection's state, its start and close, and the choice
+//! between a worker and the caller's own thread; `workers.rs` is the pool,
+//! `streamable.rs` Streamable HTTP (session, renewal, the GET stream, one
+//! POST classified by `outcome.rs` and acted on), `answer.rs` a request's
+//! answer (resumed when its stream breaks), `legacy.rs` the 2024-11-05
+//! HTTP+SSE transport, `wire.rs` what every exchange shares (headers,
+//! delivery, errors), `target.rs` `HttpTarget`, `poster.rs` `Poster`.
 //!
 //! Nothing blocks shutdown: `close` ends the session (DELETE), then shuts the
 //! agent down, which wakes every blocked read at once, and joins every thread.
@@ -40,11 +44,7 @@ mod target;
 mod wire;
 mod workers;
 
-use poster::Poster;
 pub use target::{sign_in, HttpTarget};
-
-use crate::net::socket::Caller;
-use crate::net::tls;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -57,14 +57,16 @@ use crate::auth::OAuth;
 use crate::config::HttpKind;
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
+use crate::net::resolver::LiteralFirstResolver;
+use crate::net::socket::Caller;
+use crate::net::tls;
 use crate::sync::{lock, ThrottledWarning};
 use crate::threads::NamedThread;
 use crate::transport::outbox::Closed;
 use crate::transport::{Endpoint, Inbox, Outlet, SessionKind, Traits};
 
+use poster::Poster;
 use wire::Posted;
-
-use crate::net::resolver::LiteralFirstResolver;
 
 /// Frames waiting for a worker; past this, callers wait and answers to the
 /// server's requests are dropped.
@@ -378,14 +380,10 @@ impl Outlet for HttpTransport {
     }
 
     fn send_waiting(&self, frame: Frame, caller: &Caller<'_>) -> Result<(), Closed> {
-        if self.is_closing() {
-            return Err(Closed);
-        }
-        if self.posts_inline(&frame) {
+        if !self.is_closing() && self.posts_inline(&frame) {
             return self.post_inline(frame, caller);
         }
-        log::trace!("{} -> {}", self.server, String::from_utf8_lossy(&frame.bytes));
-        self.queue(frame)
+        self.send(frame)
     }
 
     /// POSTed on this thread, one after another, within a second in all:
@@ -408,9 +406,9 @@ impl Outlet for HttpTransport {
         }
     }
 
-    fn set_session_kind(&self, dialect: SessionKind<'_>) {
+    fn set_session_kind(&self, kind: SessionKind<'_>) {
         let mut state = lock(&self.state);
-        match dialect {
+        match kind {
             SessionKind::Handshake => {
                 state.stateless = false;
                 state.protocol_version = None;
