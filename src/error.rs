@@ -74,6 +74,10 @@ pub enum Error {
         /// The server's URL.
         url: String,
     },
+    /// A codemode script could not be run at all: this build has no script
+    /// engine (the `codemode` feature), or the engine could not start. A
+    /// script that runs and fails is a [`crate::ScriptRun`] with an error.
+    Engine(String),
     /// Adds the server name to an error from below.
     Server {
         /// The configured name of the server.
@@ -185,7 +189,11 @@ impl Error {
     pub fn is_server_failure(&self) -> bool {
         !matches!(
             self.root(),
-            Error::UnknownTool(_) | Error::UnknownServer(_) | Error::Config(_) | Error::Cancelled
+            Error::UnknownTool(_)
+                | Error::UnknownServer(_)
+                | Error::Config(_)
+                | Error::Cancelled
+                | Error::Engine(_)
         )
     }
 }
@@ -248,6 +256,7 @@ impl fmt::Display for Error {
             Error::LoginRequired { url } => {
                 write!(f, "{} needs a sign-in (OAuth)", crate::url::redact_url(url))
             }
+            Error::Engine(what) => write!(f, "cannot run the script: {what}"),
             Error::Server { name, source } => write!(f, "server {name:?}: {source}"),
         }
     }

@@ -39,6 +39,10 @@
 mod auth;
 mod client;
 mod clock;
+// Without the engine (the `codemode` feature), what it would ask of the
+// hub is built but never called.
+#[cfg_attr(not(feature = "codemode"), allow(dead_code))]
+mod codemode;
 mod config;
 mod error;
 mod framing;
@@ -60,6 +64,7 @@ mod spelling;
 #[doc(hidden)]
 pub mod for_cli {
     pub use crate::clock::rfc3339;
+    pub use crate::codemode::{servers_named, Named};
     pub use crate::shell::shell_quote;
     pub use crate::spelling::closest;
 }
@@ -73,10 +78,15 @@ mod value_command;
 
 pub use auth::{forget_credentials, AuthorizationHandler, TokenProvider};
 pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
+pub use codemode::{
+    CallHook, NestedCall, NestedOutcome, ParentCall, PlannedCall, ScriptError, ScriptErrorKind,
+    ScriptOptions, ScriptRun, Verdict, CODEMODE_AVAILABLE,
+};
 pub use config::{
     default_config_dir, Config, ConfigFiles, ConfigLoader, EnterpriseIdentity, Exposure,
     FailedEntry, HttpConfig, HttpKind, ImportReport, OAuthSettings, ProjectEntry, Scope,
-    ServerConfig, StdioConfig, TransportConfig, Unapproved, UnknownWord, UntrustedServer,
+    ScriptLimits, ServerConfig, StdioConfig, TransportConfig, Unapproved, UnknownWord,
+    UntrustedServer,
 };
 pub use error::{CloseReason, Error, Step, Timeout};
 pub use host::{DefaultHost, Host, Root};
@@ -86,7 +96,7 @@ pub use hub::{
 pub use jsonrpc::{Notification, RpcError};
 pub use model::{
     shape_result, ModelBlock, ModelResult, ModelTool, NameStyle, RegisteredTool, ResultLimits,
-    TOOL_SEARCH,
+    ServersPrompt, CODEMODE, TOOL_SEARCH,
 };
 pub use protocol::{
     Era, EraChoice, Progress, Prompt, PromptArgument, PromptResult, Resource, ResourceContents,

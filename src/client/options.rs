@@ -162,6 +162,13 @@ impl CancelHandle {
     pub fn is_cancelled(&self) -> bool {
         lock(&self.trigger).is_none()
     }
+
+    /// Disconnected once `cancel` was called: to wait on with `select!`
+    /// beside other channels, or to look at without a lock.
+    #[cfg_attr(not(feature = "codemode"), allow(dead_code))]
+    pub(crate) fn receiver(&self) -> &Receiver<()> {
+        &self.cancelled
+    }
 }
 
 impl Default for CancelHandle {

@@ -170,7 +170,12 @@ impl Config {
         reading: &Reading,
     ) {
         let shown = path.map_or_else(|| "JSON text".to_owned(), |path| path.display().to_string());
-        let servers = match servers_of(text, &shown) {
+        let document =
+            serde_json::from_str::<Value>(text).map_err(|err| syntax_error(&shown, &err));
+        if let Some(limits) = document.as_ref().ok().and_then(|document| document.get("codemode")) {
+            self.set_script_limits(limits, scope, &shown);
+        }
+        let servers = match document.and_then(|document| servers_in(&document, &shown)) {
             Ok(Some(servers)) => servers,
             Ok(None) => {
                 // VS Code's layout: read by `tether import`, not as it is.
@@ -256,6 +261,19 @@ impl Config {
         }
     }
 
+    /// The `"codemode"` limits of a file: the user's (or JSON text a host
+    /// parses) only, since a project file must not raise them.
+    fn set_script_limits(&mut self, limits: &Value, scope: Scope, shown: &str) {
+        if scope == Scope::Project {
+            self.warnings.push(format!(
+                "{shown}: \"codemode\" limits are read from the user's mcp.json only; ignored here"
+            ));
+            return;
+        }
+        let mut warnings = super::codemode::apply(&mut self.codemode, limits, shown);
+        self.warnings.append(&mut warnings);
+    }
+
     /// A project entry without `command` or `url` changes only the
     /// settings it names of the user entry of the same name.
     fn apply_override(&mut self, name: &str, shown: &str, changes: entry::Override) {
@@ -312,6 +330,14 @@ pub(crate) fn servers_of(
     shown: &str,
 ) -> Result<Option<serde_json::Map<String, Value>>, String> {
     let document: Value = serde_json::from_str(text).map_err(|err| syntax_error(shown, &err))?;
+    servers_in(&document, shown)
+}
+
+/// The `mcpServers` object of a parsed config file, `None` when it has none.
+fn servers_in(
+    document: &Value,
+    shown: &str,
+) -> Result<Option<serde_json::Map<String, Value>>, String> {
     match document.get("mcpServers") {
         None => Ok(None),
         Some(Value::Object(servers)) => Ok(Some(servers.clone())),

@@ -13,6 +13,7 @@
 //! of the same name; a project entry with no `command`, `url` or `type` only
 //! overrides `enabled`, `exposure` and `toolExposure`.
 
+mod codemode;
 mod entry;
 pub(crate) mod expand;
 pub(crate) mod file;
@@ -35,6 +36,7 @@ use serde_json::Value;
 use crate::protocol::EraChoice;
 use crate::shell::shell_quote;
 
+pub use codemode::ScriptLimits;
 pub(crate) use entry::check_name;
 pub use import::ImportReport;
 pub use keywords::UnknownWord;
@@ -68,6 +70,8 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// `TETHER_MCP=0`: nothing was read and nothing may start.
     pub off: bool,
+    /// What a codemode script may use (the user file's `"codemode"`).
+    pub codemode: ScriptLimits,
 }
 
 /// Where a server's entry came from.
@@ -93,7 +97,9 @@ pub enum Exposure {
     Deferred,
     /// Never reachable.
     Hidden,
-    /// Accepted; treated as deferred until a script engine exists.
+    /// Reached from scripts the model writes for the `codemode` tool (and
+    /// found by `tool_search` where it is offered); deferred in a build
+    /// without the `codemode` feature.
     Codemode,
 }
 
@@ -366,6 +372,12 @@ impl ServerConfig {
                 HttpKind::Sse => "sse",
             },
         }
+    }
+
+    /// Whether any of this server's tools may have this exposure (its
+    /// `exposure`, or any `toolExposure` entry).
+    pub(crate) fn may_expose(&self, exposure: Exposure) -> bool {
+        self.exposure == exposure || self.tool_exposure.iter().any(|(_, e)| *e == exposure)
     }
 
     /// The exposure of one of this server's tools: an exact `toolExposure`

@@ -10,28 +10,41 @@ use serde_json::{json, Value};
 
 use super::slot::Phase;
 use super::Hub;
+use crate::client::CallOptions;
 use crate::config::Exposure;
 use crate::error::Error;
+use crate::model::reached_as;
 use crate::model::tools::{
-    self, json_result, tool_error, ModelTool, LIST_RESOURCES, LIST_TEMPLATES, READ_RESOURCE,
-    TOOL_SEARCH,
+    self, json_result, tool_error, ModelTool, CODEMODE, LIST_RESOURCES, LIST_TEMPLATES,
+    READ_RESOURCE, TOOL_SEARCH,
 };
 use crate::protocol::ToolResult;
 
 impl Hub {
     /// The tools to declare to the model this turn: direct tools, deferred
-    /// tools `tool_search` has found, `tool_search` itself while any tool is
-    /// deferred, and the resource tools while any server offers resources.
-    /// A hub started in the background first waits for the servers that
-    /// have direct tools (each at most its start timeout).
+    /// tools `tool_search` has found, `codemode` while any tool has codemode
+    /// exposure (or a server that may have some is starting), `tool_search`
+    /// itself while any tool is deferred, and the resource tools while any
+    /// server offers resources. A hub started in the background first waits
+    /// for the servers that have direct tools (each at most its start
+    /// timeout); a codemode script waits for the servers it names.
     pub fn model_tools(&self) -> Vec<ModelTool> {
         let shared = &self.core.shared;
         if shared.options.background {
             self.wait_for_direct_servers();
         }
         let registry = shared.registry();
-        let discovered = shared.state().discovered.clone();
-        tools::declared(&registry, &discovered, self.any_server_offers("resources"))
+        let (discovered, codemode_starting) = {
+            let state = shared.state();
+            let codemode_starting = state.slots.iter().any(|slot| {
+                matches!(slot.phase, Phase::Starting { .. })
+                    && slot.config.may_expose(Exposure::Codemode)
+                    && reached_as(Exposure::Codemode) == Exposure::Codemode
+            });
+            (state.discovered.clone(), codemode_starting)
+        };
+        let offers_resources = self.any_server_offers("resources");
+        tools::declared(&registry, &discovered, offers_resources, codemode_starting)
     }
 
     /// Answers the hub's own tools; `None` for any other name.
@@ -39,10 +52,12 @@ impl Hub {
         &self,
         name: &str,
         arguments: &Value,
+        options: &CallOptions,
     ) -> Option<Result<ToolResult, Error>> {
         let text_argument =
             |key: &str| arguments.get(key).and_then(Value::as_str).map(str::to_owned);
         Some(match name {
+            CODEMODE => self.call_codemode(arguments, options),
             TOOL_SEARCH => self
                 .tool_search(&text_argument("query").unwrap_or_default(), arguments.get("limit")),
             LIST_RESOURCES => {
@@ -89,7 +104,7 @@ impl Hub {
     }
 
     /// Each server's description, or the first line of its instructions.
-    fn server_descriptions(&self) -> Vec<(String, String)> {
+    pub(super) fn server_descriptions(&self) -> Vec<(String, String)> {
         let state = self.core.shared.state();
         state
             .slots

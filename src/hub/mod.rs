@@ -15,6 +15,7 @@ mod events;
 mod for_model;
 mod options;
 mod refresh;
+mod scripts;
 mod slot;
 mod state;
 mod status;
@@ -58,7 +59,7 @@ impl Hub {
     /// each is connected or has failed (at most its start timeout), or at once
     /// with `options.background`.
     pub fn start(config: Config, options: HubOptions) -> Hub {
-        let Config { servers, mut failed, untrusted, .. } = config;
+        let Config { servers, mut failed, untrusted, codemode, .. } = config;
         // One slot per name (`-` and `_` are the same): a second server of
         // a name (pushed onto `servers` by hand) fails, said as such.
         let mut slots: Vec<Slot> = Vec::with_capacity(servers.len());
@@ -86,7 +87,7 @@ impl Hub {
                 None => slots.push(Slot::new(server)),
             }
         }
-        let shared = Arc::new(Shared::new(slots, failed, untrusted, options));
+        let shared = Arc::new(Shared::new(slots, failed, untrusted, codemode, options));
         shared.events.start(&shared);
         shared.start_all();
         let hub = Hub { core: Arc::new(HubCore { shared }) };
@@ -142,7 +143,7 @@ impl Hub {
             Some(_) => return Err(Error::UnknownTool(qualified_name.to_owned())),
             None => {
                 return self
-                    .call_builtin(qualified_name, &arguments)
+                    .call_builtin(qualified_name, &arguments, options)
                     .unwrap_or_else(|| Err(Error::UnknownTool(qualified_name.to_owned())));
             }
         };

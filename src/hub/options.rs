@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::events::LogSink;
 use crate::auth::{AuthorizationHandler, TokenProvider};
+use crate::codemode::CallHook;
 use crate::config::ConfigLoader;
 use crate::host::{DefaultHost, Host};
 use crate::model::registry::NameStyle;
@@ -27,6 +28,8 @@ pub struct HubOptions {
     /// How `refresh` reads the configuration again; without it, `refresh`
     /// only restarts servers that stopped.
     pub reload: Option<ConfigLoader>,
+    /// Sees each call a codemode script makes, and may deny it.
+    pub call_hook: Option<Arc<dyn CallHook>>,
     /// What every connection is lent: who has a person sign in to remote
     /// servers (without one, a server that wants OAuth fails with
     /// [`Error::LoginRequired`], `needs_login`), where sign-ins are kept, the
@@ -42,6 +45,7 @@ impl Default for HubOptions {
             host: Arc::new(DefaultHost),
             log_sink: None,
             reload: None,
+            call_hook: None,
             lent: FromHost::default(),
         }
     }
@@ -75,6 +79,13 @@ impl HubOptions {
     /// How `refresh` reads the configuration again.
     pub fn with_reload(mut self, reload: ConfigLoader) -> HubOptions {
         self.reload = Some(reload);
+        self
+    }
+
+    /// Sees each call a codemode script makes (with the `codemode` call as
+    /// its parent) and may deny it; also told when each call ended.
+    pub fn with_call_hook(mut self, hook: Arc<dyn CallHook>) -> HubOptions {
+        self.call_hook = Some(hook);
         self
     }
 

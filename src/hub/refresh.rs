@@ -53,6 +53,7 @@ impl Hub {
                 return report;
             }
             if let Some(config) = config {
+                state.script_limits = config.codemode;
                 let mut old_slots: Vec<Option<Slot>> =
                     std::mem::take(&mut state.slots).into_iter().map(Some).collect();
                 let mut new_slots = Vec::new();

@@ -26,10 +26,12 @@ use super::slot::{is_lost, Connected, Phase, Slot, StartJob};
 use super::HubOptions;
 use crate::client::{CallOptions, Client, ClientOptions, EraMemory};
 use crate::config::{
-    name_key, Exposure, FailedEntry, ServerConfig, TransportConfig, UntrustedServer,
+    name_key, Exposure, FailedEntry, ScriptLimits, ServerConfig, TransportConfig, UntrustedServer,
 };
 use crate::error::{CloseReason, Error};
+use crate::model::reached_as;
 use crate::model::registry::ToolRegistry;
+use crate::model::servers_prompt::ServersPrompt;
 use crate::protocol::Tool;
 use crate::sync::{lock, wait_timeout};
 use crate::transport;
@@ -65,6 +67,12 @@ pub(super) struct HubState {
     registry: RegistryState,
     /// Deferred tools that `tool_search` found: declared from then on.
     pub(super) discovered: HashSet<String>,
+    /// What a codemode script may use (the configuration's `"codemode"`).
+    pub(super) script_limits: ScriptLimits,
+    /// The last codemode run's number.
+    pub(super) script_runs: u64,
+    /// The servers section last handed out, and its generation.
+    pub(super) servers_prompt: ServersPrompt,
     /// The `{server}-start` threads not joined yet: each start joins those
     /// that have ended (an ended thread's stack stays until it is joined),
     /// shutdown the rest.
@@ -115,7 +123,7 @@ impl HubState {
                 ready
                     .iter()
                     .find(|(config, _)| config.name == server)
-                    .map_or(Exposure::Direct, |(config, _)| config.exposure_of(tool))
+                    .map_or(Exposure::Direct, |(config, _)| reached_as(config.exposure_of(tool)))
             });
         let built = Arc::new(built);
         self.registry = RegistryState::Built(Arc::clone(&built));
@@ -150,6 +158,7 @@ impl Shared {
         slots: Vec<Slot>,
         failed_entries: Vec<FailedEntry>,
         untrusted: Vec<UntrustedServer>,
+        script_limits: ScriptLimits,
         options: HubOptions,
     ) -> Shared {
         Shared {
@@ -159,6 +168,9 @@ impl Shared {
                 untrusted,
                 registry: RegistryState::Built(Arc::new(ToolRegistry::default())),
                 discovered: HashSet::new(),
+                script_limits,
+                script_runs: 0,
+                servers_prompt: ServersPrompt { text: String::new(), generation: 0 },
                 starters: Vec::new(),
                 shutting_down: false,
                 shut_down: false,

@@ -112,6 +112,14 @@ pub(super) fn slot_status(config: &ServerConfig, phase: &Phase, since: SystemTim
     status.target = Some(config.target());
     status.since = since;
     status.warnings.clone_from(&config.warnings);
+    if !crate::codemode::CODEMODE_AVAILABLE && config.may_expose(crate::config::Exposure::Codemode)
+    {
+        status.warnings.push(
+            "exposure \"codemode\" needs tether built with its \"codemode\" feature; \
+             these tools are deferred (found with tool_search) instead"
+                .to_owned(),
+        );
+    }
     match phase {
         Phase::Disabled => status.state = ServerState::Disabled,
         Phase::Starting { .. } => status.state = ServerState::Connecting,

@@ -42,6 +42,15 @@ pub struct RegisteredTool {
     pub exposure: Exposure,
 }
 
+impl RegisteredTool {
+    /// The tool as a codemode script reads it: a TypeScript-style signature
+    /// from its input and output schemas,
+    /// `mcp__s__t(args: { text: string }): Promise<CallToolResult>`.
+    pub fn signature(&self) -> String {
+        super::signature::signature(&self.qualified_name, &self.tool)
+    }
+}
+
 /// All tools of all connected servers, by qualified name.
 #[derive(Debug, Clone, Default)]
 pub struct ToolRegistry {

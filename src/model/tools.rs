@@ -1,8 +1,10 @@
 //! The tools a model is offered: the servers' tools by exposure, and the
-//! hub's own (`tool_search` for the deferred ones, three over resources).
+//! hub's own (`codemode` for scripts, `tool_search` for the deferred ones,
+//! three over resources).
 //!
-//! Exposure decides: `direct` tools are declared, `deferred` (and `codemode`,
-//! until a script engine exists) ones only once `tool_search` found them,
+//! Exposure decides: `direct` tools are declared, `deferred` ones only once
+//! `tool_search` found them, `codemode` ones are reached from scripts the
+//! `codemode` tool runs (and found by `tool_search` where it is offered),
 //! `hidden` ones never. Everything here works on a snapshot the hub hands
 //! over (the registry, what was found, what servers offer), so that what
 //! the model sees is decided in one place and holds no lock.
@@ -20,6 +22,26 @@ use crate::protocol::ToolResult;
 
 /// The tool that finds deferred tools.
 pub const TOOL_SEARCH: &str = "tool_search";
+/// The tool that runs a script calling codemode tools.
+pub const CODEMODE: &str = "codemode";
+/// What the `codemode` tool tells the model: the API in a few lines, and
+/// one example.
+const CODEMODE_DESCRIPTION: &str = "\
+Runs a JavaScript script that calls MCP tools, and returns what the script returns (a string as \
+is, anything else as JSON) with its console.log output. The script is the body of an async \
+function: use await and return. Only the returned value reaches you, so filter, join and count \
+in the script instead of returning whole results.
+In scope, and nothing else (no require, fetch, timers, files or network):
+- tools.mcp__<server>__<tool>(args) -> Promise<{content, structuredContent?, isError?}>; \
+a tool error resolves with isError: true, a failed call rejects
+- searchTools(query, {namespace?, limit?}) -> [{name, description, signature}]
+- describeNamespace(\"mcp__<server>\") -> {name, description, instructions, tools}
+- ALL_TOOLS -> [{name, server, description, annotations}]
+- listResources({server?}), readResource(server, uri) -> Promise
+- image(block) shows an image content block; console.log(...)
+Example:
+const r = await tools.mcp__wordcount__word_count({ text: \"the quick brown fox\" });
+return r.content[0].text;";
 pub(crate) const LIST_RESOURCES: &str = "list_mcp_resources";
 pub(crate) const LIST_TEMPLATES: &str = "list_mcp_resource_templates";
 pub(crate) const READ_RESOURCE: &str = "read_mcp_resource";
@@ -43,20 +65,31 @@ pub struct ModelTool {
 }
 
 /// The tools to declare this turn: direct tools, deferred tools
-/// `tool_search` has found, `tool_search` itself while any tool is
-/// deferred, and the resource tools while any server offers resources.
+/// `tool_search` has found, `codemode` while any tool has codemode
+/// exposure, `tool_search` itself while any tool is deferred, and the
+/// resource tools while any server offers resources.
+///
+/// `codemode_starting`: a server still starting may have codemode tools;
+/// `codemode` is declared already, since a script waits for the servers
+/// it names.
 pub(crate) fn declared(
     registry: &ToolRegistry,
     discovered: &HashSet<String>,
     offers_resources: bool,
+    codemode_starting: bool,
 ) -> Vec<ModelTool> {
     let mut tools = Vec::new();
     let mut any_deferred = false;
+    let mut any_codemode = codemode_starting;
     for entry in registry.tools() {
         let declare = match entry.exposure {
             Exposure::Direct => true,
-            Exposure::Deferred | Exposure::Codemode => {
+            Exposure::Deferred => {
                 any_deferred = true;
+                discovered.contains(&entry.qualified_name)
+            }
+            Exposure::Codemode => {
+                any_codemode = true;
                 discovered.contains(&entry.qualified_name)
             }
             Exposure::Hidden => false,
@@ -70,6 +103,16 @@ pub(crate) fn declared(
                 annotations: entry.tool.annotations.clone(),
             });
         }
+    }
+    // Without the engine a codemode tool is deferred (`reached_as`).
+    if any_codemode && cfg!(feature = "codemode") {
+        tools.push(builtin(
+            CODEMODE,
+            CODEMODE_DESCRIPTION,
+            json!({"type": "object", "properties": {
+                "code": {"type": "string", "description": "The script: the body of an async function (await the calls, return the result)."}
+            }, "required": ["code"]}),
+        ));
     }
     if any_deferred {
         tools.push(builtin(
