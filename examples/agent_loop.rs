@@ -8,7 +8,11 @@
 //! Each turn: refresh the hub, take the tools to declare, let the "model"
 //! pick a call, make it with a timeout and a progress callback, and shape
 //! the result for the model. `count_words` is made deferred, so the model
-//! has to find it with `tool_search` first.
+//! has to find it with `tool_search` first; `echo` is reached by codemode,
+//! so the model writes a script for the `codemode` tool, which the servers
+//! section of the system prompt told it about. With a `wordcount` server
+//! configured (codemode's own example), that script is the example's:
+//! `return await tools.mcp__wordcount__word_count({ text: "the quick brown fox" });`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,7 +21,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tether::{
     shape_result, CallOptions, ConfigLoader, Exposure, Hub, HubOptions, LogFile, ModelBlock,
-    ModelTool, ResultLimits, Tool,
+    ModelTool, NestedCall, ParentCall, PlannedCall, ResultLimits, Tool, Verdict,
 };
 
 /// The "model": for each turn, the tool it wants and the arguments it gives,
@@ -25,8 +29,33 @@ use tether::{
 const SCRIPT: &[(&str, &str)] = &[
     ("tool_search", r#"{"query": "count the words in a text"}"#),
     ("mcp__demo__count_words", r#"{"text": "the quick brown fox jumps over the lazy dog"}"#),
-    ("mcp__demo__echo", r#"{"text": "done"}"#),
+    ("codemode", r#"{"code": "return await tools.mcp__demo__echo({ text: \"done\" });"}"#),
 ];
+
+/// The script the "model" writes when a `wordcount` server is configured:
+/// codemode's own example, verbatim.
+const WORDCOUNT_SCRIPT: &str =
+    r#"return await tools.mcp__wordcount__word_count({ text: "the quick brown fox" });"#;
+
+/// The host's say over each call a script makes: here it allows all and
+/// shows them.
+struct ShowNested;
+
+impl tether::CallHook for ShowNested {
+    fn before_call(&self, call: &PlannedCall) -> Verdict {
+        println!("  script #{} calls {} {}", call.parent.run, call.name, call.arguments);
+        Verdict::Allow
+    }
+
+    fn after_call(&self, call: &NestedCall, _parent: &ParentCall) {
+        println!(
+            "  script call {} ended: {} in {:?}",
+            call.name,
+            call.outcome.as_str(),
+            call.elapsed
+        );
+    }
+}
 
 fn main() {
     env_logger::init();
@@ -37,16 +66,21 @@ fn main() {
     for warning in &config.warnings {
         eprintln!("config warning: {warning}");
     }
-    // Make one tool deferred: declared only once tool_search finds it.
+    // Make one tool deferred (declared only once tool_search finds it) and
+    // one reached from codemode scripts.
     for server in &mut config.servers {
         server.tool_exposure.push(("count_words".into(), Exposure::Deferred));
+        server.tool_exposure.push(("echo".into(), Exposure::Codemode));
     }
     let log = LogFile::new(std::env::temp_dir().join("tether-agent-loop.log"));
     let options = HubOptions::default()
         .with_background(true) // return at once; model_tools() waits for what it needs
-        .with_log_sink(Arc::new(log));
+        .with_log_sink(Arc::new(log))
+        .with_call_hook(Arc::new(ShowNested));
     let hub = Hub::start(config, options);
     let limits = ResultLimits::default();
+    let mut shown_prompt = 0;
+    let mut servers_section = String::new();
 
     for (turn, (wanted, arguments)) in SCRIPT.iter().enumerate() {
         // The start of a turn: servers whose configuration changed restart,
@@ -57,12 +91,26 @@ fn main() {
         }
         let tools = hub.model_tools();
         println!("\nturn {}: {} tools declared: {}", turn + 1, tools.len(), names(&tools));
+        // The servers section of the system prompt, appended when it changed.
+        let prompt = hub.servers_prompt();
+        if prompt.generation != shown_prompt {
+            shown_prompt = prompt.generation;
+            println!("  system prompt, servers section:");
+            for line in prompt.text.lines() {
+                println!("    {line}");
+            }
+            servers_section = prompt.text;
+        }
         if !tools.iter().any(|tool| tool.name == *wanted) {
             println!("  the model wanted {wanted}, which is not declared");
             continue;
         }
-        let arguments: Value =
+        let mut arguments: Value =
             serde_json::from_str(arguments).expect("the script's arguments are JSON");
+        // The "model" read the servers section: it knows of mcp__wordcount.
+        if *wanted == "codemode" && servers_section.contains("- mcp__wordcount ") {
+            arguments = json!({ "code": WORDCOUNT_SCRIPT });
+        }
         println!("  model calls {wanted} {arguments}");
         let options = CallOptions::default()
             .with_timeout(Duration::from_secs(30))

@@ -32,7 +32,9 @@ pub(super) fn run(
     signals: &mut SignalWatch,
 ) -> u8 {
     signals.options = options;
-    if let Command::Call { timeout: Some(ceiling), .. } = &command {
+    if let Command::Call { timeout: Some(ceiling), .. }
+    | Command::Run { timeout: Some(ceiling), .. } = &command
+    {
         // --timeout bounds the whole command, the servers' closing too.
         signals.stop_by = Some(Instant::now() + *ceiling);
     }
@@ -68,7 +70,12 @@ pub(super) fn run(
                 }
             }
         }
-        Command::Tools { server, json } => tools(config, server.as_deref(), json, signals),
+        Command::Tools { server, json, signatures } => {
+            tools(config, server.as_deref(), json, signatures, signals)
+        }
+        Command::Run { file, code, timeout, json } => {
+            super::run::run(config, file.as_deref(), code.as_deref(), timeout, json, signals)
+        }
         Command::Call { server, tool, arguments, timeout, json } => {
             call(config, &server, &tool, arguments.as_deref(), timeout, json, signals)
         }
@@ -133,7 +140,20 @@ fn list(
     }
 }
 
-fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch) -> u8 {
+fn tools(
+    config: Config,
+    server: Option<&str>,
+    json: bool,
+    signatures: bool,
+    signals: &SignalWatch,
+) -> u8 {
+    if signatures && !tether::CODEMODE_AVAILABLE {
+        eprintln!(
+            "error: this tether was built without codemode (the \"codemode\" cargo feature), \
+             so no script sees signatures"
+        );
+        return EXIT_USAGE;
+    }
     // A server named that did not connect is an error, as for `call`.
     let hub = match connected_hub(config, server, signals) {
         Ok(hub) => hub,
@@ -143,12 +163,28 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
         .tools()
         .into_iter()
         .filter(|tool| server.is_none_or(|name| Config::same_name(&tool.server, name)))
+        .filter(|tool| !signatures || tool.exposure != tether::Exposure::Hidden)
         .collect();
-    if json {
+    if signatures && !json {
+        let mut text = String::new();
+        for entry in &tools {
+            if let Some(line) = entry
+                .tool
+                .description
+                .as_deref()
+                .and_then(|text| text.lines().map(str::trim).find(|line| !line.is_empty()))
+            {
+                text.push_str(&format!("/** {} */\n", line.replace("*/", "* /")));
+            }
+            text.push_str(&entry.signature());
+            text.push_str("\n\n");
+        }
+        emit(&escape::escaped_body(&text));
+    } else if json {
         let rows: Vec<Value> = tools
             .iter()
             .map(|entry| {
-                json!({
+                let mut row = json!({
                     "name": entry.qualified_name,
                     "server": entry.server,
                     "tool": entry.tool.name,
@@ -157,7 +193,12 @@ fn tools(config: Config, server: Option<&str>, json: bool, signals: &SignalWatch
                     "inputSchema": entry.tool.input_schema,
                     "outputSchema": entry.tool.output_schema,
                     "annotations": entry.tool.annotations,
-                })
+                });
+                // What a script sees, in a build that runs scripts.
+                if tether::CODEMODE_AVAILABLE {
+                    row["signature"] = Value::String(entry.signature());
+                }
+                row
             })
             .collect();
         emit_json(&rows);

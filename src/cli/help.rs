@@ -16,10 +16,13 @@ Servers:
   list [NAME...] [-s user|project] [--json]
                                   connect the enabled servers and show each one's state
   get NAME [--json]               one server's entry as resolved (secrets redacted)
-  tools [SERVER] [--json]         the tools as the model sees them
+  tools [SERVER] [--signatures] [--json]
+                                  the tools as the model sees them
   call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]
   call mcp__SERVER__TOOL [ARGS_JSON|-]
                                   call one tool (ARGS_JSON defaults to {}; - reads stdin)
+  run [FILE|-] [-e CODE] [--timeout S] [--json]
+                                  run a codemode script that calls many tools
   resources [SERVER] [--json]     the resources and resource templates servers offer
   read SERVER URI [-o PATH] [--raw] [--json]
                                   read a resource: text to stdout, binary to a file
@@ -102,7 +105,7 @@ Example:
     (
         "tools",
         "\
-Usage: tether tools [SERVER] [--json]
+Usage: tether tools [SERVER] [--signatures] [--json]
 
 Connects the servers (or only SERVER) and prints the tools as the model sees
 them: the qualified name (mcp__SERVER__TOOL), the exposure, and the first line
@@ -111,13 +114,17 @@ declare more tools when tether runs on a terminal (elicitation, roots).
 
 Options:
       --server NAME   the same as SERVER
-      --json          name, server, tool, exposure, description and schemas
+      --signatures    each tool a script can call, as the TypeScript-style
+                      signature codemode scripts see (hidden tools left out)
+      --json          name, server, tool, exposure, description, schemas and
+                      signature
 
 Exit: 0; 1 when a server is not connected (said on stderr); 3 when SERVER is not.
 
 Example:
   tether tools
   tether tools fs --json
+  tether tools demo --signatures
 ",
     ),
     (
@@ -142,6 +149,32 @@ Exit: 0 done, 1 the tool reported an error, 2 bad usage or unknown tool,
 Example:
   tether call fs read_text_file '{\"path\": \"README.md\"}'
   echo '{\"text\": \"hi\"}' | tether call mcp__demo__count_words -
+",
+    ),
+    (
+        "run",
+        "\
+Usage: tether run [FILE|-] [-e CODE] [--timeout S] [--json]
+
+Runs a codemode script: JavaScript, the body of an async function, calling
+tools as `await tools.mcp__SERVER__TOOL({...})`. Only the servers it names
+start (all when it uses searchTools, ALL_TOOLS or listResources). The value it
+returns goes to stdout, as JSON unless a string; each call, with its time, and
+console output go to stderr. No FILE and no -e: the script is read from stdin.
+Scripts see tools, searchTools, describeNamespace, ALL_TOOLS, listResources,
+readResource, image and console: no files, network, timers or modules.
+
+Options:
+  -e, --eval CODE     the script itself
+      --timeout S     the whole command's ceiling, server starts included
+      --json          {value, console, calls, error, elapsedMs} on stdout
+
+Exit: 0; 1 the script threw or returned a tool error; 2 bad usage, a syntax
+error, an unknown tool; 3 a server failed, or the time ran out.
+
+Example:
+  tether run -e 'return await tools.mcp__demo__count_words({ text: \"to be\" })'
+  tether run report.js --timeout 60 > report.json
 ",
     ),
     (

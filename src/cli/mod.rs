@@ -19,6 +19,7 @@ mod login;
 mod logs;
 mod manage;
 mod progress;
+mod run;
 mod signals;
 mod starting;
 mod status;

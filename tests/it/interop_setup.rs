@@ -188,6 +188,13 @@ pub fn python_server(mode: &str) -> Vec<String> {
     argv
 }
 
+/// argv that starts `fixtures/python/wordcount_server.py` over stdio: one
+/// tool, `word_count`, codemode's example.
+pub fn python_wordcount_server() -> Vec<String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/python/wordcount_server.py");
+    vec![path_string(&venv().join("bin/python")), path_string(&script)]
+}
+
 /// An HTTP server started by [`spawn_http_server`]; killed when dropped.
 pub struct HttpServer {
     pub child: Child,

@@ -3,6 +3,7 @@
 mod agent; // what an agent loop needs: list changes, logs, exposure, shaping, refresh
 mod auth; // OAuth against the oauth-server fixture, tether login and logout
 mod cli; // the `tether` binary: commands, output, exit codes, signals
+mod codemode; // scripts through `tether run`, the agent loop and the hub; without the engine
 mod config; // scopes, trust, expansion, secrets, and the commands that edit files
 mod conformance; // the official MCP conformance suite's client scenarios
 mod http; // remote servers against the http-server fixture: every failure path

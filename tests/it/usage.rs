@@ -19,6 +19,7 @@ const COMMANDS: &[&str] = &[
     "get",
     "tools",
     "call",
+    "run",
     "resources",
     "read",
     "prompts",

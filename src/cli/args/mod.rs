@@ -44,6 +44,8 @@ pub(super) enum Command {
     Tools {
         server: Option<String>,
         json: bool,
+        /// `--signatures`: the TypeScript-style signatures scripts see.
+        signatures: bool,
     },
     Resources {
         server: Option<String>,
@@ -70,6 +72,15 @@ pub(super) enum Command {
         server: String,
         tool: String,
         arguments: Option<String>,
+        timeout: Option<Duration>,
+        json: bool,
+    },
+    Run {
+        /// The script's file, or `-` for stdin; `None` with `code`, or
+        /// to read a stdin that is not a terminal.
+        file: Option<String>,
+        /// `-e CODE`: the script itself.
+        code: Option<String>,
         timeout: Option<Duration>,
         json: bool,
     },
@@ -162,7 +173,7 @@ pub(super) fn parse(
                         "status" | "ls" => Some("list"),
                         "show" | "info" => Some("get"),
                         "rm" | "delete" => Some("remove"),
-                        "run" | "invoke" => Some("call"),
+                        "invoke" | "exec" => Some("call"),
                         _ => None,
                     };
                     let hint = alias
@@ -208,6 +219,7 @@ pub(super) fn parse(
                     "logs" => parse_logs(parser)?,
                     "expose" => parse_expose(parser)?,
                     "call" => parse_call(parser)?,
+                    "run" => parse_run(parser)?,
                     "login" => parse_login(parser)?,
                     "logout" => Command::Logout { name: single_name(parser, "logout")? },
                     "add" => Command::Add(add::parse_add(parser, after_dashes)?),
@@ -251,19 +263,20 @@ fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
 }
 
 /// `tools`, `resources` and `prompts` take the same options:
-/// `[SERVER | --server NAME] [--json]`.
+/// `[SERVER | --server NAME] [--json]` (and `tools` `--signatures`).
 fn parse_listing(parser: &mut lexopt::Parser, command: &str) -> Result<Command, lexopt::Error> {
-    let (mut server, mut json) = (None, false);
+    let (mut server, mut json, mut signatures) = (None, false, false);
     while let Some(arg) = parser.next()? {
         match arg {
             Long("server") if server.is_none() => server = Some(parser.value()?.string()?),
             Value(name) if server.is_none() => server = Some(name.string()?),
             Long("json") => json = true,
+            Long("signatures") if command == "tools" => signatures = true,
             _ => return Err(arg.unexpected()),
         }
     }
     Ok(match command {
-        "tools" => Command::Tools { server, json },
+        "tools" => Command::Tools { server, json, signatures },
         "resources" => Command::Resources { server, json },
         _ => Command::Prompts { server, json },
     })
@@ -310,21 +323,41 @@ fn number<T: std::str::FromStr>(
     text.trim().parse().map_err(|_| format!("{flag} takes {what}, not {text:?}").into())
 }
 
+/// `--timeout S`: seconds, above 0 and below 115 days.
+fn timeout_flag(parser: &mut lexopt::Parser) -> Result<Duration, lexopt::Error> {
+    let seconds: f64 = number(parser, "--timeout", "a number of seconds")?;
+    if !(seconds > 0.0 && seconds < 1e7) {
+        return Err(
+            "--timeout takes a number of seconds above 0 and below 10000000 (115 days)".into()
+        );
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// `run [FILE|-] [-e CODE] [--timeout S] [--json]`.
+fn parse_run(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut file, mut code, mut timeout, mut json) = (None, None, None, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('e') | Long("eval") if code.is_none() => code = Some(parser.value()?.string()?),
+            Long("timeout") => timeout = Some(timeout_flag(parser)?),
+            Long("json") => json = true,
+            Value(word) if file.is_none() => file = Some(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    if file.is_some() && code.is_some() {
+        return Err("tether run takes a FILE or -e CODE, not both".into());
+    }
+    Ok(Command::Run { file, code, timeout, json })
+}
+
 fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     let mut positional = Vec::new();
     let (mut timeout, mut json) = (None, false);
     while let Some(arg) = parser.next()? {
         match arg {
-            Long("timeout") => {
-                let seconds: f64 = number(parser, "--timeout", "a number of seconds")?;
-                if !(seconds > 0.0 && seconds < 1e7) {
-                    return Err(
-                        "--timeout takes a number of seconds above 0 and below 10000000 (115 days)"
-                            .into(),
-                    );
-                }
-                timeout = Some(Duration::from_secs_f64(seconds));
-            }
+            Long("timeout") => timeout = Some(timeout_flag(parser)?),
             Long("json") => json = true,
             Value(word) if positional.len() < 3 => positional.push(word.string()?),
             _ => return Err(arg.unexpected()),
@@ -558,16 +591,41 @@ mod tests {
     fn tools_resources_and_prompts() {
         assert!(matches!(
             command("tools --server fx --json"),
-            Command::Tools { server: Some(ref s), json: true } if s == "fx"
+            Command::Tools { server: Some(ref s), json: true, signatures: false } if s == "fx"
         ));
         assert!(matches!(command("resources"), Command::Resources { server: None, json: false }));
         assert!(matches!(
             command("tools fx"),
-            Command::Tools { server: Some(ref s), json: false } if s == "fx"
+            Command::Tools { server: Some(ref s), json: false, .. } if s == "fx"
         ));
         assert!(refused("tools a b").contains("b"));
         assert!(matches!(command("prompts --json"), Command::Prompts { server: None, json: true }));
         assert!(refused("tools --raw").contains("--raw"));
+    }
+
+    #[test]
+    fn run_and_signatures() {
+        let Command::Run { file, code, timeout, json } =
+            command("run -e return_1 --timeout 3 --json")
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (file, code.as_deref(), timeout, json),
+            (None, Some("return_1"), Some(Duration::from_secs(3)), true)
+        );
+        assert!(
+            matches!(command("run script.js"), Command::Run { file: Some(ref f), code: None, .. } if f == "script.js")
+        );
+        assert!(matches!(command("run -"), Command::Run { file: Some(ref f), .. } if f == "-"));
+        assert!(matches!(command("run"), Command::Run { file: None, code: None, .. }));
+        assert!(refused("run a.js -e x").contains("not both"));
+        assert!(refused("run --timeout 0").contains("above 0"));
+        assert!(matches!(
+            command("tools --signatures fx"),
+            Command::Tools { signatures: true, .. }
+        ));
+        assert!(refused("resources --signatures").contains("--signatures"));
     }
 
     #[test]
