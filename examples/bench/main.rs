@@ -30,6 +30,13 @@
 //! - `flight`: CALLS checked calls over SERVERS servers, up to 256 at once.
 //! - `frame`: one N MiB answer (the `huge` tool of `misbehave`), and the
 //!   peak resident memory it took against its size.
+//! - `codemode`: a script's start, a nested call against the same direct
+//!   `hub.call` (N calls a round), calls in parallel, a stuck loop's
+//!   overshoot past its deadline, and a memory bomb's peak against its cap.
+//! - `ledger`: `bench ledger 0 CONFIG_DIR`: the bytes a model would read
+//!   for eight multi-step tasks, with codemode against direct exposure, on
+//!   the servers `demo`, `everything` and `wordcount` of that folder's
+//!   `mcp.json`.
 //!
 //! `BENCH_ONLY=1` runs tether alone in `seq`, `conc` and the HTTP modes,
 //! for profiling (the ratios it prints are then meaningless).
@@ -38,7 +45,9 @@
 //! not. The last stdout line of the call modes is one JSON object.
 
 mod fleet;
+mod ledger;
 mod raw;
+mod scripts;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,7 +95,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() < 3 {
         eprintln!(
-            "usage: bench <seq|conc|cold|http-seq|http-conc|many|idle> <N> <server-cmd> [args…]\n       bench flight <SERVERS> <CALLS> <server-cmd> [args…]"
+            "usage: bench <seq|conc|cold|http-seq|http-conc|many|idle|frame|codemode> <N> <server-cmd> [args…]\n       bench flight <SERVERS> <CALLS> <server-cmd> [args…]\n       bench ledger 0 <config-dir>"
         );
         std::process::exit(2);
     }
@@ -110,6 +119,8 @@ fn main() {
         }
         "cold" => return cold(n, &server),
         "frame" => return frame(n, &server),
+        "codemode" => return scripts::codemode(n, &server),
+        "ledger" => return ledger::ledger(&server),
         _ => {}
     }
     // `BENCH_ONLY`: tether alone; its time stands in for the baselines'.
