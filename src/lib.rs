@@ -79,8 +79,8 @@ mod value_command;
 pub use auth::{forget_credentials, AuthorizationHandler, TokenProvider};
 pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
 pub use codemode::{
-    CallHook, NestedCall, NestedOutcome, ParentCall, PlannedCall, ScriptError, ScriptErrorKind,
-    ScriptOptions, ScriptRun, Verdict, CODEMODE_AVAILABLE,
+    CallHook, ConsoleCallback, NestedCall, NestedOutcome, ParentCall, PlannedCall, ScriptError,
+    ScriptErrorKind, ScriptOptions, ScriptRun, Verdict, CODEMODE_AVAILABLE,
 };
 pub use config::{
     default_config_dir, Config, ConfigFiles, ConfigLoader, EnterpriseIdentity, Exposure,

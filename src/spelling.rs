@@ -5,13 +5,26 @@
 //! `tether::for_cli`: one copy in the binary, and no spelling helper in the
 //! documented API.
 
+/// The longest word a typo is looked for in: the distance costs the product
+/// of two lengths, and a name a script or a server chose may be huge.
+const MAX_WORD: usize = 256;
+
 /// The known word nearest to `word`, if it is near enough to be a typo.
 pub fn closest<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
+    if word.len() > MAX_WORD {
+        return None;
+    }
     let lower = word.to_ascii_lowercase();
+    let allowed = |candidate: &str| (candidate.len() / 3).max(1);
     known
         .iter()
+        // A length apart by more than the edits allowed is no typo.
+        .filter(|candidate| {
+            candidate.len() <= MAX_WORD
+                && candidate.len().abs_diff(word.len()) <= allowed(candidate)
+        })
         .map(|candidate| (edit_distance(&lower, &candidate.to_ascii_lowercase()), *candidate))
-        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(1))
+        .filter(|(distance, candidate)| *distance <= allowed(candidate))
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, candidate)| candidate)
 }

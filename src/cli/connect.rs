@@ -165,7 +165,9 @@ fn tools(
         .filter(|tool| server.is_none_or(|name| Config::same_name(&tool.server, name)))
         .filter(|tool| !signatures || tool.exposure != tether::Exposure::Hidden)
         .collect();
-    if signatures && !json {
+    if signatures && !json && tools.is_empty() {
+        eprintln!("No tool a script can call (hidden tools are left out); see the servers with: tether list");
+    } else if signatures && !json {
         let mut text = String::new();
         for entry in &tools {
             if let Some(line) = entry

@@ -157,20 +157,21 @@ Example:
 Usage: tether run [FILE|-] [-e CODE] [--timeout S] [--json]
 
 Runs a codemode script: JavaScript, the body of an async function, calling
-tools as `await tools.mcp__SERVER__TOOL({...})`. Only the servers it names
-start (all when it uses searchTools, ALL_TOOLS or listResources). The value it
-returns goes to stdout, as JSON unless a string; each call, with its time, and
-console output go to stderr. No FILE and no -e: the script is read from stdin.
-Scripts see tools, searchTools, describeNamespace, ALL_TOOLS, listResources,
-readResource, image and console: no files, network, timers or modules.
+tools as `await tools.mcp__SERVER__TOOL({...})` (a `-` in a name is written
+`_`). Only the servers it names start (all when it searches or lists). The
+value it returns goes to stdout, as JSON unless a string; each call, with its
+time, and console lines go to stderr. No FILE and no -e: the script is read
+from stdin. Scripts see tools, searchTools, describeNamespace, ALL_TOOLS,
+listResources, readResource, image and console: no files, network or timers.
 
 Options:
   -e, --eval CODE     the script itself
       --timeout S     the whole command's ceiling, server starts included
-      --json          {value, console, calls, error, elapsedMs} on stdout
+                      (else the script's 30 s, \"codemode\" in mcp.json)
+      --json          {value, console, images, calls, error, elapsedMs}
 
-Exit: 0; 1 the script threw or returned a tool error; 2 bad usage, a syntax
-error, an unknown tool; 3 a server failed, or the time ran out.
+Exit: 0; 1 the script threw, hit a limit or returned a tool error; 2 bad
+usage, a syntax error, an unknown tool; 3 a server failed, time ran out.
 
 Example:
   tether run -e 'return await tools.mcp__demo__count_words({ text: \"to be\" })'

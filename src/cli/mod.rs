@@ -56,7 +56,12 @@ fn run() -> ExitCode {
     let args = match args::parse(std::env::args_os().skip(1)) {
         Ok(args) => args,
         Err(err) => {
-            eprintln!("error: {err}\nRun `tether --help` for usage.");
+            // The help of the command being written, when there is one.
+            let command = std::env::args()
+                .skip(1)
+                .find(|word| help::of(word).is_some())
+                .map_or_else(|| "tether".to_owned(), |command| format!("tether {command}"));
+            eprintln!("error: {err}\nRun `{command} --help` for usage.");
             return ExitCode::from(EXIT_USAGE);
         }
     };

@@ -1,27 +1,30 @@
 //! `tether run`: a codemode script against the configured servers, so that a
 //! person chains calls from a shell the way a model does in one `codemode`
 //! call. Only the servers the script names are started; the returned value
-//! is the one thing on stdout, and each call the script made, with its
-//! time, goes to stderr as it ends.
+//! is the one thing on stdout, and each call the script made (with its
+//! time) and each console line go to stderr as they happen. A failure says
+//! what `call` would say of the server behind it: its last stderr lines, and
+//! what to do.
 
 use std::io::{self, IsTerminal, Read};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use tether::for_cli::{servers_named, Named};
+use tether::for_cli::{closest, servers_named, Named};
 use tether::{
-    CallHook, Config, Error, NestedCall, NestedOutcome, ParentCall, PlannedCall, ScriptErrorKind,
-    ScriptOptions, ScriptRun, Verdict,
+    CallHook, Config, Error, Hub, NestedCall, NestedOutcome, ParentCall, PlannedCall, ScriptError,
+    ScriptErrorKind, ScriptOptions, ScriptRun, ServerState, Verdict,
 };
 
 use super::output::{
-    emit, emit_body, emit_json, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE,
+    emit, emit_body, emit_json, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE, INTERRUPTED,
 };
 use super::signals::SignalWatch;
 use super::starting::warn_not_connected;
-use super::{escape, output};
+use super::{escape, output, status};
 
 /// The most bytes of a script read from a file or stdin; the engine's own
 /// source limit (64 KiB unless the configuration says) refuses less.
@@ -51,6 +54,7 @@ pub(super) fn run(
             return EXIT_USAGE;
         }
     };
+    warn_of_servers_that_will_not_start(&config, &source);
     // Only the servers the script names start.
     let names: Vec<&str> = config.servers.iter().map(|server| server.name.as_str()).collect();
     if let Named::Some(named) = servers_named(&source, &names) {
@@ -66,9 +70,17 @@ pub(super) fn run(
     warn_not_connected(&hub);
     if let Some(ceiling) = timeout {
         // What the starts left of the ceiling.
-        limits.timeout = ceiling.saturating_sub(began.elapsed()).max(Duration::from_millis(1));
+        limits.timeout = ceiling.saturating_sub(began.elapsed());
+        if limits.timeout < Duration::from_millis(1) {
+            eprintln!("error: --timeout ran out while the servers started; pass a longer one");
+            return EXIT_SERVER;
+        }
     }
-    let options = ScriptOptions::default().with_limits(limits).with_hook(Arc::new(ShowCalls));
+    let quiet = !log::log_enabled!(log::Level::Warn);
+    let options = ScriptOptions::default()
+        .with_limits(limits)
+        .with_hook(Arc::new(ShowCalls { quiet }))
+        .with_console(|line| eprintln!("{}", escape::escaped(line)));
     let ran = match hub.run_script(&source, &options) {
         Ok(ran) => ran,
         Err(err) => return output::report(&err),
@@ -76,8 +88,19 @@ pub(super) fn run(
     if json {
         emit_json(&to_json(&ran));
     } else {
-        for line in ran.console.lines() {
-            eprintln!("{}", escape::escaped(line));
+        // What the console said went out as it was said, but the note on
+        // lines left out.
+        if let Some(note) = ran.console.lines().last().filter(|line| line.contains("left out")) {
+            eprintln!("{note}");
+        }
+        for image in &ran.images {
+            let mime = image.get("mimeType").and_then(Value::as_str).unwrap_or("?");
+            let bytes =
+                image.get("data").and_then(Value::as_str).map_or(0, |data| data.len() * 3 / 4);
+            eprintln!(
+                "image: {}, about {bytes} bytes (not shown here; --json has it)",
+                escape::escaped(mime)
+            );
         }
         if let Some(text) = ran.value_text() {
             emit_body(&text);
@@ -86,7 +109,7 @@ pub(super) fn run(
             }
         }
     }
-    exit_code(&ran)
+    exit_code(&ran, &hub)
 }
 
 /// The script: `-e CODE`, a file, `-` for stdin, or stdin when it is not
@@ -121,8 +144,63 @@ fn source(file: Option<&str>, code: Option<&str>) -> Result<String, String> {
     Ok(text)
 }
 
+/// Says which namespaces the script names (`mcp__NAME__`) whose server
+/// will not start: unknown (with the closest name), untrusted, disabled or
+/// invalid. The script still runs; its calls there fail, and say so too.
+fn warn_of_servers_that_will_not_start(config: &Config, source: &str) {
+    if !log::log_enabled!(log::Level::Warn) {
+        return;
+    }
+    let mut named: Vec<&str> = Vec::new();
+    for (at, _) in source.match_indices("mcp__") {
+        let rest = &source[at + 5..];
+        let Some(end) = rest.find("__") else { continue };
+        let name = &rest[..end];
+        let fits = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if fits && !named.contains(&name) {
+            named.push(name);
+        }
+    }
+    for name in named {
+        let shown = escape::escaped(name);
+        if let Some(server) = config.server(name) {
+            if !server.enabled {
+                eprintln!(
+                    "warning: server {:?} is disabled; turn it on with: tether enable {}",
+                    server.name, server.name
+                );
+            }
+        } else if let Some(entry) =
+            config.untrusted.iter().find(|e| Config::same_name(&e.name, name))
+        {
+            let project =
+                entry.source.parent().map_or_else(|| ".".into(), |dir| dir.display().to_string());
+            eprintln!(
+                "warning: server {shown:?} is in a project that is not trusted (or changed since); \
+                 review it, and if you trust it, run: tether trust {project}"
+            );
+        } else if let Some(entry) = config.failed.iter().find(|e| Config::same_name(&e.name, name))
+        {
+            eprintln!(
+                "warning: server {shown:?} has an invalid entry: {}",
+                escape::escaped(&entry.error)
+            );
+        } else {
+            let known: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+            let hint = closest(name, &known).map(|close| format!(" (did you mean {close:?}?)"));
+            eprintln!(
+                "warning: no server {shown:?} is configured{}",
+                hint.unwrap_or_else(|| "; see them with: tether list".into())
+            );
+        }
+    }
+}
+
 /// Prints each call on stderr as it ends: its name, how it ended, its time.
-struct ShowCalls;
+struct ShowCalls {
+    quiet: bool,
+}
 
 impl CallHook for ShowCalls {
     fn before_call(&self, _call: &PlannedCall) -> Verdict {
@@ -130,6 +208,9 @@ impl CallHook for ShowCalls {
     }
 
     fn after_call(&self, call: &NestedCall, _parent: &ParentCall) {
+        if self.quiet || INTERRUPTED.load(Ordering::SeqCst) {
+            return;
+        }
         let ms = call.elapsed.as_secs_f64() * 1000.0;
         let why = match &call.outcome {
             NestedOutcome::Failed(error) => format!(": {error}"),
@@ -145,41 +226,91 @@ impl CallHook for ShowCalls {
     }
 }
 
-/// The exit code of a run (and its error said on stderr): 0; 1 the script
-/// threw or returned a tool error; 2 a syntax error or an unknown tool;
+/// The exit code of a run (and its error said on stderr, with what to do):
+/// 0; 1 the script threw or returned a tool error; 2 a syntax error, an
+/// unknown tool or server, a server not started for its configuration;
 /// 3 a server failed or the time ran out.
-fn exit_code(ran: &ScriptRun) -> u8 {
+fn exit_code(ran: &ScriptRun, hub: &Hub) -> u8 {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        return EXIT_SERVER;
+    }
     let Some(error) = &ran.error else {
         let tool_error =
             ran.value.as_ref().and_then(|value| value.get("isError")) == Some(&Value::Bool(true));
         if tool_error {
-            eprintln!("error: the script returned a tool error");
+            eprintln!("error: the script returned a tool's result with \"isError\": true");
             return EXIT_TOOL_ERROR;
         }
         return EXIT_OK;
     };
     eprintln!("error: the script failed: {}", escape::escaped(&error.to_string()));
+    hint(error, hub);
     match error.kind {
-        ScriptErrorKind::Syntax | ScriptErrorKind::UnknownTool => {
-            if error.kind == ScriptErrorKind::UnknownTool {
-                eprintln!("  hint: see the tools with: tether tools --signatures");
-            }
-            EXIT_USAGE
-        }
-        ScriptErrorKind::Timeout | ScriptErrorKind::Cancelled => {
-            eprintln!("  hint: pass a longer --timeout, or raise \"codemode\": {{\"timeout\": S}} in mcp.json");
-            EXIT_SERVER
-        }
+        ScriptErrorKind::Syntax | ScriptErrorKind::UnknownTool => EXIT_USAGE,
+        ScriptErrorKind::Timeout | ScriptErrorKind::Cancelled => EXIT_SERVER,
         ScriptErrorKind::ToolFailed => match error.cause.as_deref() {
             Some(cause) => match cause.root() {
                 Error::Rpc(rpc) if rpc.code == -32601 || rpc.code == -32602 => EXIT_USAGE,
                 Error::Rpc(_) => EXIT_TOOL_ERROR,
+                // Not started for its configuration: fix that, not the server.
+                Error::NotConnected {
+                    state: ServerState::Disabled | ServerState::Untrusted | ServerState::NeedsLogin,
+                    ..
+                } => EXIT_USAGE,
                 _ if cause.is_server_failure() => EXIT_SERVER,
                 _ => EXIT_USAGE,
             },
             None => EXIT_TOOL_ERROR,
         },
         _ => EXIT_TOOL_ERROR,
+    }
+}
+
+/// What to do about a failed script, on stderr.
+fn hint(error: &ScriptError, hub: &Hub) {
+    let server = error.cause.as_deref().and_then(|cause| match cause {
+        Error::Server { name, .. } => Some(name.clone()),
+        _ => None,
+    });
+    if let (Some(name), Some(cause)) = (&server, error.cause.as_deref()) {
+        let status = hub.status().into_iter().find(|status| Config::same_name(&status.name, name));
+        if let Some(status) = &status {
+            if matches!(cause.root(), Error::Disconnected(_) | Error::NotConnected { .. }) {
+                if let Some(hint) = status::hint(status) {
+                    eprintln!("  hint: {}", escape::escaped(&hint));
+                }
+                let tail = status.stderr_tail.as_deref().unwrap_or("");
+                for line in status::last_lines(tail, 10) {
+                    eprintln!("  stderr: {}", escape::escaped(line));
+                }
+            }
+        }
+        if let Error::LoginRequired { .. } = cause.root() {
+            eprintln!("  hint: sign in with: tether login {name}");
+        }
+    }
+    let limit = |key: &str| {
+        eprintln!(
+            "  hint: raise it in mcp.json: {{\"codemode\": {{\"{key}\": …}}, \"mcpServers\": …}}"
+        );
+    };
+    match error.kind {
+        ScriptErrorKind::UnknownTool => {
+            eprintln!("  hint: see what a script can call with: tether tools --signatures");
+        }
+        ScriptErrorKind::Timeout => {
+            if matches!(error.cause.as_deref().map(Error::root), Some(Error::Timeout(_))) {
+                eprintln!("  hint: raise \"timeout\" for the server in the configuration");
+            } else {
+                eprintln!("  hint: pass a longer --timeout (the script's own default is 30 s: \"codemode\": {{\"timeout\": S}} in mcp.json)");
+            }
+        }
+        ScriptErrorKind::Limit if error.message.contains("calls") => limit("maxCalls"),
+        ScriptErrorKind::Limit if error.message.contains("memory") => limit("memoryMb"),
+        ScriptErrorKind::Limit if error.message.contains("call stack") => limit("stackKb"),
+        ScriptErrorKind::Limit if error.message.contains("the script is") => limit("maxSourceKb"),
+        ScriptErrorKind::Threw if error.message.contains("out of memory") => limit("memoryMb"),
+        _ => {}
     }
 }
 
@@ -219,6 +350,7 @@ fn to_json(ran: &ScriptRun) -> Value {
     json!({
         "value": ran.value,
         "console": ran.console,
+        "images": ran.images,
         "calls": calls,
         "error": error,
         "elapsedMs": millis(ran.elapsed),

@@ -50,11 +50,6 @@ impl Request {
             Request::List { .. } => json!({}),
         }
     }
-
-    /// Whether it counts against the calls limit (a listing does not).
-    pub(super) fn counts(&self) -> bool {
-        !matches!(self, Request::List { .. })
-    }
 }
 
 /// A call handed to a worker.
@@ -86,7 +81,7 @@ pub(super) fn perform(
             Ok(json!({ "server": server, "uri": uri, "contents": contents }))
         }
         Request::List { server } => {
-            let (resources, errors) = host.list_resources(server.as_deref())?;
+            let (resources, errors) = host.list_resources(server.as_deref(), options)?;
             if resources.is_empty() {
                 if let Some(first) = errors.into_iter().next() {
                     return Err(first);

@@ -33,6 +33,10 @@ pub(crate) struct ServerSummary {
     pub(crate) instructions: Option<String>,
     /// Whether it is connected now.
     pub(crate) connected: bool,
+    /// Its state, in `list`'s words (`ready`, `failed`, `disabled`, …).
+    pub(crate) state: &'static str,
+    /// Why it is not connected, when it failed.
+    pub(crate) error: Option<String>,
 }
 
 /// The reachable tools and the servers, as a script's start found them.
@@ -40,6 +44,8 @@ pub(crate) struct ServerSummary {
 pub(crate) struct Catalog {
     /// Every tool that is not hidden.
     pub(crate) tools: Vec<RegisteredTool>,
+    /// The qualified names of the hidden ones, to say so when called.
+    hidden: Vec<String>,
     pub(crate) servers: Vec<ServerSummary>,
     pub(crate) style: NameStyle,
 }
@@ -51,9 +57,27 @@ impl Catalog {
         servers: Vec<ServerSummary>,
         style: NameStyle,
     ) -> Catalog {
-        let tools =
-            tools.iter().filter(|entry| entry.exposure != Exposure::Hidden).cloned().collect();
-        Catalog { tools, servers, style }
+        let (hidden, tools): (Vec<&RegisteredTool>, Vec<&RegisteredTool>) =
+            tools.iter().partition(|entry| entry.exposure == Exposure::Hidden);
+        Catalog {
+            tools: tools.into_iter().cloned().collect(),
+            hidden: hidden.into_iter().map(|entry| entry.qualified_name.clone()).collect(),
+            servers,
+            style,
+        }
+    }
+
+    /// The name a script writes for a tool: its qualified name, with `_`
+    /// for each `-` (`tools.mcp__dev_radius__look_up`; a `-` is JavaScript's
+    /// minus), unless another tool has that spelling.
+    pub(crate) fn script_name<'a>(&self, entry: &'a RegisteredTool) -> std::borrow::Cow<'a, str> {
+        let alias = name_key(&entry.qualified_name);
+        let taken = || self.tools.iter().any(|other| other.qualified_name == alias);
+        if alias == entry.qualified_name || taken() {
+            std::borrow::Cow::Borrowed(&entry.qualified_name)
+        } else {
+            std::borrow::Cow::Owned(alias)
+        }
     }
 
     /// The names `tools` answers to: each qualified name, and its spelling
@@ -74,7 +98,8 @@ impl Catalog {
     /// spelt the same with `-` and `_` taken as equal.
     ///
     /// # Errors
-    /// No such tool: the message names it and the closest one.
+    /// No such tool: the message says why (no such server, a hidden tool, a
+    /// name without its server) and the closest name there is.
     pub(crate) fn resolve(&self, name: &str) -> Result<&RegisteredTool, String> {
         let exact = self.tools.iter().find(|entry| entry.qualified_name == name);
         let key = name_key(name);
@@ -83,13 +108,62 @@ impl Catalog {
         {
             return Ok(found);
         }
-        let known: Vec<&str> =
-            self.tools.iter().map(|entry| entry.qualified_name.as_str()).collect();
-        let hint = match closest(name, &known) {
-            Some(close) => format!(" (did you mean {close}?)"),
-            None => String::new(),
-        };
-        Err(format!("no tool named {name}{hint}; searchTools(\"…\") finds tools"))
+        Err(self.why_unknown(name, &key))
+    }
+
+    /// Why `name` is no tool, and what comes closest.
+    fn why_unknown(&self, name: &str, key: &str) -> String {
+        const SEARCH: &str = "searchTools(\"…\") finds tools";
+        if self.hidden.iter().any(|hidden| name_key(hidden) == key) {
+            return format!("{name} is hidden (its exposure is \"hidden\"): no script can call it");
+        }
+        let server = self.servers.iter().find(|server| {
+            key.starts_with(&format!("{}__", name_key(&self.namespace(&server.name))))
+        });
+        if let Some(server) = server {
+            let mine: Vec<String> = self
+                .tools
+                .iter()
+                .filter(|entry| entry.server == server.name)
+                .map(|entry| self.script_name(entry).into_owned())
+                .collect();
+            let known: Vec<&str> = mine.iter().map(String::as_str).collect();
+            return match closest(name, &known) {
+                Some(close) => format!("no tool named {name} (did you mean {close}?)"),
+                None if mine.is_empty() => {
+                    format!("server {:?} has no tools a script can call", server.name)
+                }
+                None => format!(
+                    "server {:?} has no tool named {name}; its tools: {}",
+                    server.name,
+                    shorten(&known)
+                ),
+            };
+        }
+        if let Some((namespace, _)) = name.rsplit_once("__") {
+            let known: Vec<String> =
+                self.servers.iter().map(|server| self.namespace(&server.name)).collect();
+            let known: Vec<&str> = known.iter().map(String::as_str).collect();
+            let hint = match closest(namespace, &known) {
+                Some(close) => format!(" (did you mean {close}?)"),
+                None if known.is_empty() => " (none is configured)".to_owned(),
+                None => format!("; the servers are {}", shorten(&known)),
+            };
+            return format!("no tool named {name}: no server {namespace}{hint}");
+        }
+        // A tool's own name, without its server.
+        let owners: Vec<String> = self
+            .tools
+            .iter()
+            .filter(|entry| name_key(&entry.tool.name) == key)
+            .map(|entry| self.script_name(entry).into_owned())
+            .collect();
+        match owners.first() {
+            Some(full) => format!("no tool named {name} (did you mean {full}?)"),
+            None => {
+                format!("no tool named {name}: tools are named mcp__<server>__<tool>; {SEARCH}")
+            }
+        }
     }
 
     /// The server a namespace means: `mcp__dev-radius`, `mcp__dev_radius`,
@@ -125,18 +199,20 @@ impl Catalog {
                 if known.is_empty() { "(none)".to_owned() } else { known.join(", ") }
             ));
         };
-        let tools: Vec<&str> = self
+        let tools: Vec<String> = self
             .tools
             .iter()
             .filter(|entry| entry.server == server.name)
-            .map(|entry| entry.qualified_name.as_str())
+            .map(|entry| self.script_name(entry).into_owned())
             .collect();
         Ok(json!({
-            "name": self.namespace(&server.name),
+            "name": name_key(&self.namespace(&server.name)),
             "server": server.name,
             "description": server.description,
             "instructions": server.instructions,
             "connected": server.connected,
+            "state": server.state,
+            "error": server.error,
             "tools": tools,
         }))
     }
@@ -187,11 +263,12 @@ impl Catalog {
             found
                 .into_iter()
                 .map(|entry| {
+                    let name = self.script_name(entry);
                     json!({
-                        "name": entry.qualified_name,
+                        "name": name,
                         "server": entry.server,
                         "description": entry.tool.description.as_deref().unwrap_or(""),
-                        "signature": signature(&entry.qualified_name, &entry.tool),
+                        "signature": signature(&name, &entry.tool),
                     })
                 })
                 .collect(),
@@ -215,7 +292,7 @@ impl Catalog {
                         }
                     }
                     json!({
-                        "name": entry.qualified_name,
+                        "name": self.script_name(entry),
                         "server": entry.server,
                         "description": entry.tool.description.as_deref().unwrap_or(""),
                         "annotations": annotations,
@@ -250,19 +327,58 @@ pub enum Named {
 /// The servers `code` names, from `servers` (configured names): as a
 /// namespace (`mcp__name`, `name__tool`) or as a whole word (a string
 /// `"name"`), with `-` and `_` taken as equal. A script that calls
-/// `searchTools`, reads `ALL_TOOLS` or lists resources needs them all.
+/// `searchTools` or `describeNamespace`, reads `ALL_TOOLS`, lists
+/// resources or names a tool it computes (`tools[name]`) needs them all.
 pub fn servers_named(code: &str, servers: &[&str]) -> Named {
-    if ["searchTools", "ALL_TOOLS", "listResources"].iter().any(|word| code.contains(word)) {
+    let everything = ["searchTools", "ALL_TOOLS", "listResources", "describeNamespace"];
+    if everything.iter().any(|word| code.contains(word)) || computes_a_name(code) {
         return Named::All;
     }
     let key = name_key(code);
-    Named::Some(
-        servers
-            .iter()
-            .filter(|server| mentions(&key, &name_key(server)))
-            .map(|server| (*server).to_owned())
-            .collect(),
-    )
+    let named: Vec<String> = servers
+        .iter()
+        .filter(|server| mentions(&key, &name_key(server)))
+        .map(|server| (*server).to_owned())
+        .collect();
+    // Calls that name no server (`tools.count_words`) are answered better
+    // with every server there: "did you mean mcp__demo__count_words?".
+    if named.is_empty() && (code.contains("tools.") || code.contains("tools[")) {
+        return Named::All;
+    }
+    Named::Some(named)
+}
+
+/// Whether the code finds its tools by looking at `tools` itself: a name it
+/// computes (`tools[` not followed by a plain string), or `tools` as a
+/// whole (`Object.keys(tools)`, `for (name in tools)`).
+fn computes_a_name(code: &str) -> bool {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    code.match_indices("tools").any(|(at, found)| {
+        if code[..at].chars().next_back().is_some_and(|c| is_name(c) || c == '.') {
+            return false; // Part of another name, or a property of something.
+        }
+        let after = &code[at + found.len()..];
+        match after.chars().next() {
+            Some(c) if is_name(c) || c == '.' => false,
+            Some('[') => {
+                let key = after[1..].trim_start();
+                let templated = key.starts_with('`')
+                    && key[1..].split('`').next().is_some_and(|text| text.contains("${"));
+                !key.starts_with(['"', '\'', '`']) || templated
+            }
+            _ => true,
+        }
+    })
+}
+
+/// The first names of a list, and how many more.
+fn shorten(names: &[&str]) -> String {
+    const SHOWN: usize = 8;
+    let mut text = names.iter().take(SHOWN).copied().collect::<Vec<_>>().join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    text
 }
 
 /// Whether `word` occurs in `text` as a name: not inside a longer word,
@@ -322,12 +438,16 @@ mod tests {
                 description: Some("counts words".into()),
                 instructions: None,
                 connected: true,
+                state: "ready",
+                error: None,
             },
             ServerSummary {
                 name: "dev-radius".into(),
                 description: None,
                 instructions: Some("\nRadius lookups.\nMore.".into()),
                 connected: true,
+                state: "ready",
+                error: None,
             },
         ];
         Catalog::new(registry.tools(), servers, NameStyle::Prefixed)
@@ -341,8 +461,8 @@ mod tests {
             ["mcp__wordcount__word_count", "mcp__dev-radius__look-up", "mcp__dev_radius__look_up"]
         );
         assert_eq!(catalog.resolve("mcp__dev_radius__look_up").unwrap().tool.name, "look-up");
-        let unknown = catalog.resolve("mcp__wordcount__secret").unwrap_err();
-        assert!(unknown.starts_with("no tool named mcp__wordcount__secret"), "{unknown}");
+        let hidden = catalog.resolve("mcp__wordcount__secret").unwrap_err();
+        assert!(hidden.starts_with("mcp__wordcount__secret is hidden"), "{hidden}");
         let typo = catalog.resolve("mcp__wordcount__word_cont").unwrap_err();
         assert!(typo.contains("did you mean mcp__wordcount__word_count?"), "{typo}");
     }
@@ -352,8 +472,8 @@ mod tests {
         let catalog = catalog();
         for spelling in ["mcp__dev-radius", "mcp__dev_radius", "dev-radius", "dev_radius"] {
             let described = catalog.describe(spelling).unwrap();
-            assert_eq!(described["name"], "mcp__dev-radius", "{spelling}");
-            assert_eq!(described["tools"], json!(["mcp__dev-radius__look-up"]));
+            assert_eq!(described["name"], "mcp__dev_radius", "{spelling}");
+            assert_eq!(described["tools"], json!(["mcp__dev_radius__look_up"]));
             assert_eq!(described["instructions"], "\nRadius lookups.\nMore.");
         }
         let missing = catalog.describe("nope").unwrap_err();
@@ -391,9 +511,14 @@ mod tests {
             Named::Some(vec!["wordcount".into()])
         );
         assert_eq!(
-            named("describeNamespace('dev_radius'); tools.mcp__dev_radius__look_up()"),
+            named("await tools.mcp__dev_radius__look_up(); tools['mcp__dev-radius__look-up']()"),
             Named::Some(vec!["dev-radius".into()])
         );
+        assert_eq!(named("describeNamespace('dev_radius')"), Named::All);
+        assert_eq!(named("const n = 'mcp__word__x'; tools[n]()"), Named::All);
+        assert_eq!(named("return Object.keys(tools)"), Named::All);
+        assert_eq!(named("return tools[`mcp__word__x`]({})"), Named::Some(vec!["word".into()]));
+        assert_eq!(named("const tools_used = 1; return my.tools"), Named::Some(vec![]));
         assert_eq!(named("const words = 1; return words"), Named::Some(vec![]));
         assert_eq!(named("return ALL_TOOLS.length"), Named::All);
         assert_eq!(named("readResource(\"word\", \"x://y\")"), Named::Some(vec!["word".into()]));

@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 use super::calls::{chain, failure_kind, perform, Done, Job, Request, Workers};
 use super::gate::{Call, Gate, Refusal};
 use super::mailbox::{native_functions, Mailbox};
-use super::thrown::{error_of, SCRIPT_FILE};
+use super::thrown::{error_of, heap_nearly_full, SCRIPT_FILE};
 use super::{
     CallHook, Catalog, NestedCall, NestedOutcome, ParentCall, ScriptError, ScriptErrorKind,
     ScriptHost, ScriptOptions, ScriptRun,
@@ -67,28 +67,30 @@ pub(super) fn run(
             cause: None,
         }));
     }
+    // The script's time runs from here: waiting for its servers spends it.
+    let started = Instant::now();
     let server_names: Vec<String> =
         host.catalog().servers.iter().map(|server| server.name.clone()).collect();
     let names: Vec<&str> = server_names.iter().map(String::as_str).collect();
+    let until = deadline_of(started, limits.timeout);
     match super::servers_named(code, &names) {
-        super::Named::All => host.wait_for(None),
-        super::Named::Some(named) if !named.is_empty() => host.wait_for(Some(&named)),
+        super::Named::All => host.wait_for(None, until),
+        super::Named::Some(named) if !named.is_empty() => host.wait_for(Some(&named), until),
         super::Named::Some(_) => {}
     }
     let catalog = host.catalog();
     let hook = options.hook.as_deref();
+    let setup = Setup { host, catalog, options, limits, hook, parent, started };
     if super::stack::left().is_some_and(|left| left >= limits.stack + THREAD_STACK_SLACK) {
         // Room enough here: the script's calls go out from the caller's
         // own thread, as its direct calls do.
-        return Engine::new(host, catalog, options, limits, hook, parent)?.run(code);
+        return Engine::new(setup)?.run(code);
     }
     thread::scope(|scope| {
         let engine = thread::Builder::new()
             .name("codemode".into())
             .stack_size(limits.stack + THREAD_STACK_SLACK)
-            .spawn_scoped(scope, move || {
-                Engine::new(host, catalog, options, limits, hook, parent)?.run(code)
-            })
+            .spawn_scoped(scope, move || Engine::new(setup)?.run(code))
             .map_err(|err| Error::Engine(format!("no thread for the script: {err}")))?;
         engine.join().unwrap_or_else(|_| Err(Error::Engine("the script engine panicked".into())))
     })
@@ -111,6 +113,37 @@ struct Engine<'h> {
     in_flight: Vec<(Call, Duration)>,
     /// Calls admitted but not started: more than the in-flight limit.
     waiting: VecDeque<Call>,
+    /// The script's bytes and lines, as given.
+    source_len: usize,
+    source_lines: u32,
+}
+
+/// A duration as people read it: `30 s`, `2.5 s`, `250 ms`.
+fn seconds(duration: Duration) -> String {
+    match duration.as_millis() {
+        millis if millis < 1000 => format!("{millis} ms"),
+        millis if millis % 1000 == 0 => format!("{} s", millis / 1000),
+        _ => format!("{:.1} s", duration.as_secs_f64()),
+    }
+}
+
+/// What an engine is made from.
+struct Setup<'h> {
+    host: &'h dyn ScriptHost,
+    catalog: Catalog,
+    options: &'h ScriptOptions,
+    limits: ScriptLimits,
+    hook: Option<&'h dyn CallHook>,
+    parent: ParentCall,
+    /// When the script's time began.
+    started: Instant,
+}
+
+/// The instant `timeout` after `started`; a timeout too long to add is no
+/// limit at all.
+fn deadline_of(started: Instant, timeout: Duration) -> Instant {
+    let far = Duration::from_secs(100 * 365 * 86_400);
+    started.checked_add(timeout).unwrap_or_else(|| started + far)
 }
 
 /// How the loop ended.
@@ -120,16 +153,9 @@ enum Ending {
 }
 
 impl<'h> Engine<'h> {
-    fn new(
-        host: &'h dyn ScriptHost,
-        catalog: Catalog,
-        options: &'h ScriptOptions,
-        limits: ScriptLimits,
-        hook: Option<&'h dyn CallHook>,
-        parent: ParentCall,
-    ) -> Result<Engine<'h>, Error> {
-        let started = Instant::now();
-        let deadline = started + limits.timeout;
+    fn new(setup: Setup<'h>) -> Result<Engine<'h>, Error> {
+        let Setup { host, catalog, options, limits, hook, parent, started } = setup;
+        let deadline = deadline_of(started, limits.timeout);
         let runtime = Runtime::new()
             .map_err(|err| Error::Engine(format!("the engine could not start: {err}")))?;
         runtime.set_memory_limit(limits.memory);
@@ -144,12 +170,13 @@ impl<'h> Engine<'h> {
         })));
         let context = Context::full(&runtime)
             .map_err(|err| Error::Engine(format!("the engine could not start: {err}")))?;
-        let mailbox = Rc::new(RefCell::new(Mailbox::new(catalog, limits.max_output)));
+        let mailbox = Mailbox::new(catalog, &limits, options.console.clone());
+        let mailbox = Rc::new(RefCell::new(mailbox));
         Ok(Engine {
             host,
             options,
             limits,
-            gate: Gate::new(hook, parent, limits.max_calls),
+            gate: Gate::new(hook, parent),
             mailbox,
             runtime,
             context,
@@ -159,10 +186,14 @@ impl<'h> Engine<'h> {
             calls: Vec::new(),
             in_flight: Vec::new(),
             waiting: VecDeque::new(),
+            source_len: 0,
+            source_lines: 0,
         })
     }
 
     fn run(mut self, code: &str) -> Result<ScriptRun, Error> {
+        self.source_len = code.len();
+        self.source_lines = u32::try_from(code.lines().count()).unwrap_or(u32::MAX);
         let started = self.context.with(|ctx| self.start(&ctx, code));
         let ending = match started {
             Ok((deliver, finish, promise)) => {
@@ -185,8 +216,8 @@ impl<'h> Engine<'h> {
             }
             Err(error) => Err(error),
         };
-        let mailbox = self.mailbox.borrow();
-        let mut console = mailbox.console.clone();
+        let mut mailbox = self.mailbox.borrow_mut();
+        let mut console = std::mem::take(&mut mailbox.console);
         if mailbox.dropped_lines > 0 {
             console.push_str(&format!(
                 "… {} more console line(s) left out: the output limit is {} bytes\n",
@@ -200,7 +231,7 @@ impl<'h> Engine<'h> {
         Ok(ScriptRun {
             value,
             console,
-            images: mailbox.images.clone(),
+            images: std::mem::take(&mut mailbox.images),
             calls: std::mem::take(&mut self.calls),
             error,
             elapsed: self.started.elapsed(),
@@ -233,11 +264,18 @@ impl<'h> Engine<'h> {
         let finish: Function = made.get(1).map_err(|_| fail(ctx))?;
         let mut script_options = EvalOptions::default();
         script_options.filename = Some(SCRIPT_FILE.into());
-        let wrapped = format!("(async () => {{\n{code}\n}})()");
+        // A `#!` line, as a file run as a program starts, is a comment here.
+        let code = match code.strip_prefix("#!") {
+            Some(_) => code.split_once('\n').map_or("", |(_, rest)| rest),
+            None => code,
+        };
+        let shebang = usize::from(code.len() != self.source_len);
+        let wrapped = format!("(async () => {{\n{}{code}\n}})()", "//\n".repeat(shebang));
         let promise: Promise = ctx.eval_with_options(wrapped, script_options).map_err(|_| {
             let mut error = fail(ctx);
-            if error.kind == ScriptErrorKind::Threw && error.message.starts_with("SyntaxError") {
+            if let Some(message) = error.message.strip_prefix("SyntaxError: ") {
                 error.kind = ScriptErrorKind::Syntax;
+                error.message = message.to_owned();
             }
             error
         })?;
@@ -305,7 +343,7 @@ impl<'h> Engine<'h> {
                 }
                 continue;
             }
-            while self.in_flight.len() < self.limits.max_in_flight {
+            while self.in_flight.len() < self.limits.max_in_flight.max(1) {
                 let Some(call) = self.waiting.pop_front() else { break };
                 let job = Job {
                     id: call.id,
@@ -443,11 +481,20 @@ impl<'h> Engine<'h> {
                         finish.call((value,)).map_err(|_| self.thrown(&ctx, ctx.catch()))?;
                     let kind: String = shown.get(0).unwrap_or_default();
                     let text: String = shown.get(1).unwrap_or_default();
-                    Ok(match kind.as_str() {
-                        "string" => Some(Value::String(text)),
-                        "json" => Some(serde_json::from_str(&text).unwrap_or(Value::String(text))),
-                        _ => None,
-                    })
+                    match kind.as_str() {
+                        "string" => Ok(Some(Value::String(text))),
+                        "json" => {
+                            Ok(Some(serde_json::from_str(&text).unwrap_or(Value::String(text))))
+                        }
+                        "error" => Err(ScriptError {
+                            kind: ScriptErrorKind::Threw,
+                            message: text,
+                            line: None,
+                            column: None,
+                            cause: None,
+                        }),
+                        _ => Ok(None),
+                    }
                 }
                 Some(Err(_)) => Err(self.thrown(&ctx, ctx.catch())),
                 None => Err(self.stopped("the script did not finish")),
@@ -497,7 +544,7 @@ impl<'h> Engine<'h> {
         } else if Instant::now() >= self.deadline || what.is_empty() {
             (
                 ScriptErrorKind::Timeout,
-                format!("the script ran past its time limit ({:?})", self.limits.timeout),
+                format!("the script ran past its time limit ({})", seconds(self.limits.timeout)),
             )
         } else {
             (ScriptErrorKind::Threw, what.to_owned())
@@ -508,7 +555,37 @@ impl<'h> Engine<'h> {
     /// What a thrown value means; the engine's interrupt is the deadline
     /// or the host's cancel.
     fn thrown<'js>(&self, ctx: &Ctx<'js>, thrown: JsValue<'js>) -> ScriptError {
-        error_of(ctx, thrown, &self.calls).unwrap_or_else(|| self.stopped(""))
+        // Out of memory, the engine may have had no room left for an error.
+        let nothing = thrown.is_null() || thrown.is_undefined();
+        let mut error = match error_of(ctx, thrown, &self.calls) {
+            Some(error) => error,
+            None => return self.stopped(""),
+        };
+        if nothing && heap_nearly_full(ctx) {
+            error.kind = ScriptErrorKind::Limit;
+            error.message = "out of memory".into();
+        } else if nothing {
+            // The heap may be freed again by now: say both.
+            error.message = format!(
+                "the script threw {}, as a script also ends that runs out of memory \
+                 (the heap limit is {} MiB)",
+                error.message,
+                self.limits.memory >> 20
+            );
+        }
+        if error.kind == ScriptErrorKind::Limit && error.message.contains("out of memory") {
+            error.message =
+                format!("out of memory: the heap limit is {} MiB", self.limits.memory >> 20);
+        }
+        // Past the script's last line is the wrapper's: the script ended early.
+        if let Some(line) = error.line.filter(|line| *line > self.source_lines) {
+            let _ = line;
+            error.line = Some(self.source_lines.max(1));
+            error.column = None;
+            error.message =
+                format!("{} (at the end of the script: is something left open?)", error.message);
+        }
+        error
     }
 
     /// A lone call, on this thread: the host's cancel handle (none keeps

@@ -1,8 +1,9 @@
 //! The gate every call a script makes passes before it is made: is the tool
-//! there (a hidden or unknown one is not; `get_sum` finds `get-sum`), is
-//! the script within its calls limit, and does the host's hook allow it.
-//! A call turned back here is answered to the script at once and recorded,
-//! never sent.
+//! or the server there (a hidden or unknown tool is not; `get_sum` finds
+//! `get-sum`, `mcp__dev_radius` the server `dev-radius`), and does the
+//! host's hook allow it. A call turned back here is answered to the script
+//! at once and recorded, never sent. (The calls limit is kept where a call
+//! is asked for, in `mailbox.rs`, so that no call over it is even kept.)
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,22 +29,15 @@ pub(super) struct Refusal {
     pub(super) kind: ScriptErrorKind,
 }
 
-/// One script's gate: its hook, the run it belongs to, and its count.
+/// One script's gate: its hook, and the run it belongs to.
 pub(super) struct Gate<'h> {
     pub(super) hook: Option<&'h dyn CallHook>,
     pub(super) parent: ParentCall,
-    max_calls: usize,
-    /// Calls counted against the limit so far.
-    made: usize,
 }
 
 impl<'h> Gate<'h> {
-    pub(super) fn new(
-        hook: Option<&'h dyn CallHook>,
-        parent: ParentCall,
-        max_calls: usize,
-    ) -> Self {
-        Gate { hook, parent, max_calls, made: 0 }
+    pub(super) fn new(hook: Option<&'h dyn CallHook>, parent: ParentCall) -> Self {
+        Gate { hook, parent }
     }
 
     /// Lets a call through, or says why not. `at`: the script's time, for
@@ -66,11 +60,26 @@ impl<'h> Gate<'h> {
             };
             Box::new(Refusal { id, record, message, kind })
         };
-        let mut server = match &request {
-            Request::Read { server, .. } => Some(server.clone()),
-            Request::List { server } => server.clone(),
-            Request::Tool { .. } => None,
-        };
+        // A server named by a script, in any of its spellings.
+        let mut server = None;
+        if let Request::Read { server: given, .. } | Request::List { server: Some(given) } =
+            &mut request
+        {
+            match catalog.server_of_namespace(given) {
+                Some(found) => {
+                    given.clone_from(&found.name);
+                    server = Some(found.name.clone());
+                }
+                None => {
+                    let why = catalog.describe(given).err().unwrap_or_default();
+                    let error = Arc::new(Error::UnknownServer(given.clone()));
+                    let message = format!("{}: {why}", request.name());
+                    let outcome = NestedOutcome::Failed(error);
+                    let kind = ScriptErrorKind::ToolFailed;
+                    return Err(refuse(&request, None, message, kind, outcome));
+                }
+            }
+        }
         let (mut tool, mut annotations) = (None, None);
         if let Request::Tool { name, .. } = &mut request {
             match catalog.resolve(name) {
@@ -93,18 +102,6 @@ impl<'h> Gate<'h> {
                     }
                 },
             }
-        }
-        if request.counts() {
-            if self.made >= self.max_calls {
-                let message = format!(
-                    "{}: not made: a script may make {} calls",
-                    request.name(),
-                    self.max_calls
-                );
-                let outcome = NestedOutcome::Refused(message.clone());
-                return Err(refuse(&request, server, message, ScriptErrorKind::Limit, outcome));
-            }
-            self.made += 1;
         }
         if let (Some(hook), Some(server_name)) = (self.hook, &server) {
             if !matches!(request, Request::List { .. }) {

@@ -49,13 +49,16 @@ pub enum Verdict {
     Deny(String),
 }
 
-/// Sees a script's calls. Called on the script's engine thread, so a slow
-/// answer (a person deciding) holds the script, within its wall time.
+/// Sees a script's calls. Called on the script's engine thread: a slow
+/// answer (a person deciding) holds the script, and the script's deadline
+/// does not cut the hook short, so a hook that may wait long should watch
+/// the time itself.
 pub trait CallHook: Send + Sync {
     /// Before each call: allow it or deny it.
     fn before_call(&self, call: &PlannedCall) -> Verdict;
 
-    /// After each call that was made or denied. Does nothing by default.
+    /// After each call ended, was turned back (an unknown tool) or denied.
+    /// Does nothing by default.
     fn after_call(&self, _call: &NestedCall, _parent: &ParentCall) {}
 }
 

@@ -1,22 +1,38 @@
 //! What the script's native functions and the loop share, on the engine's
 //! thread only: the calls the script asked for since the loop last looked,
-//! its console output (bounded), the images it forwarded, and the catalog
-//! its questions about tools are answered from. `native_functions` makes
-//! the `host` object the prelude is handed: each function only reads or
+//! its console output, the images it forwarded, and the catalog its
+//! questions about tools are answered from. `native_functions` makes the
+//! `host` object the prelude is handed: each function only reads or
 //! records here, so a script never re-enters the loop.
+//!
+//! Everything kept here is bounded, apart from the engine's heap: a script
+//! can hand Rust a copy of a big value on every call, so the calls asked
+//! for, a call's name and arguments, the arguments of all calls together,
+//! the images and the console each have a limit. And no borrow of the
+//! mailbox is held while a function throws: making an exception may run
+//! the script's own code (a setter on `Error.prototype`), which may call
+//! another native function.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use rquickjs::{Ctx, Exception, Function, Object};
+use rquickjs::{Ctx, Exception, Function, Object, Value as JsValue};
 use serde_json::{json, Value};
 
 use super::calls::Request;
-use super::Catalog;
+use super::{Catalog, ConsoleCallback, ScriptErrorKind};
+use crate::config::ScriptLimits;
 
-/// The most images one script may forward.
-const MAX_IMAGES: usize = 64;
+/// The most images one script may forward, and their bytes together.
+const MAX_IMAGES: usize = 16;
+const MAX_IMAGE_BYTES: usize = 32 << 20;
+/// The longest tool or server name a call may give.
+const MAX_NAME: usize = 256;
+/// The most bytes of one call's arguments (under a frame's 16 MiB), and of
+/// all calls' arguments together.
+const MAX_ARGUMENTS: usize = 8 << 20;
+const MAX_ALL_ARGUMENTS: usize = 64 << 20;
 
 /// What the script's native functions and the loop share, on the engine's
 /// thread only.
@@ -25,52 +41,158 @@ pub(super) struct Mailbox {
     /// Calls the script made since the loop last looked.
     pub(super) requests: VecDeque<(u32, Request)>,
     next_id: u32,
+    /// Calls asked for so far, and the bytes of their arguments.
+    asked: usize,
+    argument_bytes: usize,
+    max_calls: usize,
     pub(super) console: String,
     /// Console lines left out once the output limit was reached.
     pub(super) dropped_lines: usize,
-    pub(super) images: Vec<Value>,
     max_output: usize,
+    /// The host's live view of the console, if it asked for one.
+    live: Option<ConsoleCallback>,
+    pub(super) images: Vec<Value>,
+    image_bytes: usize,
 }
 
 impl Mailbox {
-    pub(super) fn new(catalog: Catalog, max_output: usize) -> Mailbox {
+    pub(super) fn new(
+        catalog: Catalog,
+        limits: &ScriptLimits,
+        live: Option<ConsoleCallback>,
+    ) -> Mailbox {
         Mailbox {
             catalog,
             requests: VecDeque::new(),
             next_id: 0,
+            asked: 0,
+            argument_bytes: 0,
+            max_calls: limits.max_calls,
             console: String::new(),
             dropped_lines: 0,
+            max_output: limits.max_output,
+            live,
             images: Vec::new(),
-            max_output,
+            image_bytes: 0,
         }
+    }
+
+    /// Takes a call, or says why not: `(kind, message)`.
+    fn ask(
+        &mut self,
+        kind: &str,
+        name: String,
+        arguments: &str,
+    ) -> Result<u32, (ScriptErrorKind, String)> {
+        let shown =
+            || if name.len() > 60 { format!("{}…", cut(&name, 60)) } else { name.clone() };
+        if name.len() > MAX_NAME {
+            let why = format!("{}: a name of {} bytes is no tool's", shown(), name.len());
+            return Err((ScriptErrorKind::UnknownTool, why));
+        }
+        if self.asked >= self.max_calls {
+            let why = format!("{}: not made: a script may make {} calls", shown(), self.max_calls);
+            return Err((ScriptErrorKind::Limit, why));
+        }
+        if arguments.len() > MAX_ARGUMENTS
+            || self.argument_bytes + arguments.len() > MAX_ALL_ARGUMENTS
+        {
+            let why = format!(
+                "{}: not made: its arguments are {} bytes; a call may send {} and a script {} in all",
+                shown(),
+                arguments.len(),
+                MAX_ARGUMENTS,
+                MAX_ALL_ARGUMENTS
+            );
+            return Err((ScriptErrorKind::Limit, why));
+        }
+        let request = match kind {
+            "tool" => match serde_json::from_str(arguments) {
+                Ok(arguments) => Request::Tool { name, arguments },
+                // A lone surrogate, or nesting past the JSON reader's depth:
+                // refused, never sent as something else.
+                Err(err) => {
+                    let why = format!("{}: the arguments cannot be sent as JSON: {err}", shown());
+                    return Err((ScriptErrorKind::ToolFailed, why));
+                }
+            },
+            "read" => {
+                let uri = serde_json::from_str::<Value>(arguments)
+                    .ok()
+                    .and_then(|value| value.get("uri").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_default();
+                Request::Read { server: name, uri }
+            }
+            _ => Request::List { server: Some(name).filter(|name| !name.is_empty()) },
+        };
+        self.asked += 1;
+        self.argument_bytes += arguments.len();
+        self.next_id += 1;
+        self.requests.push_back((self.next_id, request));
+        Ok(self.next_id)
     }
 
     fn log(&mut self, level: &str, text: &str) {
         let prefix = match level {
-            "warn" => "warning: ",
-            "error" => "error: ",
+            "warn" => "[warn] ",
+            "error" => "[error] ",
             _ => "",
         };
         let needed = prefix.len() + text.len() + 1;
-        if self.dropped_lines > 0 || self.console.len() + needed > self.max_output {
-            // A first line too long for what is left keeps what fits.
-            if self.dropped_lines == 0 && self.console.len() + prefix.len() + 2 < self.max_output {
-                let room = self.max_output - self.console.len() - prefix.len() - 1;
-                let mut end = room.min(text.len());
-                while !text.is_char_boundary(end) {
-                    end -= 1;
-                }
-                self.console.push_str(prefix);
-                self.console.push_str(&text[..end]);
-                self.console.push('\n');
-            }
-            self.dropped_lines += 1;
+        if self.dropped_lines == 0 && self.console.len() + needed <= self.max_output {
+            let start = self.console.len();
+            self.console.push_str(prefix);
+            self.console.push_str(text);
+            self.console.push('\n');
+            self.show(start);
             return;
         }
-        self.console.push_str(prefix);
-        self.console.push_str(text);
-        self.console.push('\n');
+        // A first line too long for what is left keeps what fits.
+        if self.dropped_lines == 0 && self.console.len() + prefix.len() + 2 < self.max_output {
+            let start = self.console.len();
+            let room = self.max_output - self.console.len() - prefix.len() - 1;
+            self.console.push_str(prefix);
+            self.console.push_str(cut(text, room));
+            self.console.push('\n');
+            self.show(start);
+        }
+        self.dropped_lines += 1;
     }
+
+    /// Hands the line that begins at `start` to the host's live view.
+    fn show(&self, start: usize) {
+        if let Some(live) = &self.live {
+            live(self.console[start..].trim_end_matches('\n'));
+        }
+    }
+
+    fn image(&mut self, block: &str) -> Result<(), String> {
+        if self.images.len() >= MAX_IMAGES || self.image_bytes + block.len() > MAX_IMAGE_BYTES {
+            return Err(format!(
+                "a script may forward {MAX_IMAGES} images, {} MiB in all",
+                MAX_IMAGE_BYTES >> 20
+            ));
+        }
+        if let Ok(block) = serde_json::from_str(block) {
+            self.image_bytes += block_len(&block);
+            self.images.push(block);
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of an image block's data.
+fn block_len(block: &Value) -> usize {
+    block.get("data").and_then(Value::as_str).map_or(0, str::len)
+}
+
+/// At most `bytes` of `text`, cut at a character's boundary.
+fn cut(text: &str, bytes: usize) -> &str {
+    let mut end = bytes.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The native functions the prelude is handed (`host`), each working on
@@ -81,31 +203,24 @@ pub(super) fn native_functions<'js>(
 ) -> rquickjs::Result<Object<'js>> {
     let host = Object::new(ctx.clone())?;
     let shared = Rc::clone(mailbox);
+    // A number (the call's id), or `[kind, message]` for a call not taken.
     host.set(
         "request",
-        Function::new(ctx.clone(), move |kind: String, name: String, arguments: String| -> u32 {
-            let mut mailbox = shared.borrow_mut();
-            mailbox.next_id += 1;
-            let id = mailbox.next_id;
-            let request = match kind.as_str() {
-                "tool" => Request::Tool {
-                    name,
-                    arguments: serde_json::from_str(&arguments).unwrap_or_else(|_| json!({})),
-                },
-                "read" => Request::Read {
-                    server: name,
-                    uri: serde_json::from_str::<Value>(&arguments)
-                        .ok()
-                        .and_then(|value| {
-                            value.get("uri").and_then(Value::as_str).map(str::to_owned)
-                        })
-                        .unwrap_or_default(),
-                },
-                _ => Request::List { server: Some(name).filter(|name| !name.is_empty()) },
-            };
-            mailbox.requests.push_back((id, request));
-            id
-        })?,
+        Function::new(
+            ctx.clone(),
+            move |ctx: Ctx<'js>, kind: String, name: String, arguments: String| {
+                let asked = shared.borrow_mut().ask(&kind, name, &arguments);
+                match asked {
+                    Ok(id) => Ok(JsValue::new_int(ctx, id as i32)),
+                    Err((kind, why)) => {
+                        let refused = rquickjs::Array::new(ctx.clone())?;
+                        refused.set(0, kind.as_str())?;
+                        refused.set(1, why)?;
+                        Ok::<_, rquickjs::Error>(refused.into_value())
+                    }
+                }
+            },
+        )?,
     )?;
     catalog_functions(ctx, &host, mailbox)?;
     output_functions(ctx, &host, mailbox)?;
@@ -131,10 +246,10 @@ fn catalog_functions<'js>(
         Function::new(
             ctx.clone(),
             move |ctx: Ctx<'js>, namespace: String| -> rquickjs::Result<String> {
-                match shared.borrow().catalog.describe(&namespace) {
-                    Ok(described) => Ok(described.to_string()),
-                    Err(message) => Err(Exception::throw_message(&ctx, &message)),
-                }
+                let described = shared.borrow().catalog.describe(&namespace);
+                described
+                    .map(|described| described.to_string())
+                    .map_err(|message| Exception::throw_message(&ctx, &message))
             },
         )?,
     )?;
@@ -148,10 +263,10 @@ fn catalog_functions<'js>(
                 let namespace = options.get("namespace").and_then(Value::as_str);
                 let limit =
                     options.get("limit").and_then(Value::as_f64).map(|n| n.max(1.0) as usize);
-                match shared.borrow().catalog.search(&query, namespace, limit) {
-                    Ok(found) => Ok(found.to_string()),
-                    Err(message) => Err(Exception::throw_message(&ctx, &message)),
-                }
+                let found = shared.borrow().catalog.search(&query, namespace, limit);
+                found
+                    .map(|found| found.to_string())
+                    .map_err(|message| Exception::throw_message(&ctx, &message))
             },
         )?,
     )?;
@@ -175,17 +290,8 @@ fn output_functions<'js>(
     host.set(
         "image",
         Function::new(ctx.clone(), move |ctx: Ctx<'js>, block: String| -> rquickjs::Result<()> {
-            let mut mailbox = shared.borrow_mut();
-            if mailbox.images.len() >= MAX_IMAGES {
-                return Err(Exception::throw_range(
-                    &ctx,
-                    &format!("a script may forward {MAX_IMAGES} images"),
-                ));
-            }
-            if let Ok(block) = serde_json::from_str(&block) {
-                mailbox.images.push(block);
-            }
-            Ok(())
+            let taken = shared.borrow_mut().image(&block);
+            taken.map_err(|why| Exception::throw_range(&ctx, &why))
         })?,
     )?;
     let shared = Rc::clone(mailbox);

@@ -54,7 +54,7 @@ pub(crate) use catalog::{Catalog, ServerSummary};
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -65,6 +65,9 @@ use crate::protocol::{Resource, ResourceContents, ToolResult};
 
 /// Whether this build can run scripts (the `codemode` feature).
 pub const CODEMODE_AVAILABLE: bool = cfg!(feature = "codemode");
+
+/// Sees each console line a script writes, as it writes it.
+pub type ConsoleCallback = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// How one script runs: its limits, the host's cancel handle and progress
 /// callback, and the hook that sees each call. Built from the defaults with
@@ -82,6 +85,9 @@ pub struct ScriptOptions {
     /// Sees each call before it is made (and may deny it), and after;
     /// `None`: the hub's (`HubOptions::with_call_hook`).
     pub hook: Option<Arc<dyn CallHook>>,
+    /// Sees each console line as the script writes it (the run's
+    /// `console` has them all too, within the output limit).
+    pub console: Option<ConsoleCallback>,
 }
 
 impl ScriptOptions {
@@ -112,6 +118,13 @@ impl ScriptOptions {
         self
     }
 
+    /// Sees each console line as the script writes it, on the script's
+    /// thread (a terminal shows it at once).
+    pub fn with_console(mut self, console: impl Fn(&str) + Send + Sync + 'static) -> ScriptOptions {
+        self.console = Some(Arc::new(console));
+        self
+    }
+
     /// The options of a call to the `codemode` tool: its timeout caps the
     /// script's wall time, and its cancel handle and progress carry over.
     pub(crate) fn from_call(call: &CallOptions) -> ScriptOptions {
@@ -120,6 +133,7 @@ impl ScriptOptions {
             cancel: call.cancel.clone(),
             progress: call.progress.clone(),
             hook: None,
+            console: None,
         }
     }
 }
@@ -132,8 +146,9 @@ pub struct ScriptRun {
     /// What the script returned, as JSON (a string stays a string); `None`
     /// when it returned nothing (or failed).
     pub value: Option<Value>,
-    /// What it wrote with `console.log` (and `info`, `warn`, `error`,
-    /// `debug`), one line per call, cut at the output limit.
+    /// What it wrote with `console.log` (and `info`, `debug`; `warn` and
+    /// `error` lines begin `[warn] ` and `[error] `), one line per call,
+    /// cut at the output limit.
     pub console: String,
     /// Image content blocks the script forwarded with `image(block)`.
     pub images: Vec<Value>,
@@ -283,9 +298,9 @@ pub(crate) type Listed = (Vec<(String, Resource)>, Vec<Error>);
 pub(crate) trait ScriptHost: Sync {
     /// The reachable tools and the servers, as they are now.
     fn catalog(&self) -> Catalog;
-    /// Waits for these servers' starts (each at most its start timeout);
-    /// `None`: all of them.
-    fn wait_for(&self, servers: Option<&[String]>);
+    /// Waits for these servers' starts (each at most its start timeout,
+    /// and never past `until`); `None`: all of them.
+    fn wait_for(&self, servers: Option<&[String]>, until: Instant);
     /// Calls a tool by its qualified name.
     fn call_tool(
         &self,
@@ -302,7 +317,7 @@ pub(crate) trait ScriptHost: Sync {
     ) -> Result<Vec<ResourceContents>, Error>;
     /// Lists the resources of one server, or of all: each with its
     /// server, and the errors of servers that could not list theirs.
-    fn list_resources(&self, server: Option<&str>) -> Result<Listed, Error>;
+    fn list_resources(&self, server: Option<&str>, options: &CallOptions) -> Result<Listed, Error>;
 }
 
 /// Runs `code` against `host` within `limits`, with `hook` seeing each call

@@ -10,6 +10,17 @@
   const { parse, stringify } = JSON;
   const pending = new Map();
 
+  // Error.prepareStackTrace would run the script's own code whenever an
+  // error is made, the engine's native calls included, and would hand it
+  // the functions of every frame (CallSite.getFunction): locked to nothing.
+  defineProperty(Error, "prepareStackTrace", {
+    get() {
+      return undefined;
+    },
+    set(value) {},
+    configurable: false,
+  });
+
   // A call's outcome: its result as JSON, or a failure `{message, kind,
   // call}` that rejects with the Error made where the script made the call,
   // so that its stack points at the script's line.
@@ -29,9 +40,17 @@
     waiter.reject(error);
   }
 
+  // The engine takes the call (a number, its id) or turns it back at once
+  // ([kind, message]: over the calls limit, arguments too big or not JSON).
   function request(kind, name, argumentsText, site) {
     return new Promise(function (resolve, reject) {
       const id = host.request(kind, name, argumentsText);
+      if (typeof id !== "number") {
+        site.message = id[1];
+        defineProperty(site, "kind", { value: id[0] });
+        reject(site);
+        return;
+      }
       pending.set(id, { resolve, reject, site });
     });
   }
@@ -64,13 +83,21 @@
     });
   }
   freeze(named);
-  // Any other qualified-looking name is a call the engine answers with
-  // "no tool named …" and the closest name, rather than "not a function".
+  // Any other name is a call the engine answers with "no tool named …" and
+  // the closest name, rather than "not a function"; but for the names that
+  // JavaScript itself looks for on an object (`await tools` must not take
+  // `tools` for a promise).
+  const notTools = create(null);
+  for (const name of ["then", "catch", "finally", "toJSON", "toString", "valueOf", "constructor",
+    "prototype", "length", "name", "inspect", "asymmetricMatch", "nodeType", "$$typeof",
+    "__proto__"]) {
+    notTools[name] = true;
+  }
   const tools = new Proxy(named, {
     get(target, name) {
       if (typeof name !== "string") return undefined;
       if (name in target) return target[name];
-      if (!name.includes("__")) return undefined;
+      if (notTools[name] === true) return undefined;
       return function (args) {
         return callTool(name, args);
       };
@@ -174,7 +201,8 @@
   defineProperty(globalThis, "ALL_TOOLS", { get: getAllTools, configurable: false });
 
   // The script's value as [kind, text]: a string as is, anything else as
-  // JSON, nothing for `undefined` (and for what JSON cannot hold).
+  // JSON, nothing for `undefined` (and for a function or a symbol, which
+  // JSON cannot hold), an error for a value JSON cannot write (a cycle).
   function finish(value) {
     if (typeof value === "string") return ["string", value];
     if (value === undefined) return ["none", ""];
@@ -182,7 +210,7 @@
       const text = stringify(value);
       return text === undefined ? ["none", ""] : ["json", text];
     } catch (error) {
-      return ["string", String(value)];
+      return ["error", "the value returned cannot be written as JSON: " + error.message];
     }
   }
 

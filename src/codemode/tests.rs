@@ -46,6 +46,8 @@ impl Tools {
             description: Some("Test tools.".into()),
             instructions: None,
             connected: true,
+            state: "ready",
+            error: None,
         }];
         Tools {
             catalog: Catalog::new(registry.tools(), servers, NameStyle::Prefixed),
@@ -62,7 +64,7 @@ impl ScriptHost for Tools {
         self.catalog.clone()
     }
 
-    fn wait_for(&self, _servers: Option<&[String]>) {}
+    fn wait_for(&self, _servers: Option<&[String]>, _until: Instant) {}
 
     fn call_tool(
         &self,
@@ -112,7 +114,7 @@ impl ScriptHost for Tools {
         Ok(vec![serde_json::from_value(json!({"uri": uri, "text": "hello"})).unwrap()])
     }
 
-    fn list_resources(&self, _server: Option<&str>) -> Result<Listed, Error> {
+    fn list_resources(&self, _server: Option<&str>, _: &CallOptions) -> Result<Listed, Error> {
         let resource = serde_json::from_value(json!({"uri": "t://a", "name": "a"})).unwrap();
         Ok((vec![("t".to_owned(), resource)], Vec::new()))
     }
@@ -260,7 +262,8 @@ fn the_calls_limit_refuses_the_next_call() {
     assert_eq!(error.kind, ScriptErrorKind::Limit);
     assert!(error.message.contains("a script may make 3 calls"), "{}", error.message);
     assert_eq!(tools.called.lock().unwrap().len(), 3);
-    assert_eq!(ran.calls.last().unwrap().outcome.as_str(), "refused");
+    // A call over the limit is not even kept.
+    assert_eq!(ran.calls.len(), 3);
 }
 
 #[test]
@@ -457,7 +460,7 @@ fn resources_are_read_and_listed() {
 #[test]
 fn console_output_is_captured_and_bounded() {
     let ran = run("console.log('a', 1, {b: 2}); console.error('bad'); return 'v'");
-    assert_eq!(ran.console, "a 1 {\"b\":2}\nerror: bad\n");
+    assert_eq!(ran.console, "a 1 {\"b\":2}\n[error] bad\n");
     let limits = ScriptLimits::default().with_max_output(100);
     let ran = run_with(
         &Tools::new(),
@@ -519,10 +522,9 @@ fn a_caller_with_room_runs_the_script_on_its_own_thread_and_others_get_one() {
         Verdict::Allow
     };
     let options = ScriptOptions::default().with_hook(Arc::new(hook));
-    for (stack, expected) in [(16 << 20, "roomy"), (1 << 20, "codemode")] {
+    for (stack, name) in [(16 << 20, "roomy"), (256 << 10, "small")] {
         let options = options.clone();
-        let name = if stack > 8 << 20 { "roomy" } else { "small" };
-        std::thread::Builder::new()
+        let room = std::thread::Builder::new()
             .name(name.into())
             .stack_size(stack)
             .spawn(move || {
@@ -531,10 +533,126 @@ fn a_caller_with_room_runs_the_script_on_its_own_thread_and_others_get_one() {
                 let ran = run_with(&tools, code, &options, ScriptLimits::default());
                 // Deep recursion stops at the limit on either thread.
                 assert_eq!(ran.error.unwrap().kind, ScriptErrorKind::Limit);
+                super::stack::left()
             })
             .unwrap()
             .join()
             .unwrap();
+        // The system may give a thread a bigger stack than asked (a cached
+        // one): where the script ran follows what the thread really has.
+        let expected =
+            if room.is_some_and(|left| left >= (2 << 20) - (64 << 10)) { name } else { "codemode" };
+        if cfg!(target_os = "linux") && name == "roomy" {
+            assert_eq!(expected, "roomy");
+        }
         assert_eq!(seen.lock().unwrap().pop().flatten().as_deref(), Some(expected));
     }
+}
+
+#[test]
+fn a_script_cannot_run_its_own_code_inside_a_native_throw() {
+    // Error.prepareStackTrace would run while the engine makes an error.
+    let code = "Error.prepareStackTrace = () => console.log('inside');\n\
+                try { describeNamespace('nope') } catch (e) {}\n\
+                for (let i = 0; i < 20; i++) { try { image({type: 'image', data: 'AA', mimeType: 'image/png'}) } catch (e) {} }\n\
+                return typeof Error.prepareStackTrace";
+    let ran = run(code);
+    assert!(ran.error.is_none(), "{:?}", ran.error);
+    assert_eq!(ran.value, Some(json!("undefined")));
+    assert_eq!(ran.console, "");
+    assert_eq!(ran.images.len(), 16);
+}
+
+#[test]
+fn calls_past_the_limit_are_refused_before_rust_keeps_them() {
+    let tools = Tools::new();
+    let limits = ScriptLimits::default().with_max_calls(5);
+    let code = "const big = { x: 'y'.repeat(1 << 20) };\n\
+                const all = await Promise.allSettled(Array.from({ length: 60 }, () => tools.mcp__t__echo(big)));\n\
+                return all.map(r => r.status === 'fulfilled' ? 'ok' : r.reason.kind)";
+    let ran = run_with(&tools, code, &ScriptOptions::default(), limits);
+    let outcomes = ran.value.unwrap();
+    let limit = outcomes.as_array().unwrap().iter().filter(|o| *o == "limit").count();
+    assert_eq!(limit, 55, "{outcomes}");
+    assert_eq!(tools.called.lock().unwrap().len(), 5);
+    assert!(ran.calls.len() <= 5, "{}", ran.calls.len());
+    // A name no tool could have is refused at once, never spelled against.
+    let ran = run("const name = 'mcp__t__' + 'x'.repeat(1 << 24); await tools[name]({})");
+    assert_eq!(ran.error.unwrap().kind, ScriptErrorKind::UnknownTool);
+}
+
+#[test]
+fn arguments_json_cannot_carry_are_refused_not_sent_as_something_else() {
+    let tools = Tools::new();
+    let ran = run_with(
+        &tools,
+        "await tools.mcp__t__echo({ text: '\\uD83D' })",
+        &ScriptOptions::default(),
+        ScriptLimits::default(),
+    );
+    let error = ran.error.unwrap();
+    assert!(error.message.contains("cannot be sent as JSON"), "{}", error.message);
+    assert!(tools.called.lock().unwrap().is_empty());
+}
+
+#[test]
+fn what_a_script_throws_or_returns_is_said_plainly() {
+    assert_eq!(failure("throw { code: 5 }").message, r#"{"code":5}"#);
+    let circular = failure("const a = {}; a.self = a; return a");
+    assert!(circular.message.contains("cannot be written as JSON"), "{}", circular.message);
+    let open = failure("const x = 1;\nreturn (x +");
+    assert_eq!(open.kind, ScriptErrorKind::Syntax);
+    assert_eq!(open.line, Some(2));
+    assert!(open.message.contains("at the end of the script"), "{}", open.message);
+    assert_eq!(value("#!/usr/bin/env tether run\nreturn 7"), json!(7));
+    let bomb = run_with(
+        &Tools::new(),
+        "const a = []; while (true) a.push('x' + a.length);",
+        &ScriptOptions::default(),
+        ScriptLimits::default().with_memory(8 << 20),
+    );
+    // With no room left even for an error, the engine throws null.
+    let error = bomb.error.unwrap();
+    assert!(error.message.contains("the heap limit is 8 MiB"), "{}", error.message);
+}
+
+#[test]
+fn unknown_names_get_the_nearest_and_the_reason() {
+    let bare = failure("await tools.echo({})");
+    assert_eq!(bare.kind, ScriptErrorKind::UnknownTool);
+    assert!(bare.message.contains("did you mean mcp__t__echo?"), "{}", bare.message);
+    let server = failure("await tools.mcp__u__echo({})");
+    assert!(
+        server.message.contains("no server mcp__u (did you mean mcp__t?)"),
+        "{}",
+        server.message
+    );
+    let hidden = failure("await tools.mcp__t__secret({})");
+    assert!(hidden.message.contains("is hidden"), "{}", hidden.message);
+    let far = failure("await tools.mcp__t__zzzzzzzz({})");
+    assert!(far.message.contains("its tools: mcp__t__echo"), "{}", far.message);
+}
+
+#[test]
+fn servers_are_named_in_any_spelling_and_unknown_ones_said() {
+    assert_eq!(value("return (await readResource('mcp__t', 't://a')).server"), json!("t"));
+    let unknown = failure("await readResource('nope', 't://a')");
+    assert!(unknown.message.contains("no server named \"nope\""), "{}", unknown.message);
+    assert!(matches!(unknown.cause.as_deref(), Some(Error::UnknownServer(_))));
+}
+
+#[test]
+fn the_host_sees_console_lines_as_they_are_written() {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&lines);
+    let options = ScriptOptions::default()
+        .with_console(move |line| kept.lock().unwrap().push(line.to_owned()));
+    let ran = run_with(
+        &Tools::new(),
+        "console.log('a'); console.warn('b'); return 1",
+        &options,
+        ScriptLimits::default(),
+    );
+    assert_eq!(ran.console, "a\n[warn] b\n");
+    assert_eq!(*lines.lock().unwrap(), ["a", "[warn] b"]);
 }

@@ -28,6 +28,13 @@ pub(super) fn error_of<'js>(
             .map(|c| c.0)
     };
     let message = match object {
+        // A plain object thrown (`throw {code: 5}`): as JSON.
+        Some(_) if text("message").is_none() && text("name").is_none() => ctx
+            .json_stringify(thrown.clone())
+            .ok()
+            .flatten()
+            .and_then(|json| json.to_string().ok())
+            .unwrap_or_else(|| "an object".into()),
         Some(_) => {
             let name = text("name").unwrap_or_else(|| "Error".into());
             let message = text("message").unwrap_or_default();
@@ -38,6 +45,14 @@ pub(super) fn error_of<'js>(
             }
         }
         None => Coerced::<String>::from_js(ctx, thrown.clone()).map(|c| c.0).unwrap_or_default(),
+    };
+    // `tools.mcp__my-server__x` is JavaScript's minus: say how to write it.
+    let message = match message.strip_prefix("ReferenceError: ") {
+        Some(rest) if rest.split(' ').next().is_some_and(|name| name.contains("__")) => format!(
+            "{message} (a `-` in a tool's name is written `_` in a script: \
+             tools.mcp__my_server__my_tool, or tools[\"mcp__my-server__my-tool\"])"
+        ),
+        _ => message,
     };
     let (line, column) = text("stack").as_deref().map_or((None, None), location);
     // What the engine throws when it stops a script.
@@ -62,6 +77,22 @@ pub(super) fn error_of<'js>(
             _ => None,
         });
     Some(ScriptError { kind, message, line, column, cause })
+}
+
+/// Whether the engine's heap is past half its limit: then a `null` thrown
+/// is the engine's own, with no room left for an error (a big allocation,
+/// an array's storage doubling, fails well before the heap is full).
+pub(super) fn heap_nearly_full(ctx: &Ctx<'_>) -> bool {
+    // SAFETY: called inside `Context::with` on the engine's thread, which
+    // holds the runtime; JS_ComputeMemoryUsage only reads its counters
+    // into the struct given.
+    let usage = unsafe {
+        let runtime = rquickjs::qjs::JS_GetRuntime(ctx.as_raw().as_ptr());
+        let mut usage: rquickjs::qjs::JSMemoryUsage = std::mem::zeroed();
+        rquickjs::qjs::JS_ComputeMemoryUsage(runtime, &mut usage);
+        usage
+    };
+    usage.malloc_limit > 0 && usage.malloc_size * 2 >= usage.malloc_limit
 }
 
 /// The first place in the script a stack names: its line and column, with

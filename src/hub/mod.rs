@@ -229,20 +229,33 @@ impl Hub {
     /// the errors of the servers that could not list theirs. MCP Apps
     /// interfaces (`ui://`) are left out.
     pub fn resources(&self) -> (Vec<Offered<Resource>>, Vec<Error>) {
+        self.resources_within(&CallOptions::default())
+    }
+
+    /// Every resource, each server's listing made with these options (a
+    /// script's deadline and cancel handle).
+    pub(super) fn resources_within(
+        &self,
+        options: &CallOptions,
+    ) -> (Vec<Offered<Resource>>, Vec<Error>) {
         let (mut items, errors) =
-            self.gather("resources", |client, options| client.list_resources(options));
+            self.gather("resources", options, |client, options| client.list_resources(options));
         items.retain(|offered| !offered.item.is_app_ui());
         (items, errors)
     }
 
     /// Every resource template of every connected server that offers resources.
     pub fn resource_templates(&self) -> (Vec<Offered<ResourceTemplate>>, Vec<Error>) {
-        self.gather("resources", |client, options| client.list_resource_templates(options))
+        self.gather("resources", &CallOptions::default(), |client, options| {
+            client.list_resource_templates(options)
+        })
     }
 
     /// Every prompt of every connected server that offers prompts.
     pub fn prompts(&self) -> (Vec<Offered<Prompt>>, Vec<Error>) {
-        self.gather("prompts", |client, options| client.list_prompts(options))
+        self.gather("prompts", &CallOptions::default(), |client, options| {
+            client.list_prompts(options)
+        })
     }
 
     /// Reads a resource of one server.
@@ -276,6 +289,7 @@ impl Hub {
     fn gather<T: Send>(
         &self,
         capability: &str,
+        options: &CallOptions,
         list: impl Fn(&Client, &CallOptions) -> Result<Vec<T>, Error> + Sync,
     ) -> (Vec<Offered<T>>, Vec<Error>) {
         let offering = self.core.shared.ready_clients(Some(capability));
@@ -286,7 +300,7 @@ impl Hub {
                 .map(|(name, client)| {
                     let asked = thread::Builder::new()
                         .name(format!("{name}-list"))
-                        .spawn_scoped(scope, move || list(client, &CallOptions::default()));
+                        .spawn_scoped(scope, move || list(client, options));
                     (name, client, asked)
                 })
                 .collect();
@@ -297,7 +311,7 @@ impl Hub {
                             .join()
                             .unwrap_or_else(|_| Err(Error::Protocol("listing panicked".into()))),
                         // No thread to be had: ask on this one.
-                        Err(_) => list(client, &CallOptions::default()),
+                        Err(_) => list(client, options),
                     };
                     (name.clone(), answer)
                 })

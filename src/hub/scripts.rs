@@ -10,6 +10,7 @@
 //! client with the script's deadline.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::Value;
 
@@ -26,6 +27,7 @@ use crate::model::registry::qualified_name;
 use crate::model::servers_prompt::{servers_section, PromptServer, ServersPrompt};
 use crate::model::tools::{tool_error, CODEMODE};
 use crate::protocol::{ResourceContents, ToolResult};
+use crate::server_state::ServerState;
 
 impl Hub {
     /// Runs a codemode script against the hub's servers: its calls go
@@ -114,7 +116,8 @@ impl Hub {
                         _ => None,
                     });
                     PromptServer {
-                        namespace: namespace(&config.name, style),
+                        // As a script writes it: `mcp__dev_radius`.
+                        namespace: name_key(&namespace(&config.name, style)),
                         codemode,
                         deferred,
                         about,
@@ -163,27 +166,41 @@ impl ScriptHost for Hub {
                     Phase::Ready(connected) => Some(connected),
                     _ => None,
                 };
+                let (state, error) = match &slot.phase {
+                    Phase::Ready(_) => (ServerState::Ready, None),
+                    Phase::Starting { .. } => (ServerState::Connecting, None),
+                    Phase::Disabled => (ServerState::Disabled, None),
+                    Phase::Failed { error, .. } => match error.root() {
+                        Error::LoginRequired { .. } => (ServerState::NeedsLogin, None),
+                        _ => (ServerState::Failed, Some(error.to_string())),
+                    },
+                };
                 ServerSummary {
                     name: slot.config.name.clone(),
                     description: slot.config.description.clone(),
                     instructions: ready.and_then(|connected| connected.info.instructions.clone()),
                     connected: ready.is_some(),
+                    state: state.as_str(),
+                    error,
                 }
             })
             .collect();
         Catalog::new(registry.tools(), servers, shared.options.name_style)
     }
 
-    fn wait_for(&self, servers: Option<&[String]>) {
+    fn wait_for(&self, servers: Option<&[String]>, until: Instant) {
         let shared = &self.core.shared;
-        match servers {
-            None => shared.wait_started(),
-            Some(servers) => {
-                let mut state = shared.state();
-                for server in servers {
-                    state = shared.wait_for(state, server);
-                }
+        let all: Vec<String>;
+        let servers = match servers {
+            Some(servers) => servers,
+            None => {
+                all = shared.state().slots.iter().map(|slot| slot.config.name.clone()).collect();
+                &all
             }
+        };
+        let mut state = shared.state();
+        for server in servers {
+            state = shared.wait_for_until(state, server, Some(until));
         }
     }
 
@@ -216,12 +233,12 @@ impl ScriptHost for Hub {
         client.read_resource(uri, options).map_err(|err| err.for_server(server))
     }
 
-    fn list_resources(&self, server: Option<&str>) -> Result<Listed, Error> {
+    fn list_resources(&self, server: Option<&str>, options: &CallOptions) -> Result<Listed, Error> {
         if let Some(server) = server {
             // An unknown or failed server is an error, not an empty list.
             self.client(server)?;
         }
-        let (resources, errors) = self.resources();
+        let (resources, errors) = self.resources_within(options);
         let wanted = |name: &str| server.is_none_or(|server| name_key(server) == name_key(name));
         let listed = resources
             .into_iter()

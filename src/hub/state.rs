@@ -363,11 +363,25 @@ impl Shared {
     /// Waits until `server`'s slot is not starting, at most its start timeout.
     pub(super) fn wait_for<'a>(
         &'a self,
-        mut state: MutexGuard<'a, HubState>,
+        state: MutexGuard<'a, HubState>,
         server: &str,
     ) -> MutexGuard<'a, HubState> {
+        self.wait_for_until(state, server, None)
+    }
+
+    /// Waits until `server`'s slot is not starting, at most its start
+    /// timeout, and never past `until`.
+    pub(super) fn wait_for_until<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, HubState>,
+        server: &str,
+        until: Option<Instant>,
+    ) -> MutexGuard<'a, HubState> {
         let Some(slot) = state.slot(server) else { return state };
-        let deadline = Instant::now() + slot.config.start_timeout + START_SLACK;
+        let mut deadline = Instant::now() + slot.config.start_timeout + START_SLACK;
+        if let Some(until) = until {
+            deadline = deadline.min(until);
+        }
         while state.slot(server).is_some_and(|slot| matches!(slot.phase, Phase::Starting { .. })) {
             let now = Instant::now();
             if now >= deadline {

@@ -45,9 +45,11 @@ pub struct RegisteredTool {
 impl RegisteredTool {
     /// The tool as a codemode script reads it: a TypeScript-style signature
     /// from its input and output schemas,
-    /// `mcp__s__t(args: { text: string }): Promise<CallToolResult>`.
+    /// `mcp__s__t(args: { text: string }): Promise<CallToolResult>`, under
+    /// the name a script writes (each `-`, JavaScript's minus, as `_`).
     pub fn signature(&self) -> String {
-        super::signature::signature(&self.qualified_name, &self.tool)
+        let name = crate::config::name_key(&self.qualified_name);
+        super::signature::signature(&name, &self.tool)
     }
 }
 

@@ -10,6 +10,7 @@
 //! signature that grows past a size limit is rendered again without its
 //! comments, then with its arguments as a bare object.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
@@ -24,42 +25,56 @@ const MAX_NESTING: usize = 8;
 const MAX_SIGNATURE: usize = 8_000;
 /// The most characters of one comment.
 const MAX_COMMENT: usize = 200;
+/// The most schema nodes one rendering visits: references do not deepen
+/// the nesting, so a hostile schema (many properties, each `{"$ref": "#"}`)
+/// would otherwise grow as a power of its size before the size check.
+const MAX_NODES: usize = 4_000;
 
 /// `name(args: {…}): Promise<CallToolResult<…>>` for a tool called by
 /// `name` (its qualified name), from its input and output schemas.
 pub fn signature(name: &str, tool: &Tool) -> String {
     for comments in [true, false] {
-        let rendered = render(name, tool, comments);
-        if rendered.len() <= MAX_SIGNATURE {
-            return rendered;
+        if let Some(rendered) = render(name, tool, comments) {
+            if rendered.len() <= MAX_SIGNATURE {
+                return rendered;
+            }
         }
     }
     format!("{name}(args: object /* its schema is too large to show */): Promise<CallToolResult>")
 }
 
-fn render(name: &str, tool: &Tool, comments: bool) -> String {
-    let input = Renderer { root: &tool.input_schema, comments };
+/// The signature, or `None` when the schema is too big to render.
+fn render(name: &str, tool: &Tool, comments: bool) -> Option<String> {
+    let nodes = Cell::new(MAX_NODES);
+    let input = Renderer { root: &tool.input_schema, comments, nodes: &nodes };
     let arguments = input.type_of(&tool.input_schema, 0, 0);
     let result = match &tool.output_schema {
         Some(schema) => {
-            let output = Renderer { root: schema, comments };
+            let output = Renderer { root: schema, comments, nodes: &nodes };
             format!("CallToolResult<{}>", output.type_of(schema, 0, 0))
         }
         None => "CallToolResult".to_owned(),
     };
-    format!("{name}(args: {arguments}): Promise<{result}>")
+    (nodes.get() > 0).then(|| format!("{name}(args: {arguments}): Promise<{result}>"))
 }
 
 struct Renderer<'a> {
     /// The schema `$ref`s are resolved in.
     root: &'a Value,
     comments: bool,
+    /// Nodes left to visit; at 0 every type is `unknown`.
+    nodes: &'a Cell<usize>,
 }
 
 impl Renderer<'_> {
     /// The type of a schema; an object's properties are laid out one per
     /// line when any has a comment, else on one line.
     fn type_of(&self, schema: &Value, refs: usize, nesting: usize) -> String {
+        let left = self.nodes.get();
+        if left == 0 {
+            return "unknown".into();
+        }
+        self.nodes.set(left - 1);
         let schema = match schema {
             Value::Bool(true) => return "unknown".into(),
             Value::Bool(false) => return "never".into(),
@@ -368,6 +383,17 @@ mod tests {
             ),
         );
         assert_eq!(shown, "g(args: {}): Promise<CallToolResult<{ count: number }>>");
+    }
+
+    #[test]
+    fn a_schema_that_refers_to_itself_from_everywhere_is_bounded() {
+        let properties: Map<String, Value> =
+            (0..200).map(|i| (format!("p{i}"), json!({"$ref": "#"}))).collect();
+        let started = std::time::Instant::now();
+        let shown =
+            signature("f", &tool(json!({"type": "object", "properties": properties}), None));
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+        assert!(shown.contains("too large"), "{shown}");
     }
 
     #[test]

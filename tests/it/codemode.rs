@@ -82,7 +82,11 @@ fn tether_run_exit_codes() {
     let cases: &[(&str, u8, &str)] = &[
         ("return 'fine'", 0, ""),
         ("throw new Error('my own')", 1, "error at line 1, column 11: my own"),
-        ("return await tools.mcp__m__fail({})", 1, "returned a tool error"),
+        (
+            "return await tools.mcp__m__fail({})",
+            1,
+            "returned a tool's result with \"isError\": true",
+        ),
         ("let x = ;", 2, "syntax error at line 1"),
         ("await tools.mcp__m__ecoh({ text: 'a' })", 2, "did you mean mcp__m__echo?"),
         ("await tools.mcp__crashy__echo({ text: 'a' })", 3, "tool failed at line 1"),
@@ -92,6 +96,18 @@ fn tether_run_exit_codes() {
         assert_eq!(code, *expected, "{script}: {stderr}");
         assert!(stderr.contains(says), "{script}: {stderr}");
     }
+    // The crashed server's last words, as `call` gives them.
+    let (_, _, stderr) =
+        run(dir.path(), &["run", "-e", "await tools.mcp__crashy__echo({ text: 'a' })"]);
+    assert!(stderr.contains("stderr: crashing now"), "{stderr}");
+    // A server misspelled is said before the script runs.
+    let (code, _, stderr) =
+        run(dir.path(), &["run", "-e", "await tools.mcp__mm__echo({ text: 'a' })"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("warning: no server \"mm\" is configured (did you mean \"m\"?)"),
+        "{stderr}"
+    );
     let began = Instant::now();
     let (code, _, stderr) = run(
         dir.path(),
@@ -137,6 +153,27 @@ fn tether_run_reads_a_file_or_stdin_and_json_has_the_whole_run() {
     let (code, _, stderr) = run(dir.path(), &["run", "/nonexistent/script.js"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("cannot read /nonexistent/script.js"), "{stderr}");
+    tag.assert_gone_within(Duration::from_secs(3));
+}
+
+#[test]
+fn a_server_with_a_dash_is_written_with_an_underscore() {
+    if !tether::CODEMODE_AVAILABLE {
+        return;
+    }
+    let tag = Tag::new();
+    let dir = config_dir(json!({ "echo-srv": misbehave_entry(&tag, &[]) }));
+    let (code, stdout, stderr) = run(dir.path(), &["tools", "--signatures"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("\nmcp__echo_srv__echo(args: {"), "{stdout}");
+    // What the signature says is what a script can write.
+    let script = "return (await tools.mcp__echo_srv__echo({ text: 'ok' })).content[0].text";
+    let (code, stdout, stderr) = run(dir.path(), &["run", "-e", script]);
+    assert_eq!((code, stdout.as_str()), (0, "ok\n"), "{stderr}");
+    // The minus form gets a hint.
+    let (code, _, stderr) = run(dir.path(), &["run", "-e", "await tools.mcp__echo-srv__echo({})"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("is written `_` in a script"), "{stderr}");
     tag.assert_gone_within(Duration::from_secs(3));
 }
 

@@ -340,6 +340,7 @@ fn parse_run(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     while let Some(arg) = parser.next()? {
         match arg {
             Short('e') | Long("eval") if code.is_none() => code = Some(parser.value()?.string()?),
+            Short('e') | Long("eval") => return Err("-e comes once: one script a run".into()),
             Long("timeout") => timeout = Some(timeout_flag(parser)?),
             Long("json") => json = true,
             Value(word) if file.is_none() => file = Some(word.string()?),
@@ -620,6 +621,7 @@ mod tests {
         assert!(matches!(command("run -"), Command::Run { file: Some(ref f), .. } if f == "-"));
         assert!(matches!(command("run"), Command::Run { file: None, code: None, .. }));
         assert!(refused("run a.js -e x").contains("not both"));
+        assert!(refused("run -e a -e b").contains("once"));
         assert!(refused("run --timeout 0").contains("above 0"));
         assert!(matches!(
             command("tools --signatures fx"),
