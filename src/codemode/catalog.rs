@@ -248,12 +248,8 @@ impl Catalog {
             let index = SearchIndex::new(
                 candidates
                     .iter()
-                    .map(|entry| SearchDoc {
-                        name: entry.qualified_name.clone(),
-                        tool_name: entry.tool.name.clone(),
-                        description: entry.tool.description.clone().unwrap_or_default(),
-                        server: entry.server.clone(),
-                        server_description: self.about(&entry.server).unwrap_or_default(),
+                    .map(|entry| {
+                        SearchDoc::for_tool(entry, self.about(&entry.server).unwrap_or_default())
                     })
                     .collect(),
             );

@@ -247,9 +247,7 @@ fn catalog_functions<'js>(
             ctx.clone(),
             move |ctx: Ctx<'js>, namespace: String| -> rquickjs::Result<String> {
                 let described = shared.borrow().catalog.describe(&namespace);
-                described
-                    .map(|described| described.to_string())
-                    .map_err(|message| Exception::throw_message(&ctx, &message))
+                answer(&ctx, described)
             },
         )?,
     )?;
@@ -264,9 +262,7 @@ fn catalog_functions<'js>(
                 let limit =
                     options.get("limit").and_then(Value::as_f64).map(|n| n.max(1.0) as usize);
                 let found = shared.borrow().catalog.search(&query, namespace, limit);
-                found
-                    .map(|found| found.to_string())
-                    .map_err(|message| Exception::throw_message(&ctx, &message))
+                answer(&ctx, found)
             },
         )?,
     )?;
@@ -278,6 +274,12 @@ fn catalog_functions<'js>(
         })?,
     )?;
     Ok(())
+}
+
+/// A catalog's answer as JSON text, or its refusal thrown (the borrow that
+/// made it already let go: throwing may run the script's own code).
+fn answer(ctx: &Ctx<'_>, answer: Result<Value, String>) -> rquickjs::Result<String> {
+    answer.map(|value| value.to_string()).map_err(|message| Exception::throw_message(ctx, &message))
 }
 
 /// `image` and `log`: what the script forwards beside its value.

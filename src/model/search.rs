@@ -50,6 +50,22 @@ pub(crate) struct SearchDoc {
     pub(crate) server_description: String,
 }
 
+impl SearchDoc {
+    /// A registered tool, with its server's description.
+    pub(crate) fn for_tool(
+        entry: &crate::model::registry::RegisteredTool,
+        server_description: String,
+    ) -> SearchDoc {
+        SearchDoc {
+            name: entry.qualified_name.clone(),
+            tool_name: entry.tool.name.clone(),
+            description: entry.tool.description.clone().unwrap_or_default(),
+            server: entry.server.clone(),
+            server_description,
+        }
+    }
+}
+
 /// A BM25F index over a fixed set of tools, built once and searched many times.
 #[derive(Debug)]
 pub(crate) struct SearchIndex {

@@ -171,16 +171,12 @@ pub(crate) fn search<'a>(
     let index = SearchIndex::new(
         candidates
             .iter()
-            .map(|entry| SearchDoc {
-                name: entry.qualified_name.clone(),
-                tool_name: entry.tool.name.clone(),
-                description: entry.tool.description.clone().unwrap_or_default(),
-                server: entry.server.clone(),
-                server_description: descriptions
+            .map(|entry| {
+                let about = descriptions
                     .iter()
                     .find(|(server, _)| server == &entry.server)
-                    .map(|(_, description)| description.clone())
-                    .unwrap_or_default(),
+                    .map(|(_, description)| description.clone());
+                SearchDoc::for_tool(entry, about.unwrap_or_default())
             })
             .collect(),
     );
