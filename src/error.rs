@@ -163,6 +163,18 @@ impl Error {
         }
     }
 
+    /// This error and its causes on one line, `: ` between them.
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        text
+    }
+
     /// Wraps this error with the name of the server it came from.
     pub(crate) fn for_server(self, name: &str) -> Error {
         match self {

@@ -125,10 +125,14 @@ impl ServerInfo {
 
     /// The first non-empty line of the instructions.
     pub fn instructions_first_line(&self) -> Option<&str> {
-        self.instructions
-            .as_deref()
-            .and_then(|text| text.lines().map(str::trim).find(|line| !line.is_empty()))
+        self.instructions.as_deref().and_then(first_line)
     }
+}
+
+/// The first line of a text that is not blank, trimmed: what a one-line
+/// summary of a server's words shows.
+pub(crate) fn first_line(text: &str) -> Option<&str> {
+    text.lines().map(str::trim).find(|line| !line.is_empty())
 }
 
 /// A tool as the server lists it.

@@ -9,7 +9,7 @@
 use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tether::Error;
+use tether::{Error, ServerState};
 
 use super::escape;
 
@@ -100,11 +100,21 @@ pub(crate) fn report(err: &Error) -> u8 {
         eprintln!("  caused by: {}", escape::escaped(&cause.to_string()));
         source = cause.source();
     }
+    exit_code_of(err)
+}
+
+/// The exit code an error means (SPEC §2).
+pub(crate) fn exit_code_of(err: &Error) -> u8 {
     match err.root() {
         // The server answered, correctly: the request was wrong.
         Error::Rpc(rpc) if rpc.code == -32601 || rpc.code == -32602 => EXIT_USAGE,
         // The server answered with an error of its own.
         Error::Rpc(_) => EXIT_TOOL_ERROR,
+        // Not started for its configuration: fix that, not the server.
+        Error::NotConnected {
+            state: ServerState::Disabled | ServerState::Untrusted | ServerState::NeedsLogin,
+            ..
+        } => EXIT_USAGE,
         _ if err.is_server_failure() => EXIT_SERVER,
         _ => EXIT_USAGE,
     }

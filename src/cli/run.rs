@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tether::for_cli::{closest, servers_named, Named};
 use tether::{
     CallHook, Config, Error, Hub, NestedCall, NestedOutcome, ParentCall, PlannedCall, ScriptError,
-    ScriptErrorKind, ScriptOptions, ScriptRun, ServerState, Verdict,
+    ScriptErrorKind, ScriptOptions, ScriptRun, Verdict,
 };
 
 use super::output::{
@@ -248,20 +248,9 @@ fn exit_code(ran: &ScriptRun, hub: &Hub) -> u8 {
     match error.kind {
         ScriptErrorKind::Syntax | ScriptErrorKind::UnknownTool => EXIT_USAGE,
         ScriptErrorKind::Timeout | ScriptErrorKind::Cancelled => EXIT_SERVER,
-        ScriptErrorKind::ToolFailed => match error.cause.as_deref() {
-            Some(cause) => match cause.root() {
-                Error::Rpc(rpc) if rpc.code == -32601 || rpc.code == -32602 => EXIT_USAGE,
-                Error::Rpc(_) => EXIT_TOOL_ERROR,
-                // Not started for its configuration: fix that, not the server.
-                Error::NotConnected {
-                    state: ServerState::Disabled | ServerState::Untrusted | ServerState::NeedsLogin,
-                    ..
-                } => EXIT_USAGE,
-                _ if cause.is_server_failure() => EXIT_SERVER,
-                _ => EXIT_USAGE,
-            },
-            None => EXIT_TOOL_ERROR,
-        },
+        ScriptErrorKind::ToolFailed => {
+            error.cause.as_deref().map_or(EXIT_TOOL_ERROR, output::exit_code_of)
+        }
         _ => EXIT_TOOL_ERROR,
     }
 }

@@ -33,24 +33,12 @@ pub(super) fn json_label(state: ServerState) -> &'static str {
     }
 }
 
-/// An error and its causes on one line.
-pub(super) fn error_chain(err: &Error) -> String {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 /// The status's error on one line, if it has one.
 pub(super) fn error_text(status: &ServerStatus) -> Option<String> {
     status.error.as_deref().map(|error| match error.root() {
         // An entry that could not be used: the loader's message says it all.
         Error::Config(message) if status.transport == "-" => message.clone(),
-        _ => error_chain(error),
+        _ => error.chain(),
     })
 }
 

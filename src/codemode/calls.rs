@@ -42,6 +42,14 @@ impl Request {
         }
     }
 
+    /// The arguments a call is recorded with, taken from it.
+    pub(super) fn into_arguments(self) -> Value {
+        match self {
+            Request::Tool { arguments, .. } => arguments,
+            other => other.arguments(),
+        }
+    }
+
     /// The arguments a call is recorded with.
     pub(super) fn arguments(&self) -> Value {
         match self {
@@ -118,15 +126,14 @@ pub(super) fn for_script(raw: Value) -> Value {
         return json!({ "content": [] });
     };
     let mut shaped = Map::with_capacity(fields.len());
-    let content = match fields.get("content") {
-        Some(Value::Array(blocks)) => Value::Array(blocks.iter().map(type_first).collect()),
-        Some(other) => other.clone(),
-        None => json!([]),
-    };
-    shaped.insert("content".to_owned(), content);
+    shaped.insert("content".to_owned(), json!([]));
     for (key, value) in fields {
         match (key.as_str(), value) {
-            ("content" | "resultType", _) => {}
+            ("content", Value::Array(blocks)) => {
+                shaped["content"] = Value::Array(blocks.into_iter().map(type_first).collect());
+            }
+            ("content", other) => shaped["content"] = other,
+            ("resultType", _) => {}
             ("isError", value) if value != Value::Bool(true) => {}
             ("_meta", Value::Object(meta)) => {
                 let kept: Map<String, Value> =
@@ -143,20 +150,21 @@ pub(super) fn for_script(raw: Value) -> Value {
     Value::Object(shaped)
 }
 
-/// A content block with its `type` first, the rest in the server's order.
-fn type_first(block: &Value) -> Value {
+/// A content block with its `type` first, the rest in the server's order
+/// (as it came when `type` is first already, as most servers send it).
+fn type_first(block: Value) -> Value {
     match block {
-        Value::Object(fields) if fields.contains_key("type") => {
+        Value::Object(fields)
+            if fields.contains_key("type") && fields.keys().next().is_some_and(|k| k != "type") =>
+        {
             let mut ordered = Map::with_capacity(fields.len());
-            ordered.insert("type".to_owned(), fields["type"].clone());
+            ordered.insert("type".to_owned(), Value::Null);
             for (key, value) in fields {
-                if key != "type" {
-                    ordered.insert(key.clone(), value.clone());
-                }
+                ordered.insert(key, value);
             }
             Value::Object(ordered)
         }
-        other => other.clone(),
+        other => other,
     }
 }
 
@@ -168,18 +176,6 @@ pub(super) fn failure_kind(error: &Error) -> ScriptErrorKind {
         Error::Cancelled => ScriptErrorKind::Cancelled,
         _ => ScriptErrorKind::ToolFailed,
     }
-}
-
-/// An error and its causes on one line: what the script's `Error` says.
-pub(super) fn chain(error: &Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// The `codemode-call-N` threads of one script, started as needed.

@@ -12,9 +12,10 @@
 use serde_json::{json, Value};
 
 use crate::config::{name_key, Exposure};
-use crate::model::registry::{qualified_name, NameStyle, RegisteredTool};
+use crate::model::registry::{namespace, NameStyle, RegisteredTool};
 use crate::model::search::{SearchDoc, SearchIndex};
 use crate::model::signature::signature;
+use crate::protocol::first_line;
 use crate::spelling::closest;
 
 /// How many matches `searchTools` returns unless asked for another number.
@@ -182,7 +183,7 @@ impl Catalog {
     /// The namespace of a server's tools: `mcp__server` (or `server` with
     /// the short name style).
     pub(crate) fn namespace(&self, server: &str) -> String {
-        qualified_name(server, "", self.style).trim_end_matches('_').to_owned()
+        namespace(server, self.style)
     }
 
     /// `describeNamespace(ns)`: the server's name, description,
@@ -301,13 +302,10 @@ impl Catalog {
     /// A server's description, or the first line of its instructions.
     fn about(&self, server: &str) -> Option<String> {
         let summary = self.servers.iter().find(|summary| summary.name == server)?;
-        summary.description.clone().or_else(|| {
-            summary
-                .instructions
-                .as_deref()
-                .and_then(|text| text.lines().map(str::trim).find(|line| !line.is_empty()))
-                .map(str::to_owned)
-        })
+        summary
+            .description
+            .clone()
+            .or_else(|| summary.instructions.as_deref().and_then(first_line).map(str::to_owned))
     }
 }
 

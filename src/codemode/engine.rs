@@ -28,7 +28,7 @@ use rquickjs::context::EvalOptions;
 use rquickjs::{Array, Context, Ctx, Function, Persistent, Promise, Runtime, Value as JsValue};
 use serde_json::{json, Value};
 
-use super::calls::{chain, failure_kind, perform, Done, Job, Request, Workers};
+use super::calls::{failure_kind, perform, Done, Job, Request, Workers};
 use super::gate::{Call, Gate, Refusal};
 use super::mailbox::{native_functions, Mailbox};
 use super::thrown::{error_of, heap_nearly_full, SCRIPT_FILE};
@@ -113,8 +113,7 @@ struct Engine<'h> {
     in_flight: Vec<(Call, Duration)>,
     /// Calls admitted but not started: more than the in-flight limit.
     waiting: VecDeque<Call>,
-    /// The script's bytes and lines, as given.
-    source_len: usize,
+    /// The script's lines, as given.
     source_lines: u32,
 }
 
@@ -186,13 +185,11 @@ impl<'h> Engine<'h> {
             calls: Vec::new(),
             in_flight: Vec::new(),
             waiting: VecDeque::new(),
-            source_len: 0,
             source_lines: 0,
         })
     }
 
     fn run(mut self, code: &str) -> Result<ScriptRun, Error> {
-        self.source_len = code.len();
         self.source_lines = u32::try_from(code.lines().count()).unwrap_or(u32::MAX);
         let started = self.context.with(|ctx| self.start(&ctx, code));
         let ending = match started {
@@ -264,13 +261,13 @@ impl<'h> Engine<'h> {
         let finish: Function = made.get(1).map_err(|_| fail(ctx))?;
         let mut script_options = EvalOptions::default();
         script_options.filename = Some(SCRIPT_FILE.into());
-        // A `#!` line, as a file run as a program starts, is a comment here.
-        let code = match code.strip_prefix("#!") {
-            Some(_) => code.split_once('\n').map_or("", |(_, rest)| rest),
-            None => code,
+        // A `#!` line, as a file run as a program starts, is a comment here
+        // (so that the lines keep their numbers).
+        let (shebang, code) = match code.strip_prefix("#!") {
+            Some(_) => ("//\n", code.split_once('\n').map_or("", |(_, rest)| rest)),
+            None => ("", code),
         };
-        let shebang = usize::from(code.len() != self.source_len);
-        let wrapped = format!("(async () => {{\n{}{code}\n}})()", "//\n".repeat(shebang));
+        let wrapped = format!("(async () => {{\n{shebang}{code}\n}})()");
         let promise: Promise = ctx.eval_with_options(wrapped, script_options).map_err(|_| {
             let mut error = fail(ctx);
             if let Some(message) = error.message.strip_prefix("SyntaxError: ") {
@@ -401,21 +398,17 @@ impl<'h> Engine<'h> {
                 (self.deliver(deliver, call.id, true, text), NestedOutcome::Returned(value))
             }
             Err(error) => {
-                let message = format!("{}: {}", call.request.name(), chain(&error));
+                let message = format!("{}: {}", call.request.name(), error.chain());
                 let kind = failure_kind(&error);
-                let error = Arc::new(error);
-                let index = self.calls.len();
-                let payload = json!({"message": message, "kind": kind.as_str(), "call": index});
-                (
-                    self.deliver(deliver, call.id, false, payload.to_string()),
-                    NestedOutcome::Failed(error),
-                )
+                let delivered = self.deliver_failure(deliver, call.id, &message, kind);
+                (delivered, NestedOutcome::Failed(Arc::new(error)))
             }
         };
+        let name = call.request.name().to_owned();
         self.record(NestedCall {
-            name: call.request.name().to_owned(),
+            name,
             server: call.server,
-            arguments: call.request.arguments(),
+            arguments: call.request.into_arguments(),
             started,
             elapsed: done.elapsed,
             outcome,
@@ -423,6 +416,8 @@ impl<'h> Engine<'h> {
         delivered
     }
 
+    /// Rejects call `id` with `message`; the error's `call` is the index
+    /// its record is about to get.
     fn deliver_failure(
         &mut self,
         deliver: &Persistent<Function<'static>>,

@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 use super::calls::Request;
 use super::{Catalog, ConsoleCallback, ScriptErrorKind};
 use crate::config::ScriptLimits;
+use crate::model::floor_char_boundary;
 
 /// The most images one script may forward, and their bytes together.
 const MAX_IMAGES: usize = 16;
@@ -188,11 +189,7 @@ fn block_len(block: &Value) -> usize {
 
 /// At most `bytes` of `text`, cut at a character's boundary.
 fn cut(text: &str, bytes: usize) -> &str {
-    let mut end = bytes.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..floor_char_boundary(text, bytes)]
 }
 
 /// The native functions the prelude is handed (`host`), each working on

@@ -13,7 +13,6 @@ use super::Hub;
 use crate::client::CallOptions;
 use crate::config::Exposure;
 use crate::error::Error;
-use crate::model::reached_as;
 use crate::model::tools::{
     self, json_result, tool_error, ModelTool, CODEMODE, LIST_RESOURCES, LIST_TEMPLATES,
     READ_RESOURCE, TOOL_SEARCH,
@@ -36,11 +35,11 @@ impl Hub {
         let registry = shared.registry();
         let (discovered, codemode_starting) = {
             let state = shared.state();
-            let codemode_starting = state.slots.iter().any(|slot| {
-                matches!(slot.phase, Phase::Starting { .. })
-                    && slot.config.may_expose(Exposure::Codemode)
-                    && reached_as(Exposure::Codemode) == Exposure::Codemode
-            });
+            let codemode_starting = crate::codemode::CODEMODE_AVAILABLE
+                && state.slots.iter().any(|slot| {
+                    matches!(slot.phase, Phase::Starting { .. })
+                        && slot.config.may_expose(Exposure::Codemode)
+                });
             (state.discovered.clone(), codemode_starting)
         };
         let offers_resources = self.any_server_offers("resources");
@@ -104,20 +103,12 @@ impl Hub {
     }
 
     /// Each server's description, or the first line of its instructions.
-    pub(super) fn server_descriptions(&self) -> Vec<(String, String)> {
+    fn server_descriptions(&self) -> Vec<(String, String)> {
         let state = self.core.shared.state();
         state
             .slots
             .iter()
-            .map(|slot| {
-                let description = slot.config.description.clone().or_else(|| match &slot.phase {
-                    Phase::Ready(connected) => {
-                        connected.info.instructions_first_line().map(str::to_owned)
-                    }
-                    _ => None,
-                });
-                (slot.config.name.clone(), description.unwrap_or_default())
-            })
+            .map(|slot| (slot.config.name.clone(), slot.about().unwrap_or_default()))
             .collect()
     }
 

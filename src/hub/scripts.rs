@@ -23,7 +23,7 @@ use crate::codemode::{
 use crate::config::{name_key, Exposure};
 use crate::error::Error;
 use crate::model::reached_as;
-use crate::model::registry::qualified_name;
+use crate::model::registry::namespace;
 use crate::model::servers_prompt::{servers_section, PromptServer, ServersPrompt};
 use crate::model::tools::{tool_error, CODEMODE};
 use crate::protocol::{ResourceContents, ToolResult};
@@ -90,37 +90,27 @@ impl Hub {
                 .filter(|slot| matches!(slot.phase, Phase::Ready(_) | Phase::Starting { .. }))
                 .map(|slot| {
                     let config = &slot.config;
-                    let (codemode, deferred) = match &slot.phase {
-                        Phase::Ready(_) => {
-                            let mine = registry.tools().iter().filter(|t| t.server == config.name);
-                            let reached: Vec<Exposure> = mine.map(|tool| tool.exposure).collect();
-                            (
-                                reached.contains(&Exposure::Codemode),
-                                reached.contains(&Exposure::Deferred),
-                            )
-                        }
-                        _ => {
-                            let may = |exposure| {
-                                [Exposure::Codemode, Exposure::Deferred]
-                                    .into_iter()
-                                    .filter(|mode| config.may_expose(*mode))
-                                    .any(|mode| reached_as(mode) == exposure)
-                            };
-                            (may(Exposure::Codemode), may(Exposure::Deferred))
-                        }
+                    // How its tools are reached: as listed once it is
+                    // ready, as its entry may have them until then.
+                    let reached: Vec<Exposure> = match &slot.phase {
+                        Phase::Ready(_) => registry
+                            .tools()
+                            .iter()
+                            .filter(|tool| tool.server == config.name)
+                            .map(|tool| tool.exposure)
+                            .collect(),
+                        _ => [Exposure::Codemode, Exposure::Deferred]
+                            .into_iter()
+                            .filter(|mode| config.may_expose(*mode))
+                            .map(reached_as)
+                            .collect(),
                     };
-                    let about = config.description.clone().or_else(|| match &slot.phase {
-                        Phase::Ready(connected) => {
-                            connected.info.instructions_first_line().map(str::to_owned)
-                        }
-                        _ => None,
-                    });
                     PromptServer {
                         // As a script writes it: `mcp__dev_radius`.
                         namespace: name_key(&namespace(&config.name, style)),
-                        codemode,
-                        deferred,
-                        about,
+                        codemode: reached.contains(&Exposure::Codemode),
+                        deferred: reached.contains(&Exposure::Deferred),
+                        about: slot.about(),
                     }
                 })
                 .collect()
@@ -146,11 +136,6 @@ impl Hub {
             .map(|slot| slot.config.name.clone())
             .find(|server| key.starts_with(&name_key(&format!("{}__", namespace(server, style)))))
     }
-}
-
-/// A server's namespace: `mcp__name` (or `name` with the short style).
-fn namespace(server: &str, style: crate::model::registry::NameStyle) -> String {
-    qualified_name(server, "", style).trim_end_matches('_').to_owned()
 }
 
 impl ScriptHost for Hub {

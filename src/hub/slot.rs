@@ -28,6 +28,17 @@ pub(super) struct Slot {
     pub(super) since: SystemTime,
 }
 
+impl Slot {
+    /// What the server is for: its configured description, else (once it
+    /// connected) the first line of its instructions.
+    pub(super) fn about(&self) -> Option<String> {
+        self.config.description.clone().or_else(|| match &self.phase {
+            Phase::Ready(connected) => connected.info.instructions_first_line().map(str::to_owned),
+            _ => None,
+        })
+    }
+}
+
 /// Where a server is.
 #[derive(Clone)]
 pub(super) enum Phase {

@@ -38,6 +38,15 @@ pub(crate) fn reached_as(exposure: Exposure) -> Exposure {
 /// type) that a note repeats, so that notes stay one short line each.
 const MAX_NOTE_FIELD: usize = 200;
 
+/// The largest char boundary of `text` at or before `index`.
+pub(crate) fn floor_char_boundary(text: &str, index: usize) -> usize {
+    let mut index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
 /// A server-supplied string cut to [`MAX_NOTE_FIELD`] characters.
 pub(crate) fn clip(text: &str) -> String {
     match text.char_indices().nth(MAX_NOTE_FIELD) {

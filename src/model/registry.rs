@@ -122,6 +122,13 @@ pub fn qualified_name(server: &str, tool: &str, style: NameStyle) -> String {
     }
 }
 
+/// The namespace of a server's tools: `mcp__server` (`server` with the
+/// short style), what comes before `__tool` in each of their names.
+pub(crate) fn namespace(server: &str, style: NameStyle) -> String {
+    let prefix = qualified_name(server, "", style);
+    prefix.strip_suffix("__").map_or_else(|| prefix.clone(), str::to_owned)
+}
+
 /// Cuts a cleaned name so that `_` and the hash fit in 64 characters.
 fn with_hash(cleaned: &str, server: &str, tool: &str) -> String {
     let suffix = format!("_{:08x}", stable_hash(server, tool));

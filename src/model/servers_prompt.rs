@@ -10,6 +10,7 @@
 use serde::Serialize;
 
 use super::clip;
+use crate::protocol::first_line;
 
 /// The servers section for the system prompt, and when it last changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -52,7 +53,7 @@ pub(crate) fn servers_section(servers: &[PromptServer]) -> String {
         let about = server
             .about
             .as_deref()
-            .and_then(|about| about.lines().map(str::trim).find(|line| !line.is_empty()))
+            .and_then(first_line)
             .map(|line| format!(": {}", clip(line)))
             .unwrap_or_default();
         text.push_str(&format!("- {} ({how}){about}\n", server.namespace));

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::clip;
 use super::schema::check_schema;
+use super::{clip, floor_char_boundary};
 use crate::protocol::{decoded_size, Block, Tool, ToolResult};
 
 /// The image formats models accept, as MIME types.
@@ -349,15 +349,6 @@ fn truncate(
     // There is at least one content piece, or the budget was not exceeded.
     kept.insert(first.unwrap_or(0), Piece::Content(text));
     kept
-}
-
-/// The largest char boundary of `text` at or before `index`.
-fn floor_char_boundary(text: &str, index: usize) -> usize {
-    let mut index = index.min(text.len());
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
 }
 
 /// The smallest char boundary of `text` at or after `index`.

@@ -249,7 +249,7 @@ fn comment_of(property: &Value) -> Option<String> {
 /// The first non-empty line of a text, cut to a comment's length, with
 /// nothing that would end the comment early.
 fn first_line(text: &str) -> Option<String> {
-    let line = text.lines().map(str::trim).find(|line| !line.is_empty())?;
+    let line = crate::protocol::first_line(text)?;
     let line = line.replace("*/", "* /");
     Some(match line.char_indices().nth(MAX_COMMENT) {
         Some((end, _)) => format!("{}…", &line[..end]),
