@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 
 mod auth;
+mod bounded_read;
 mod client;
 mod clock;
 // Without the engine (the `codemode` feature), what it would ask of the

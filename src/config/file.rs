@@ -48,22 +48,23 @@ pub(crate) fn edit<T>(
         .map_err(|err| format!("cannot create {}: {err}", folder.display()))?;
     let _lock = lock(&lock_path(path))?;
     remove_stale_temporaries(path);
-    let mut document = match fs::read_to_string(path) {
-        Ok(text) if text.trim().is_empty() => Map::new(),
-        Ok(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(Value::Object(document)) => document,
-            Ok(_) => {
-                return Err(format!(
-                    "{shown}: the file must hold a JSON object; fix it by hand first"
-                ))
-            }
-            Err(err) => {
-                return Err(format!("{}; fix it by hand first", syntax_error(&shown, &err)))
-            }
-        },
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Map::new(),
-        Err(err) => return Err(format!("cannot read {shown}: {err}")),
-    };
+    let mut document =
+        match crate::bounded_read::read_text(path, crate::bounded_read::CONFIG_FILE_LIMIT) {
+            Ok(text) if text.trim().is_empty() => Map::new(),
+            Ok(text) => match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Object(document)) => document,
+                Ok(_) => {
+                    return Err(format!(
+                        "{shown}: the file must hold a JSON object; fix it by hand first"
+                    ))
+                }
+                Err(err) => {
+                    return Err(format!("{}; fix it by hand first", syntax_error(&shown, &err)))
+                }
+            },
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Map::new(),
+            Err(err) => return Err(format!("cannot read {shown}: {err}")),
+        };
     let result = change(&mut document)?;
     let mut text =
         serde_json::to_string_pretty(&Value::Object(document)).expect("a JSON value serializes");
@@ -127,19 +128,31 @@ fn lock_path(path: &Path) -> PathBuf {
 }
 
 /// Holds an exclusive `flock` until dropped (closing the file releases it).
-struct Lock {
+pub(crate) struct Lock {
     _file: File,
 }
 
 fn lock(path: &Path) -> Result<Lock, String> {
+    lock_within(path, LOCK_WAIT)
+}
+
+/// Takes the exclusive lock on the lock file at `path` (created 0600 when
+/// missing), waiting at most `wait` for another process to release it.
+///
+/// # Errors
+/// The file cannot be opened (a link there is refused), or stays locked.
+pub(crate) fn lock_within(path: &Path, wait: Duration) -> Result<Lock, String> {
+    // A link planted where the lock file goes is refused (`ELOOP`), never
+    // followed to create or truncate a file where it points.
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(|err| format!("cannot open the lock file {}: {err}", path.display()))?;
-    let deadline = Instant::now() + LOCK_WAIT;
+    let deadline = Instant::now() + wait;
     loop {
         // SAFETY: flock on a descriptor this function owns.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
@@ -155,7 +168,7 @@ fn lock(path: &Path) -> Result<Lock, String> {
             return Err(format!(
                 "{} is locked by another tether for over {} s",
                 path.display(),
-                LOCK_WAIT.as_secs()
+                wait.as_secs()
             ));
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -182,10 +195,13 @@ fn write_atomically(path: &Path, bytes: &[u8], private: bool) -> Result<(), Stri
         fs::metadata(path).ok().map(|meta| meta.permissions().mode() & 0o777)
     };
     let written = (|| -> std::io::Result<()> {
+        // `create_new` is `O_EXCL`: a link planted at the temporary's name
+        // fails the open; `O_NOFOLLOW` says so once more.
         let mut file = OpenOptions::new()
             .create_new(true)
             .write(true)
             .mode(mode.unwrap_or(0o666))
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&temporary)?;
         file.write_all(bytes)?;
         if let Some(mode) = mode {

@@ -6,7 +6,6 @@
 //! format where the meaning is the same, and skipped with a reason where it is
 //! not, so that nothing is imported half-understood.
 
-use std::fs;
 use std::path::Path;
 
 use serde_json::{Map, Value};
@@ -36,7 +35,8 @@ pub struct ImportReport {
 /// be rewritten.
 pub(crate) fn import(source: &Path, target: &Path) -> Result<ImportReport, String> {
     let shown = source.display().to_string();
-    let text = fs::read_to_string(source).map_err(|err| format!("cannot read {shown}: {err}"))?;
+    let text = crate::bounded_read::read_text(source, crate::bounded_read::IMPORT_FILE_LIMIT)
+        .map_err(|err| format!("cannot read {shown}: {err}"))?;
     let document: Value = serde_json::from_str(&strip_jsonc(&text))
         .map_err(|err| super::syntax_error(&shown, &err))?;
     let servers = match (document.get("mcpServers"), document.get("servers")) {

@@ -4,13 +4,13 @@
 //! that fails is recorded and never stops the others; `check_entry` applies
 //! the same rules to an entry before `tether add` or `import` writes it.
 
-use std::collections::BTreeSet;
-use std::fs;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::document::{ConfigDocument, Servers, MAX_ENTRIES_PER_FILE};
 use super::{
     command_line_of, entry, host_environment, name_key, syntax_error, trust, Config, FailedEntry,
     Scope, ServerConfig, Unapproved, UntrustedServer,
@@ -146,7 +146,7 @@ impl Config {
     }
 
     fn add_file(&mut self, path: &Path, scope: Scope, reading: &Reading) {
-        match fs::read_to_string(path) {
+        match crate::bounded_read::read_text(path, crate::bounded_read::CONFIG_FILE_LIMIT) {
             Ok(text) => self.add_json(&text, scope, Some(path), reading),
             Err(err) if err.kind() == io::ErrorKind::NotFound => {}
             Err(err) => {
@@ -170,17 +170,18 @@ impl Config {
         reading: &Reading,
     ) {
         let shown = path.map_or_else(|| "JSON text".to_owned(), |path| path.display().to_string());
-        let document =
-            serde_json::from_str::<Value>(text).map_err(|err| syntax_error(&shown, &err));
-        if let Some(limits) = document.as_ref().ok().and_then(|document| document.get("codemode")) {
+        let document = ConfigDocument::parse(text).map_err(|err| syntax_error(&shown, &err));
+        if let Some(limits) = document.as_ref().ok().and_then(|document| document.codemode.as_ref())
+        {
             self.set_script_limits(limits, scope, &shown);
         }
-        let servers = match document.and_then(|document| servers_in(&document, &shown)) {
+        let server_count = document.as_ref().map_or(0, |document| document.server_count);
+        let vs_code = document.as_ref().is_ok_and(|document| document.vs_code_servers);
+        let servers = match document.and_then(|document| servers_in(document, &shown)) {
             Ok(Some(servers)) => servers,
             Ok(None) => {
                 // VS Code's layout: read by `tether import`, not as it is.
-                let document = serde_json::from_str::<Value>(text).ok();
-                if document.is_some_and(|document| document.get("servers").is_some()) {
+                if vs_code {
                     self.warnings.push(format!(
                         "{shown} has \"servers\" (VS Code's layout) and no \"mcpServers\": \
                          nothing in it is read; `tether import` converts it"
@@ -209,10 +210,23 @@ impl Config {
             allowed: reading.allowed,
             checking: reading.checking,
         };
-        let mut seen_here: Vec<String> = Vec::new();
+        if server_count > MAX_ENTRIES_PER_FILE {
+            self.warnings.push(format!(
+                "{shown} has {server_count} servers; tether reads the first {MAX_ENTRIES_PER_FILE} and ignores the rest"
+            ));
+        }
+        // Names already known from an earlier scope: only those make an
+        // entry replace another, so loading stays linear in the entries.
+        let mut earlier: HashSet<String> = self
+            .servers
+            .iter()
+            .map(|server| name_key(&server.name))
+            .chain(self.failed.iter().map(|failed| name_key(&failed.name)))
+            .collect();
+        let mut seen_here: HashMap<String, &String> = HashMap::new();
         for (name, value) in &servers {
             let key = name_key(name);
-            if let Some(first) = seen_here.iter().find(|seen| name_key(seen) == key) {
+            if let Some(first) = seen_here.get(&key) {
                 let error = format!(
                     "{shown}: server {name:?} is the same name as {first:?} (`-` and `_` are equal in names)"
                 );
@@ -224,7 +238,7 @@ impl Config {
                 });
                 continue;
             }
-            seen_here.push(name.clone());
+            seen_here.insert(key.clone(), name);
             if let Some(Approved(approvals)) = reading.approvals {
                 if let Some(why) = trust::check(approvals, name, value) {
                     self.add_unapproved(name, value, &shown, path, why);
@@ -240,16 +254,14 @@ impl Config {
                 Ok(entry::Parsed::Server(mut server)) => {
                     server.warnings = entry_warnings;
                     // A later scope replaces an earlier one's entry of the same name.
-                    self.servers.retain(|existing| name_key(&existing.name) != key);
-                    self.failed.retain(|existing| name_key(&existing.name) != key);
+                    self.forget_earlier(&key, &mut earlier);
                     self.servers.push(*server);
                 }
                 Ok(entry::Parsed::Override(changes)) => self.apply_override(name, &shown, changes),
                 Err(error) => {
                     // The entry meant to replace any earlier one of its name:
                     // its failure does, rather than the old entry running on.
-                    self.servers.retain(|existing| name_key(&existing.name) != key);
-                    self.failed.retain(|existing| name_key(&existing.name) != key);
+                    self.forget_earlier(&key, &mut earlier);
                     self.failed.push(FailedEntry {
                         name: name.clone(),
                         scope,
@@ -258,6 +270,15 @@ impl Config {
                     })
                 }
             }
+        }
+    }
+
+    /// Drops an earlier scope's entry (or failure) named `key`, if there is
+    /// one.
+    fn forget_earlier(&mut self, key: &str, earlier: &mut HashSet<String>) {
+        if earlier.remove(key) {
+            self.servers.retain(|existing| name_key(&existing.name) != key);
+            self.failed.retain(|existing| name_key(&existing.name) != key);
         }
     }
 
@@ -329,19 +350,20 @@ pub(crate) fn servers_of(
     text: &str,
     shown: &str,
 ) -> Result<Option<serde_json::Map<String, Value>>, String> {
-    let document: Value = serde_json::from_str(text).map_err(|err| syntax_error(shown, &err))?;
-    servers_in(&document, shown)
+    let document = ConfigDocument::parse(text).map_err(|err| syntax_error(shown, &err))?;
+    servers_in(document, shown)
 }
 
-/// The `mcpServers` object of a parsed config file, `None` when it has none.
+/// The `mcpServers` object of a parsed config file (its first
+/// [`MAX_ENTRIES_PER_FILE`] entries), `None` when it has none.
 fn servers_in(
-    document: &Value,
+    document: ConfigDocument,
     shown: &str,
 ) -> Result<Option<serde_json::Map<String, Value>>, String> {
-    match document.get("mcpServers") {
-        None => Ok(None),
-        Some(Value::Object(servers)) => Ok(Some(servers.clone())),
-        Some(_) => Err(format!("{shown}: \"mcpServers\" must be an object")),
+    match document.servers {
+        Servers::Absent => Ok(None),
+        Servers::Object(servers) => Ok(Some(servers)),
+        Servers::NotAnObject => Err(format!("{shown}: \"mcpServers\" must be an object")),
     }
 }
 

@@ -5,7 +5,6 @@
 //! works on the files as written, never on the expanded configuration, so a
 //! `${VAR}` stays a `${VAR}` and no secret is ever written back.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -14,6 +13,7 @@ use super::import::{self, ImportReport};
 use super::{
     check_entry, check_name, command_line_of, file, name_key, servers_of, trust, Exposure, Scope,
 };
+use crate::bounded_read::{read_text, CONFIG_FILE_LIMIT};
 use crate::error::Error;
 
 /// The fields of an entry besides its command line, flattened to
@@ -104,7 +104,7 @@ impl ConfigFiles {
     /// The name as written in a scope's file, if that file has the server.
     fn entry_name(&self, scope: Scope, name: &str) -> Option<String> {
         let path = self.file_of(scope)?;
-        let text = fs::read_to_string(&path).ok()?;
+        let text = read_text(&path, CONFIG_FILE_LIMIT).ok()?;
         let servers = servers_of(&text, &path.display().to_string()).ok()??;
         servers.keys().find(|key| name_key(key) == name_key(name)).cloned()
     }
@@ -283,7 +283,7 @@ impl ConfigFiles {
     pub fn project_entries(project_dir: &Path) -> Result<Vec<ProjectEntry>, Error> {
         let path = project_dir.join(".mcp.json");
         let shown = path.display().to_string();
-        let text = match fs::read_to_string(&path) {
+        let text = match read_text(&path, CONFIG_FILE_LIMIT) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(err) => return Err(Error::Config(format!("cannot read {shown}: {err}"))),

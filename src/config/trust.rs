@@ -41,7 +41,11 @@ pub enum Unapproved {
 /// when the project was never trusted.
 pub(crate) fn approvals(config_dir: &Path, project: &Path) -> Option<BTreeMap<String, String>> {
     let canonical = fs::canonicalize(project).ok()?;
-    let text = fs::read_to_string(trust_file(config_dir)).ok()?;
+    let text = crate::bounded_read::read_text(
+        &trust_file(config_dir),
+        crate::bounded_read::CONFIG_FILE_LIMIT,
+    )
+    .ok()?;
     let Ok(document) = serde_json::from_str::<Value>(&text) else {
         log::warn!("{} is not valid JSON; no project is trusted", trust_file(config_dir).display());
         return None;

@@ -125,6 +125,7 @@ impl LogFile {
             .create(true)
             .append(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&self.path)
             .and_then(|mut file| file.write_all(line.as_bytes()));
         if let Err(err) = written {

@@ -95,9 +95,10 @@ pub(crate) fn extra_roots(ca_file: Option<&Path>) -> Result<Vec<CertificateDer<'
     }
     let mut roots = Vec::new();
     for (file, from) in files {
-        let pem = std::fs::read(&file).map_err(|err| {
-            Error::Config(format!("cannot read the CA file {} ({from}): {err}", file.display()))
-        })?;
+        let pem = crate::bounded_read::read_bytes(&file, crate::bounded_read::CA_FILE_LIMIT)
+            .map_err(|err| {
+                Error::Config(format!("cannot read the CA file {} ({from}): {err}", file.display()))
+            })?;
         let before = roots.len();
         roots.extend(CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok));
         // A folder may hold other files (OpenSSL's hash links are certificates too).

@@ -6,6 +6,7 @@ mod cli; // the `tether` binary: commands, output, exit codes, signals
 mod codemode; // scripts through `tether run`, the agent loop and the hub; without the engine
 mod config; // scopes, trust, expansion, secrets, and the commands that edit files
 mod conformance; // the official MCP conformance suite's client scenarios
+mod hostile; // hostile files, servers and neighbours, round two
 mod http; // remote servers against the http-server fixture: every failure path
 mod hub; // Hub: parallel start, failures recorded, registry, many callers
 mod interop; // third-party servers from npm and PyPI over stdio

@@ -336,3 +336,70 @@ pub fn stdout_of(output: &Output) -> String {
 pub fn stderr_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+/// What [`run_measured`] saw: the exit code (128 + signal when killed),
+/// the outputs, the time, and the peak resident memory in KiB.
+pub struct Measured {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub took: Duration,
+    pub peak_kib: i64,
+}
+
+/// Runs a command with no stdin and a deadline, and reads its peak memory
+/// from `wait4`'s resource usage (that child's alone, whatever other tests
+/// run). Past the deadline it is killed and counted as such, not a panic:
+/// a test of a hang says so itself.
+pub fn run_measured(mut command: Command, within: Duration) -> Measured {
+    let started = Instant::now();
+    let mut child =
+        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut buf).ok();
+        buf
+    });
+    let err = thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut stderr, &mut buf).ok();
+        buf
+    });
+    let pid = child.id() as libc::pid_t;
+    let deadline = started + within;
+    let mut status = 0;
+    // SAFETY: rusage is plain data that wait4 fills in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waits for our own child; status and usage live for the call.
+        let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if reaped == pid {
+            break;
+        }
+        if Instant::now() >= deadline {
+            // SAFETY: our own child, not yet reaped.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::wait4(pid, &mut status, 0, &mut usage);
+            }
+            break;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    // The child is reaped by hand: std must not wait for it again.
+    std::mem::forget(child);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    };
+    Measured {
+        code,
+        stdout: String::from_utf8_lossy(&out.join().unwrap()).into_owned(),
+        stderr: String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
+        took: started.elapsed(),
+        peak_kib: usage.ru_maxrss,
+    }
+}

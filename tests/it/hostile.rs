@@ -1,0 +1,114 @@
+//! Hostile files, servers and neighbours, round two (issue 27): each test
+//! here failed before its fix.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::{run_measured, tether_in, TempDir};
+
+/// The memory any attack here may cost tether.
+const MEMORY_LIMIT_KIB: i64 = 64 * 1024;
+
+fn mkfifo(path: &Path) {
+    let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path that lives for the call.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+}
+
+// Item 1: a cloned repository's `.mcp.json` that is a link to a device, a
+// FIFO, or merely huge is refused before any trust check, at once and in
+// little memory; `tether list` says why and goes on. Before: /dev/zero grew
+// to 8.5 GB in 15 s, a FIFO hung for ever, 200 MB peaked at 1.37 GB.
+#[test]
+fn a_project_file_that_is_a_device_a_fifo_or_huge_is_refused_in_little_memory() {
+    let config = TempDir::new();
+    type Make = fn(&Path);
+    let cases: [(&str, Make); 4] = [
+        ("/dev/zero", |path| std::os::unix::fs::symlink("/dev/zero", path).unwrap()),
+        ("/dev/urandom", |path| std::os::unix::fs::symlink("/dev/urandom", path).unwrap()),
+        ("a FIFO", mkfifo),
+        ("200 MB", |path| {
+            let file = std::fs::File::create(path).unwrap();
+            file.set_len(200 * 1024 * 1024).unwrap();
+        }),
+    ];
+    for (what, make) in cases {
+        let project = TempDir::new();
+        make(&project.path().join(".mcp.json"));
+        let mut command = tether_in(config.path(), project.path());
+        command.arg("list");
+        let seen = run_measured(command, Duration::from_secs(10));
+        assert!(seen.code == 0 || seen.code == 1, "{what}: exit {} {}", seen.code, seen.stderr);
+        let said = format!("{}{}", seen.stdout, seen.stderr);
+        assert!(said.contains(".mcp.json"), "{what}: {said}");
+        assert!(
+            said.contains("not a regular file") || said.contains("larger than the 1 MiB"),
+            "{what}: {said}"
+        );
+        assert!(seen.peak_kib < MEMORY_LIMIT_KIB, "{what}: peak {} KiB", seen.peak_kib);
+        assert!(seen.took < Duration::from_secs(3), "{what}: took {:?}", seen.took);
+        eprintln!("{what}: refused in {:?}, peak {} KiB", seen.took, seen.peak_kib);
+    }
+}
+
+// Item 1: the user's own files and the stores are read the same way: a
+// user `mcp.json` that is a FIFO, and a token store that is a link to
+// /dev/zero, cost nothing.
+#[test]
+fn the_user_file_and_the_stores_are_never_read_past_their_limit() {
+    let config = TempDir::new();
+    mkfifo(&config.path().join("mcp.json"));
+    std::os::unix::fs::symlink("/dev/zero", config.path().join("mcp-auth.json")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", config.path().join("trusted-projects.json")).unwrap();
+    let project = TempDir::new();
+    let mut command = tether_in(config.path(), project.path());
+    command.arg("list");
+    let seen = run_measured(command, Duration::from_secs(10));
+    let said = format!("{}{}", seen.stdout, seen.stderr);
+    assert!(said.contains("not a regular file"), "{said}");
+    assert!(seen.peak_kib < MEMORY_LIMIT_KIB, "peak {} KiB", seen.peak_kib);
+    assert!(seen.took < Duration::from_secs(3), "took {:?}", seen.took);
+    // An import of a device is refused the same way.
+    let mut command = tether_in(config.path(), project.path());
+    command.args(["import", "/dev/zero"]);
+    let seen = run_measured(command, Duration::from_secs(10));
+    assert_ne!(seen.code, 0);
+    assert!(seen.stderr.contains("not a regular file"), "{}", seen.stderr);
+    assert!(seen.peak_kib < MEMORY_LIMIT_KIB, "peak {} KiB", seen.peak_kib);
+}
+
+// Item 8: a planted project file of 40,000 entries (0.9 MB, under the
+// size limit) is loaded in linear time and capped at 1,000 entries, said;
+// and one entry of 400,000 arguments stays in little memory.
+// Before: 200,000 entries took `list` past 60 s, about quadratically.
+#[test]
+fn a_project_file_of_many_entries_is_capped_and_loads_quickly() {
+    let config = TempDir::new();
+    let project = TempDir::new();
+    let entries: Vec<String> =
+        (0..40_000).map(|n| format!("\"s{n}\":{{\"command\":\"x\"}}")).collect();
+    let text = format!("{{\"mcpServers\":{{{}}}}}", entries.join(","));
+    std::fs::write(project.path().join(".mcp.json"), text).unwrap();
+    let mut command = tether_in(config.path(), project.path());
+    command.args(["list", "--json"]);
+    let seen = run_measured(command, Duration::from_secs(30));
+    assert!(seen.took < Duration::from_secs(5), "took {:?}", seen.took);
+    assert!(
+        seen.stderr.contains("has 40000 servers; tether reads the first 1000"),
+        "{}",
+        &seen.stderr[..seen.stderr.len().min(2000)]
+    );
+    let listed: serde_json::Value = serde_json::from_str(&seen.stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1000);
+    assert!(seen.peak_kib < MEMORY_LIMIT_KIB, "peak {} KiB", seen.peak_kib);
+    eprintln!("40,000 entries: {:?}, peak {} KiB", seen.took, seen.peak_kib);
+
+    let args = vec!["0"; 400_000].join(",");
+    let text = format!("{{\"mcpServers\":{{\"s\":{{\"command\":\"x\",\"args\":[{args}]}}}}}}");
+    std::fs::write(project.path().join(".mcp.json"), text).unwrap();
+    let mut command = tether_in(config.path(), project.path());
+    command.args(["list", "--json"]);
+    let seen = run_measured(command, Duration::from_secs(30));
+    assert!(seen.peak_kib < MEMORY_LIMIT_KIB, "peak {} KiB", seen.peak_kib);
+    eprintln!("400,000 arguments: {:?}, peak {} KiB", seen.took, seen.peak_kib);
+}
