@@ -183,7 +183,7 @@ impl OAuth {
             state.tokens = None;
             state.discovered = None;
         }
-        self.on_challenge(401, &challenge, None)
+        self.exclusively(None, Run::Afresh, |state| self.sign_in(state, &challenge))
     }
 
     /// True when [`OAuth::token`] would answer at once, asking nobody (no
@@ -214,7 +214,7 @@ impl OAuth {
         };
         // Refreshing ahead is a courtesy: on failure the old token goes out
         // and a 401 starts a sign-in.
-        let _ = self.exclusively(Some(&expiring), true, |state| self.refresh(state));
+        let _ = self.exclusively(Some(&expiring), Run::Courtesy, |state| self.refresh(state));
         lock(&self.state).tokens.as_ref().map(|tokens| tokens.access.clone())
     }
 
@@ -250,7 +250,7 @@ impl OAuth {
         challenge: &Challenge,
         sent: Option<&str>,
     ) -> Result<(), Error> {
-        self.exclusively(sent, false, |state| {
+        self.exclusively(sent, Run::Needed, |state| {
             if status == 401 && state.tokens.as_ref().is_some_and(|t| t.refresh.is_some()) {
                 match self.refresh(state) {
                     Ok(()) => return Ok(()),
@@ -265,12 +265,19 @@ impl OAuth {
     /// taken out of the lock (so no lock is held across its requests). If
     /// another thread is at it, waits for that one instead; if the token
     /// changed since `sent` was sent, there is nothing to do.
+    ///
+    /// Other processes share the token store, so `work` also runs under
+    /// the store's lock for this server, and first reads the store again:
+    /// a process that lost the race finds the token the winner got (and,
+    /// with a rotating refresh token, the one refresh token still good)
+    /// instead of spending its own copy of a refresh token already used.
     fn exclusively(
         &self,
         sent: Option<&str>,
-        courtesy: bool,
+        run: Run,
         work: impl FnOnce(&mut Working) -> Result<(), Error>,
     ) -> Result<(), Error> {
+        let courtesy = run == Run::Courtesy;
         let deadline = Instant::now() + SIGN_IN_WAIT;
         let mut state = lock(&self.state);
         let ended_before = state.ended;
@@ -301,14 +308,22 @@ impl OAuth {
         };
         drop(state);
         let mut busy = Busy { oauth: self, finished: false };
+        let grant_lock = self.store.as_ref().and_then(|store| {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            store
+                .lock_grants(wait)
+                .inspect_err(|err| log::warn!("signing in without the token store's lock: {err}"))
+                .ok()
+        });
+        let adopted = run != Run::Afresh && self.adopt_stored(&mut working, sent);
         let scopes_before = working.scopes.clone();
         let client_before = working.client.clone();
-        let outcome = work(&mut working);
+        let outcome = if adopted { Ok(()) } else { work(&mut working) };
         // Kept when it worked, and when it failed having learned something:
         // scopes (a step-up left to `tether login`), or a client it
         // registered (the next try need not register another).
         let learned = working.scopes != scopes_before || working.client != client_before;
-        if let (true, Some(store)) = (outcome.is_ok() || learned, &self.store) {
+        if let (true, false, Some(store)) = (outcome.is_ok() || learned, adopted, &self.store) {
             let record = store::Record::new(
                 working.tokens.as_ref(),
                 working.client.as_ref(),
@@ -319,6 +334,7 @@ impl OAuth {
                 log::warn!("cannot keep the sign-in: {err}");
             }
         }
+        drop(grant_lock);
         let mut state = lock(&self.state);
         state.tokens = working.tokens;
         state.client = working.client;
@@ -333,6 +349,48 @@ impl OAuth {
         busy.finished = true;
         self.changed.notify_all();
         outcome
+    }
+}
+
+/// Why a sign-in runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    /// A refresh ahead of expiry: its failure is nobody's.
+    Courtesy,
+    /// The server refused the token, or there is none.
+    Needed,
+    /// `tether login`: a new sign-in, whatever the store holds.
+    Afresh,
+}
+
+impl OAuth {
+    /// Takes what the token store holds now into `working`, under the
+    /// store's lock: another process may have refreshed or signed in since
+    /// this one read it. True when that left a token other than `sent`
+    /// that is not about to expire: nothing more to do.
+    fn adopt_stored(&self, working: &mut Working, sent: Option<&str>) -> bool {
+        let Some(record) = self.store.as_ref().and_then(TokenStore::load) else {
+            return false;
+        };
+        if working.client.is_none() {
+            working.client.clone_from(&record.client);
+        }
+        if working.discovered.is_none() {
+            working.discovered.clone_from(&record.discovered);
+        }
+        let Some(stored) = record.tokens() else { return false };
+        let current = working.tokens.as_ref().map(|tokens| tokens.access.as_str());
+        if current == Some(stored.access.as_str()) {
+            return false;
+        }
+        let fresh = Some(stored.access.as_str()) != sent && !stored.is_expiring();
+        if fresh {
+            log::info!("another tether process renewed the sign-in; using its token");
+        }
+        // Newer than this process's copy either way: its refresh token is the
+        // one a rotating server still honours.
+        working.tokens = Some(stored);
+        fresh
     }
 }
 

@@ -96,11 +96,37 @@ impl TokenStore {
 
     /// The stored record, if there is one for this server at this URL.
     pub(super) fn load(&self) -> Option<Record> {
-        let text = std::fs::read_to_string(&self.path).ok()?;
+        let text =
+            crate::bounded_read::read_text(&self.path, crate::bounded_read::CONFIG_FILE_LIMIT)
+                .ok()?;
         let document: Value = serde_json::from_str(&text).ok()?;
         let record = document.get("servers")?.get(&self.server)?;
         let record: Record = serde_json::from_value(record.clone()).ok()?;
         (record.url == self.url).then_some(record)
+    }
+
+    /// Takes the lock that makes this process the one, of all tether
+    /// processes sharing the store, to spend this server's refresh token or
+    /// exchange a code for it, waiting at most `wait` for another to finish.
+    /// The lock file sits beside the store, one per server, and holds
+    /// nothing: the PKCE verifier and `state` stay in memory.
+    pub(super) fn lock_grants(&self, wait: Duration) -> Result<file::Lock, String> {
+        let store = self
+            .path
+            .file_name()
+            .map_or_else(|| "mcp-auth.json".into(), |name| name.to_string_lossy().into_owned());
+        let server: String = self
+            .server
+            .chars()
+            .take(64)
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+            .collect();
+        let name = format!(".{}.{server}.grant.lock", store.trim_start_matches('.'));
+        if let Some(folder) = self.path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
+            file::create_private_dir(folder)
+                .map_err(|err| format!("cannot create {}: {err}", folder.display()))?;
+        }
+        file::lock_within(&self.path.with_file_name(name), wait)
     }
 
     /// Replaces the record.

@@ -392,3 +392,45 @@ fn a_sign_in_on_a_terminal_names_the_server() {
     drop(server);
     tag.assert_gone();
 }
+
+// Issue 27 (item 4): five processes started together on an expired token
+// and a rotating refresh token make one refresh request between them; the
+// others wait on the store's lock and take the token the first one got.
+// Before: five refresh requests, four refused ("needs a sign-in").
+#[test]
+fn five_processes_on_one_expired_token_refresh_it_once() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--token-ttl", "2"]);
+    let dir = config_dir(json!({"web": {"url": server.url}}));
+    let store = dir.path().join("mcp-auth.json");
+    let client = connect(server.target(OAuthSettings::default()).with_token_store(&store)).unwrap();
+    whoami(&client);
+    client.close().unwrap();
+    thread::sleep(Duration::from_millis(2500));
+    let calls: Vec<_> = (0..5)
+        .map(|_| {
+            let mut command = Command::new(crate::support::tether_bin());
+            command
+                .arg("--config-dir")
+                .arg(dir.path())
+                .args(["call", "web", "whoami"])
+                .env("BROWSER", "false")
+                .env_remove("RUST_LOG");
+            thread::spawn(move || run_command(command, None, WITHIN).0)
+        })
+        .collect();
+    for call in calls {
+        let output = call.join().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+        assert!(stdout_of(&output).starts_with("client-"), "{}", stdout_of(&output));
+    }
+    let grants: Vec<Value> = server
+        .requests_to("/token")
+        .into_iter()
+        .map(|entry| entry["params"]["grant_type"].clone())
+        .collect();
+    assert_eq!(grants, [json!("authorization_code"), json!("refresh_token")]);
+    assert_eq!(server.requests_to("/authorize").len(), 1, "no second sign-in");
+    drop(server);
+    tag.assert_gone();
+}
