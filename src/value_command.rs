@@ -15,6 +15,11 @@ use std::time::{Duration, Instant};
 /// How long a `!command` value may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long the supervisor may take to end a timed-out command's tree (its
+/// grace after SIGTERM is 1.4 s).
+#[cfg(target_os = "linux")]
+const TREE_END_WAIT: Duration = Duration::from_secs(3);
+
 /// Runs `!command args` (split on white space, no shell) and returns its
 /// trimmed stdout. The error names the command, never its output. The
 /// command runs in its own process group, which is killed if it takes too
@@ -40,6 +45,20 @@ pub(crate) fn run_command(command_line: &str) -> Result<String, String> {
     let output = read_to_channel(child.stdout.take().expect("stdout is piped"), 1024 * 1024);
     let errors = read_to_channel(child.stderr.take().expect("stderr is piped"), 64 * 1024);
     let kill_group = |child: &mut std::process::Child| {
+        // On Linux the child is the supervisor: SIGTERM makes it end the
+        // whole tree, a process that left the group with `setsid` too
+        // (SIGKILL would end the supervisor first and orphan those).
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: kill of the child this function started, not reaped yet.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + TREE_END_WAIT;
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         // SAFETY: killpg on the group this function created for the child.
         unsafe {
             libc::killpg(child.id() as libc::pid_t, libc::SIGKILL);

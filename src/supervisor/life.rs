@@ -3,6 +3,7 @@
 //! runs in a forked copy of a multi-threaded process, or in tether's own
 //! memory (see `clone.rs`).
 
+use super::tree::Tree;
 use super::{sys, Sweep};
 
 /// How long the tree gets after SIGTERM before SIGKILL when tether died
@@ -11,8 +12,9 @@ const ORPHANED_GRACE_MS: i64 = 300;
 /// The same at an orderly shutdown: within the 2 s tether gives a group
 /// after SIGTERM before it sends SIGKILL itself.
 const SHUTDOWN_GRACE_MS: i64 = 1400;
-/// How long after SIGKILL the supervisor waits for the tree to be gone.
-const KILL_WAIT_MS: i64 = 300;
+/// How long the supervisor goes on killing before it gives up on what
+/// SIGKILL cannot end (a process in uninterruptible sleep).
+const KILL_WAIT_MS: i64 = 2000;
 /// How many processes of a tree get their SIGTERM only once.
 const REMEMBERED: usize = 256;
 
@@ -67,7 +69,7 @@ pub(super) unsafe fn supervise(tether: libc::pid_t, server: libc::pid_t, sweep: 
         // tether is gone (whatever signal woke us: its death signal, or the
         // SIGHUP of an orphaned group): end the whole tree now.
         if sys::getppid() != tether {
-            end_tree(server, ORPHANED_GRACE_MS);
+            end_tree(tether, server, ORPHANED_GRACE_MS);
             sys::exit(0);
         }
         match signal {
@@ -75,7 +77,7 @@ pub(super) unsafe fn supervise(tether: libc::pid_t, server: libc::pid_t, sweep: 
             // leave on its own (or the server signalled its own group): end
             // the tree, with a grace, and exit as the server did.
             libc::SIGTERM | libc::SIGINT | libc::SIGHUP => {
-                let status = end_tree(server, SHUTDOWN_GRACE_MS);
+                let status = end_tree(tether, server, SHUTDOWN_GRACE_MS);
                 exit_as(status.unwrap_or(signal));
             }
             _ => {}
@@ -84,7 +86,7 @@ pub(super) unsafe fn supervise(tether: libc::pid_t, server: libc::pid_t, sweep: 
         // server ended, end what it left if this supervisor sweeps.
         if let Some(status) = reap(server) {
             if sweep == Sweep::Tree {
-                end_tree(server, SHUTDOWN_GRACE_MS);
+                end_tree(tether, server, SHUTDOWN_GRACE_MS);
             }
             exit_as(status);
         }
@@ -140,48 +142,76 @@ fn dumps_core(signal: libc::c_int) -> bool {
     )
 }
 
-/// Ends every process of the tree: the supervisor's process group, and the
-/// processes re-parented to it (those that left the group with `setsid`).
-/// SIGTERM once to each, SIGKILL to what is left after `grace_ms`. Returns
-/// the server's wait status if it was reaped meanwhile.
-unsafe fn end_tree(server: libc::pid_t, grace_ms: i64) -> Option<libc::c_int> {
+/// Ends every process of the tree (see `tree.rs`): the supervisor's group,
+/// and every process whose parents lead back to it, however it detached.
+/// First SIGTERM, once to each, for `grace_ms` (less once tether is gone);
+/// then the tree is frozen and killed, pass after pass, until a snapshot
+/// finds nobody left: each pass sends SIGSTOP to every member before it
+/// sends SIGKILL to any, so none of them can start a new process meanwhile
+/// (a parent that starts its child again as soon as it dies included). A
+/// process that a pass missed, forked just before it, has a killed parent
+/// and is the supervisor's by the next. Gives up only on processes that
+/// outlast `KILL_WAIT_MS` of SIGKILL (uninterruptible sleep). Returns the
+/// server's wait status if it was reaped meanwhile.
+unsafe fn end_tree(tether: libc::pid_t, server: libc::pid_t, grace_ms: i64) -> Option<libc::c_int> {
     let me = sys::getpid();
     let started = sys::now_ms();
     let mut server_status = None;
+    let mut tree = Tree::new();
     // Who already got SIGTERM: a shell's `trap` or a Go program's signal
     // handling must not see it again and again.
     let mut termed = [0 as libc::pid_t; REMEMBERED];
     let mut termed_count = 0usize;
+    let mut grace_ms = grace_ms;
+    let mut killing_since = None;
     loop {
-        let elapsed = sys::now_ms() - started;
-        let killing = elapsed >= grace_ms;
+        if sys::getppid() != tether {
+            grace_ms = grace_ms.min(ORPHANED_GRACE_MS);
+        }
+        let now = sys::now_ms();
+        let killing = now - started >= grace_ms;
+        if killing && killing_since.is_none() {
+            killing_since = Some(now);
+        }
         let mut left = 0;
-        let readable = for_each_member(me, |pid| {
-            left += 1;
-            if killing {
-                sys::kill(pid, libc::SIGKILL);
-            } else if !termed[..termed_count].contains(&pid) {
-                sys::kill(pid, libc::SIGTERM);
-                if termed_count < REMEMBERED {
-                    termed[termed_count] = pid;
-                    termed_count += 1;
+        let readable = tree.as_mut().is_some_and(|tree| tree.read(me));
+        match tree.as_ref() {
+            Some(tree) if readable => {
+                for pid in tree.members() {
+                    left += 1;
+                    if killing {
+                        sys::kill(pid, libc::SIGSTOP);
+                    } else if !termed[..termed_count].contains(&pid) {
+                        sys::kill(pid, libc::SIGTERM);
+                        if termed_count < REMEMBERED {
+                            termed[termed_count] = pid;
+                            termed_count += 1;
+                        }
+                    }
+                }
+                if killing {
+                    for pid in tree.members() {
+                        sys::kill(pid, libc::SIGKILL);
+                    }
                 }
             }
-        });
-        if !readable {
-            // No /proc (a sandbox): the group, at least. The supervisor
-            // blocks SIGTERM; SIGKILL ends it too, so that comes last.
-            sys::kill(-me, if killing { libc::SIGKILL } else { libc::SIGTERM });
-            left = 1;
+            _ => {
+                // No /proc (a sandbox), or no memory: the group, at least.
+                // The supervisor blocks SIGTERM; SIGKILL ends it too, so
+                // that comes last.
+                sys::kill(-me, if killing { libc::SIGKILL } else { libc::SIGTERM });
+                left = 1;
+            }
         }
         if let Some(status) = reap(server) {
             server_status = Some(status);
         }
-        if left == 0 || elapsed >= grace_ms + KILL_WAIT_MS {
-            // Gone, or unkillable (uninterruptible sleep): nothing more to do.
+        let unkillable = killing_since.is_some_and(|since| now - since >= KILL_WAIT_MS);
+        if left == 0 || unkillable {
             return server_status;
         }
-        sys::sleep_ms(10);
+        // Killing: the next pass at once finds what the last one missed.
+        sys::sleep_ms(if killing { 1 } else { 10 });
     }
 }
 
@@ -198,107 +228,5 @@ unsafe fn reap(server: libc::pid_t) -> Option<libc::c_int> {
         if reaped == server {
             server_status = Some(status);
         }
-    }
-}
-
-/// Calls `found` for each live process (not a zombie) other than `me`
-/// whose process group is `me` or whose parent is `me`, read from `/proc`
-/// with raw system calls and stack buffers; false when `/proc` cannot be read.
-unsafe fn for_each_member(me: libc::pid_t, mut found: impl FnMut(libc::pid_t)) -> bool {
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
-    let proc_dir = sys::open(c"/proc".as_ptr(), flags);
-    if proc_dir < 0 {
-        return false;
-    }
-    let proc_dir = proc_dir as libc::c_int;
-    let mut entries = [0u8; 4096];
-    loop {
-        let read = sys::getdents64(proc_dir, entries.as_mut_ptr(), entries.len());
-        if read <= 0 {
-            break;
-        }
-        let filled = entries.get(..read as usize).unwrap_or(&[]);
-        let mut at = 0usize;
-        // Indexing by `get`: no bounds check that could panic, whatever the bytes.
-        while let Some(&[low, high]) = filled.get(at + 16..at + 18) {
-            // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
-            let record = u16::from_ne_bytes([low, high]) as usize;
-            let Some(name) = filled.get(at + 19..at + record) else { break };
-            let name = name.split(|&byte| byte == 0).next().unwrap_or(name);
-            if let Some(pid) = parse_pid(name) {
-                if pid != me {
-                    if let Some((state, parent, group)) = stat_of(name) {
-                        if state != b'Z' && state != b'X' && (group == me || parent == me) {
-                            found(pid);
-                        }
-                    }
-                }
-            }
-            at += record;
-        }
-    }
-    sys::close(proc_dir);
-    true
-}
-
-fn parse_pid(name: &[u8]) -> Option<libc::pid_t> {
-    if name.is_empty() || name.len() > 10 || !name.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let mut pid: i64 = 0;
-    for &digit in name {
-        pid = pid * 10 + i64::from(digit - b'0');
-    }
-    libc::pid_t::try_from(pid).ok()
-}
-
-/// State, parent and process group of `/proc/<pid>/stat`.
-unsafe fn stat_of(pid: &[u8]) -> Option<(u8, libc::pid_t, libc::pid_t)> {
-    // "/proc/" + pid + "/stat\0" in a stack buffer.
-    let mut path = [0u8; 32];
-    let mut len = 0;
-    for part in [b"/proc/".as_slice(), pid, b"/stat\0".as_slice()] {
-        path.get_mut(len..len + part.len())?.copy_from_slice(part);
-        len += part.len();
-    }
-    let fd = sys::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-    if fd < 0 {
-        return None;
-    }
-    let fd = fd as libc::c_int;
-    let mut text = [0u8; 1024];
-    let read = sys::read(fd, text.as_mut_ptr(), text.len());
-    sys::close(fd);
-    if read <= 0 {
-        return None;
-    }
-    let text = &text[..read as usize];
-    // "pid (comm) state ppid pgrp …": comm may hold anything, up to the last ')'.
-    let after = text.iter().rposition(|&byte| byte == b')')? + 1;
-    let mut fields = text[after..].split(|&byte| byte == b' ').filter(|field| !field.is_empty());
-    let state = *fields.next()?.first()?;
-    let parent = parse_pid(fields.next()?)?;
-    let group = parse_pid(fields.next()?)?;
-    Some((state, parent, group))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stat_lines_are_read_past_odd_names() {
-        let me = std::process::id().to_string();
-        // SAFETY: reads this process's own stat file.
-        let (state, parent, group) = unsafe { stat_of(me.as_bytes()) }.unwrap();
-        assert!(matches!(state, b'R' | b'S'), "{}", state as char);
-        // SAFETY: getppid and getpgrp have no preconditions.
-        unsafe {
-            assert_eq!(parent, libc::getppid());
-            assert_eq!(group, libc::getpgrp());
-        }
-        assert_eq!(parse_pid(b"1234"), Some(1234));
-        assert_eq!(parse_pid(b"self"), None);
-        assert_eq!(parse_pid(b""), None);
     }
 }

@@ -44,6 +44,7 @@
 
 mod life;
 mod sys;
+mod tree;
 
 #[cfg(target_arch = "x86_64")]
 mod clone;

@@ -116,6 +116,22 @@ pub(super) unsafe fn write(fd: c_int, buffer: *const u8, len: usize) -> isize {
     call(libc::SYS_write, [fd as usize, buffer as usize, len, 0, 0, 0])
 }
 
+/// A private, anonymous, read-write mapping of `len` bytes (zeroed), or
+/// `-errno`.
+pub(super) unsafe fn map_anonymous(len: usize) -> isize {
+    let prot = (libc::PROT_READ | libc::PROT_WRITE) as usize;
+    let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as usize;
+    #[cfg(target_pointer_width = "64")]
+    let number = libc::SYS_mmap;
+    #[cfg(not(target_pointer_width = "64"))]
+    let number = libc::SYS_mmap2;
+    call(number, [0, len, prot, flags, usize::MAX, 0])
+}
+
+pub(super) unsafe fn unmap(address: usize, len: usize) -> isize {
+    call(libc::SYS_munmap, [address, len, 0, 0, 0, 0])
+}
+
 pub(super) unsafe fn close(fd: c_int) -> isize {
     call(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0])
 }

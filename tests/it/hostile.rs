@@ -2,9 +2,15 @@
 //! here failed before its fix.
 
 use std::path::Path;
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
 
-use crate::support::{run_measured, tether_in, TempDir};
+use serde_json::json;
+
+use crate::support::{
+    config_dir, misbehave_entry, run_measured, tether_bin, tether_in, Tag, TempDir,
+};
 
 /// The memory any attack here may cost tether.
 const MEMORY_LIMIT_KIB: i64 = 64 * 1024;
@@ -111,4 +117,87 @@ fn a_project_file_of_many_entries_is_capped_and_loads_quickly() {
     let seen = run_measured(command, Duration::from_secs(30));
     assert!(seen.peak_kib < MEMORY_LIMIT_KIB, "peak {} KiB", seen.peak_kib);
     eprintln!("400,000 arguments: {:?}, peak {} KiB", seen.took, seen.peak_kib);
+}
+
+/// `tether call fx sleep` on a server started with `flags`, once `count`
+/// processes carry the tag.
+fn slow_call_with_tree(tag: &Tag, flags: &[&str], count: usize) -> (Child, TempDir) {
+    let dir = config_dir(json!({"fx": misbehave_entry(tag, flags)}));
+    let child = Command::new(tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["call", "fx", "sleep", r#"{"ms": 3000}"#])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    tag.wait_for_processes(count, Duration::from_secs(20));
+    (child, dir)
+}
+
+// Item 3: killed outright, tether still takes a server's whole tree with it:
+// here a chain of 120 processes, each in a session of its own, each
+// ignoring SIGTERM and starting its child again as soon as it dies. Before:
+// 93 of 121 survived.
+#[test]
+fn sigkill_of_tether_ends_a_chain_of_120_detached_processes_within_a_second() {
+    let tag = Tag::new();
+    let flags = ["--ignore-eof", "--ignore-sigterm", "--setsid-chain", "120"];
+    let (mut child, _dir) = slow_call_with_tree(&tag, &flags, 121);
+    let killed = Instant::now();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    tag.assert_gone_within(Duration::from_secs(1));
+    eprintln!("121 processes gone {:?} after tether was killed", killed.elapsed());
+}
+
+// Item 3: on a normal exit (the call ends, the server leaves on its stdin's
+// end), what the server left behind ends too: a chain of 120 that ignores
+// SIGTERM. Before: 92 of 121 survived.
+#[test]
+fn a_normal_exit_ends_the_chain_a_server_left_behind() {
+    let tag = Tag::new();
+    let flags = ["--ignore-sigterm", "--setsid-chain", "120"];
+    let (mut child, _dir) = slow_call_with_tree(&tag, &flags, 121);
+    let status = wait_bounded(&mut child, Duration::from_secs(20));
+    assert_eq!(status, Some(0));
+    let exited = Instant::now();
+    tag.assert_gone_within(Duration::from_secs(1));
+    eprintln!("the chain was gone {:?} after tether exited", exited.elapsed());
+}
+
+// Item 3: a `!command` that hits its 10 s timeout ends with the process it
+// started in a session of its own. Before: that process lived on.
+#[test]
+fn a_timed_out_helper_leaves_no_detached_child() {
+    let tag = Tag::new();
+    let helper = format!(
+        "!{} --tag {} --setsid-grandchild --ignore-eof",
+        crate::support::fixture("misbehave").display(),
+        tag.0
+    );
+    let dir = config_dir(json!({
+        "web": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": helper}},
+    }));
+    let mut command = Command::new(tether_bin());
+    command.arg("--config-dir").arg(dir.path()).arg("list");
+    let seen = run_measured(command, Duration::from_secs(30));
+    assert!(seen.stdout.contains("did not finish within 10 s"), "{}", seen.stdout);
+    tag.assert_gone_within(Duration::from_secs(1));
+}
+
+fn wait_bounded(child: &mut Child, within: Duration) -> Option<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if Instant::now() >= deadline {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("tether did not exit within {within:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
 }

@@ -152,10 +152,8 @@ impl Tag {
             }
             if Instant::now() >= deadline {
                 // Clean up so one failure does not leak into other tests.
-                for (pid, _) in &live {
-                    unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
-                }
-                panic!("processes left behind: {live:?}");
+                self.kill_all();
+                panic!("{} processes left behind: {live:?}", live.len());
             }
             thread::sleep(Duration::from_millis(20));
         }
@@ -163,6 +161,24 @@ impl Tag {
 
     pub fn assert_gone(&self) {
         self.assert_gone_within(Duration::from_secs(1));
+    }
+
+    /// Ends every process with the tag, also a chain that starts its
+    /// members again as they die: all stopped, then all killed, until none
+    /// is left (a bounded number of rounds).
+    pub fn kill_all(&self) {
+        for _ in 0..100 {
+            let live = self.live_processes();
+            if live.is_empty() {
+                return;
+            }
+            for signal in [libc::SIGSTOP, libc::SIGKILL] {
+                for (pid, _) in &live {
+                    unsafe { libc::kill(*pid as i32, signal) };
+                }
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Waits until `count` live processes carry the tag.
@@ -182,9 +198,7 @@ impl Tag {
 impl Drop for Tag {
     fn drop(&mut self) {
         // Whatever a failed test left running, end it.
-        for (pid, _) in self.live_processes() {
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
+        self.kill_all();
     }
 }
 
@@ -348,13 +362,30 @@ pub struct Measured {
 }
 
 /// Runs a command with no stdin and a deadline, and reads its peak memory
-/// from `wait4`'s resource usage (that child's alone, whatever other tests
-/// run). Past the deadline it is killed and counted as such, not a panic:
-/// a test of a hang says so itself.
-pub fn run_measured(mut command: Command, within: Duration) -> Measured {
+/// (through the `peak-rss` fixture, so that the test binary's own memory is
+/// not counted). Past the deadline it is killed and counted as such, not a
+/// panic: a test of a hang says so itself.
+pub fn run_measured(command: Command, within: Duration) -> Measured {
     let started = Instant::now();
-    let mut child =
-        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let peak_file = TempDir::new();
+    let peak_path = peak_file.path().join("peak");
+    let mut measured = Command::new(fixture("peak-rss"));
+    measured.arg(&peak_path).arg(command.get_program()).args(command.get_args());
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => measured.env(key, value),
+            None => measured.env_remove(key),
+        };
+    }
+    if let Some(dir) = command.get_current_dir() {
+        measured.current_dir(dir);
+    }
+    let mut child = measured
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
     let out = thread::spawn(move || {
@@ -367,39 +398,44 @@ pub fn run_measured(mut command: Command, within: Duration) -> Measured {
         std::io::Read::read_to_end(&mut stderr, &mut buf).ok();
         buf
     });
-    let pid = child.id() as libc::pid_t;
     let deadline = started + within;
-    let mut status = 0;
-    // SAFETY: rusage is plain data that wait4 fills in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: waits for our own child; status and usage live for the call.
-        let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if reaped == pid {
-            break;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
         }
         if Instant::now() >= deadline {
-            // SAFETY: our own child, not yet reaped.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::wait4(pid, &mut status, 0, &mut usage);
+            // Killed, its child's end is peak-rss's exit.
+            for pid in children_of(child.id()) {
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             }
-            break;
+            child.kill().ok();
+            break child.wait().unwrap();
         }
         thread::sleep(Duration::from_millis(5));
-    }
-    // The child is reaped by hand: std must not wait for it again.
-    std::mem::forget(child);
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128 + libc::WTERMSIG(status)
     };
+    let code = status.code().unwrap_or(-1);
+    let peak_kib =
+        fs::read_to_string(&peak_path).ok().and_then(|text| text.parse().ok()).unwrap_or(-1);
     Measured {
         code,
         stdout: String::from_utf8_lossy(&out.join().unwrap()).into_owned(),
         stderr: String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
         took: started.elapsed(),
-        peak_kib: usage.ru_maxrss,
+        peak_kib,
     }
+}
+
+/// The processes whose parent is `parent`, from `/proc`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/stat")).ok().is_some_and(|stat| {
+                let after = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
+                after.split_whitespace().nth(1) == Some(parent.to_string().as_str())
+            })
+        })
+        .collect()
 }
