@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -90,13 +91,67 @@ struct Incoming {
     error: Option<Value>,
 }
 
+/// The most JSON values one frame may hold to be parsed whole. Parsed, a
+/// value costs 30 to 110 bytes (a `Value`, a map entry, a key), against 2
+/// to 8 in the text: a 16 MiB frame of tiny objects would cost some 500 MB.
+/// At this bound a frame costs at most some 30 MB once parsed, and a real
+/// answer (a thousand tools with their schemas) is a tenth of it.
+pub const MAX_FRAME_VALUES: usize = 500_000;
+
+/// The skeleton of a frame too big to parse whole: what it answers.
+#[derive(Deserialize)]
+struct Skeleton {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<IgnoredAny>,
+}
+
+/// About how many JSON values `bytes` holds (containers, members and
+/// elements: each `{`, `[`, `:` and `,` outside strings), counted up to
+/// `limit + 1`.
+fn value_count(bytes: &[u8], limit: usize) -> usize {
+    let mut count = 0;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &byte in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if byte == b'\\' {
+                escaped = true;
+            } else if byte == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' | b':' | b',' => {
+                count += 1;
+                if count > limit {
+                    return count;
+                }
+            }
+            _ => {}
+        }
+    }
+    count
+}
+
 impl Message {
     /// Parses one frame's bytes; bytes that are not UTF-8 read as U+FFFD.
+    /// A response of more than [`MAX_FRAME_VALUES`] values is not parsed
+    /// whole: it becomes an error for the request it answers.
     ///
     /// # Errors
     /// A description of what is wrong, for the log: not JSON, or a JSON
-    /// value that is not a JSON-RPC message (a batch, a bad id, …).
+    /// value that is not a JSON-RPC message (a batch, a bad id, …), or a
+    /// request or notification too big to parse.
     pub fn parse(bytes: &[u8]) -> Result<Message, String> {
+        if value_count(bytes, MAX_FRAME_VALUES) > MAX_FRAME_VALUES {
+            return Message::too_big(bytes);
+        }
         let incoming: Incoming = match serde_json::from_slice(bytes) {
             Ok(incoming) => incoming,
             // Bytes that are not UTF-8 in a message that is otherwise whole:
@@ -149,6 +204,34 @@ impl Message {
                 Err(format!("an error for no request: {}", incoming.error.unwrap_or_default()))
             }
             (None, None) => Err("neither a method nor an id".to_owned()),
+        }
+    }
+}
+
+impl Message {
+    /// A frame past [`MAX_FRAME_VALUES`]: read for its id alone (the rest
+    /// skipped as it is read, never held), and made an error for the request
+    /// it answers, so the caller hears now rather than at its timeout.
+    fn too_big(bytes: &[u8]) -> Result<Message, String> {
+        let why = format!(
+            "a message of more than {MAX_FRAME_VALUES} JSON values ({} bytes); tether reads at \
+             most that many",
+            bytes.len()
+        );
+        let skeleton: Skeleton = serde_json::from_slice(bytes).map_err(|err| err.to_string())?;
+        match (skeleton.method, skeleton.id) {
+            (None, Some(Value::Number(number))) => {
+                let id = number.as_i64().ok_or_else(|| format!("unsupported id {number}"))?;
+                Ok(Message::Response(Response {
+                    id: RequestId::Number(id),
+                    outcome: Err(RpcError { code: -32603, message: why, data: None }),
+                }))
+            }
+            (None, Some(Value::String(id))) => Ok(Message::Response(Response {
+                id: RequestId::String(id),
+                outcome: Err(RpcError { code: -32603, message: why, data: None }),
+            })),
+            _ => Err(why),
         }
     }
 }

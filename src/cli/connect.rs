@@ -183,9 +183,9 @@ fn tools(
         }
         emit(&escape::escaped_body(&text));
     } else if json {
-        let rows: Vec<Value> = tools
-            .iter()
-            .map(|entry| {
+        // Each row is made as it is written, never all at once.
+        let rows = Lazy(|| {
+            tools.iter().map(|entry| {
                 let mut row = json!({
                     "name": entry.qualified_name,
                     "server": entry.server,
@@ -202,7 +202,7 @@ fn tools(
                 }
                 row
             })
-            .collect();
+        });
         emit_json(&rows);
     } else {
         let rows: Vec<[String; 3]> = tools
@@ -377,4 +377,18 @@ fn read_arguments(arguments: Option<&str>) -> Result<Value, String> {
         return Err("the arguments must be a JSON object, like {\"text\": \"hi\"}".to_owned());
     }
     Ok(value)
+}
+
+/// A JSON array of the items an iterator makes, each made as it is written.
+struct Lazy<F>(F);
+
+impl<F, I> serde::Serialize for Lazy<F>
+where
+    F: Fn() -> I,
+    I: Iterator,
+    I::Item: serde::Serialize,
+{
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq((self.0)())
+    }
 }

@@ -6,20 +6,28 @@
 //! would show one command while another runs. Every such text goes through
 //! [`escaped`] before it reaches stdout or stderr: control characters and
 //! the Unicode controls that reorder or hide text come out as visible
-//! escapes, and everything else is untouched.
+//! escapes, and everything else is untouched. A backslash is doubled, so
+//! that the escaped form of a real escape (`\e`) never reads the same as
+//! the same two characters written by a server.
 
 use std::fmt::Write;
 
 /// `text` with every control character visible: `\e`, `\r`, `\n`, `\t`,
 /// `\u{…}` for the others (C0, DEL, C1, bidirectional overrides and
-/// isolates, zero-width characters).
+/// isolates, zero-width and other default-ignorable characters), and `\\`
+/// for a backslash.
 pub(super) fn escaped(text: &str) -> String {
-    if !text.chars().any(hidden) {
+    escape(text, true)
+}
+
+fn escape(text: &str, backslashes: bool) -> String {
+    if !text.chars().any(|c| (backslashes && c == '\\') || hidden(c)) {
         return text.to_owned();
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         match c {
+            '\\' if backslashes => out.push_str("\\\\"),
             '\u{1b}' => out.push_str("\\e"),
             '\r' => out.push_str("\\r"),
             '\n' => out.push_str("\\n"),
@@ -33,32 +41,48 @@ pub(super) fn escaped(text: &str) -> String {
     out
 }
 
-/// Like [`escaped`], but line breaks and tabs stay: for the body of a tool
-/// result or a resource, which is many lines.
+/// Like [`escaped`], but line breaks and tabs stay, and backslashes are
+/// left as they are: for the body of a tool result or a resource, which is
+/// many lines (of code, often) and is read, or piped, as it was sent.
 pub(super) fn escaped_body(text: &str) -> String {
     text.split('\n')
-        .map(|line| line.split('\t').map(escaped).collect::<Vec<_>>().join("\t"))
+        .map(|line| line.split('\t').map(|part| escape(part, false)).collect::<Vec<_>>().join("\t"))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
 /// True for characters that change what a terminal shows instead of showing
-/// themselves.
-fn hidden(c: char) -> bool {
+/// themselves, or show as nothing: controls, every default-ignorable code
+/// point (Unicode's `Default_Ignorable_Code_Point`), the other format
+/// characters, and the line and paragraph separators.
+pub(super) fn hidden(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            // Soft hyphen, Arabic letter mark, Mongolian vowel separator.
-            '\u{ad}' | '\u{61c}' | '\u{180e}'
+            // Default-ignorable: soft hyphen, combining grapheme joiner,
+            // Arabic letter mark, Hangul fillers, Khmer inherent vowels,
+            // Mongolian free variation selectors and vowel separator.
+            '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{115f}' | '\u{1160}'
+            | '\u{17b4}' | '\u{17b5}' | '\u{180b}'..='\u{180f}'
             // Zero-width marks, line and paragraph separators, embeddings
             // and overrides, invisible operators and isolates.
             | '\u{200b}'..='\u{200f}'
             | '\u{2028}'..='\u{202e}'
             | '\u{2060}'..='\u{206f}'
-            // Byte order mark, interlinear annotations, tag characters.
-            | '\u{feff}'
-            | '\u{fff9}'..='\u{fffb}'
-            | '\u{e0000}'..='\u{e007f}'
+            // Hangul filler, variation selectors, byte order mark, halfwidth
+            // Hangul filler, reserved specials, interlinear annotations.
+            | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{feff}' | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fffb}'
+            // Shorthand format controls, musical formatting, tags and
+            // variation selectors supplement (the rest of the plane is
+            // reserved as default-ignorable).
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}'
+            // The other format characters: prepended number signs and the
+            // like, Egyptian hieroglyph format controls.
+            | '\u{600}'..='\u{605}' | '\u{6dd}' | '\u{70f}' | '\u{890}' | '\u{891}'
+            | '\u{8e2}' | '\u{110bd}' | '\u{110cd}' | '\u{13430}'..='\u{1345f}'
         )
 }
 
@@ -81,5 +105,18 @@ mod tests {
         assert_eq!(escaped("evil\u{202e}txt.exe"), "evil\\u{202e}txt.exe");
         assert_eq!(escaped("a\u{e0041}b\u{2028}c\u{ad}"), "a\\u{e0041}b\\u{2028}c\\u{ad}");
         assert_eq!(escaped_body("a\tb\nc\u{1b}]0;x\u{7}"), "a\tb\nc\\e]0;x\\u{7}");
+    }
+
+    // Issue 27 (item 10): every default-ignorable character is visible, and
+    // a literal `\e[2K` never reads like an escaped real escape sequence.
+    #[test]
+    fn invisible_characters_and_backslashes_are_unambiguous() {
+        assert_eq!(escaped("np\u{34f}x"), "np\\u{34f}x");
+        assert_eq!(escaped("a\u{3164}b\u{ffa0}c\u{fe0f}"), "a\\u{3164}b\\u{ffa0}c\\u{fe0f}");
+        assert_eq!(escaped("\u{e0100}\u{1d173}\u{115f}"), "\\u{e0100}\\u{1d173}\\u{115f}");
+        assert_eq!(escaped("x\\e[2K"), "x\\\\e[2K");
+        assert_eq!(escaped("x\u{1b}[2K"), "x\\e[2K");
+        assert_ne!(escaped("x\\e[2K"), escaped("x\u{1b}[2K"));
+        assert_eq!(escaped("C:\\dir ü"), "C:\\\\dir ü");
     }
 }

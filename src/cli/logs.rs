@@ -8,6 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
+use super::escape::escaped;
 use super::output::{emit, EXIT_OK, EXIT_USAGE, OUTPUT_CLOSED};
 
 /// How often `-f` looks for new lines.
@@ -47,7 +48,7 @@ pub(super) fn logs(config_dir: &Path, server: Option<&str>, lines: usize, follow
         line.clear();
     }
     for line in &kept {
-        emit(line);
+        emit_line(line);
     }
     if let (Some(name), true, false) = (server, kept.is_empty(), follow) {
         eprintln!("No lines from {name:?} in {} (yet).", path.display());
@@ -57,6 +58,12 @@ pub(super) fn logs(config_dir: &Path, server: Option<&str>, lines: usize, follow
     }
     let position = reader.stream_position().unwrap_or(0);
     follow_from(&path, position, &matches)
+}
+
+/// Prints one line of the log: what servers wrote, made visible (controls,
+/// bidirectional and zero-width characters escaped).
+fn emit_line(line: &str) {
+    emit(&format!("{}\n", escaped(line.trim_end_matches('\n'))));
 }
 
 /// Prints new matching lines until interrupted (SIGINT ends the process).
@@ -92,7 +99,7 @@ fn follow_from(path: &Path, position: u64, matches: &dyn Fn(&str) -> bool) -> u8
                 chunk.clear();
                 if partial.ends_with('\n') {
                     if matches(&partial) {
-                        emit(&partial);
+                        emit_line(&partial);
                     }
                     partial.clear();
                 }

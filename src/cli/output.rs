@@ -72,21 +72,65 @@ pub(crate) fn emit(text: &str) {
     }
 }
 
-/// Writes `value` as pretty JSON and a newline. A C1 control character
-/// (U+0080 to U+009F: U+009B starts an escape sequence on many terminals)
-/// or DEL is written as its `\u` escape, as JSON allows: a server's words
-/// reach a terminal as text, never as commands.
+/// Writes `value` as pretty JSON and a newline, as it is serialized (never
+/// held whole). A character that would hide or reorder text on a terminal
+/// (C1 controls such as U+009B, which starts an escape sequence on many
+/// terminals; DEL; bidirectional controls, zero-width and other
+/// default-ignorable characters: `escape::hidden`) is written as its `\u`
+/// escape, as JSON allows: a server's words reach a terminal as text, never
+/// as commands, and the JSON means the same.
 pub(crate) fn emit_json(value: &impl serde::Serialize) {
-    let text = serde_json::to_string_pretty(value).unwrap_or_default();
-    let mut safe = String::with_capacity(text.len() + 1);
-    for c in text.chars() {
-        match c {
-            '\u{7f}'..='\u{9f}' => safe.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => safe.push(c),
+    if OUTPUT_CLOSED.load(Ordering::Relaxed) || INTERRUPTED.load(Ordering::SeqCst) {
+        return;
+    }
+    let stdout = io::stdout().lock();
+    let mut out = JsonEscaper { inner: io::BufWriter::with_capacity(64 * 1024, stdout) };
+    let written = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    if let Err(err) = written {
+        OUTPUT_CLOSED.store(true, Ordering::Relaxed);
+        if err.kind() != io::ErrorKind::BrokenPipe {
+            OUTPUT_FAILED.store(true, Ordering::Relaxed);
+            eprintln!("error: cannot write the output: {err}");
         }
     }
-    safe.push('\n');
-    emit(&safe);
+}
+
+/// Escapes what `escape::hidden` names as it passes. The serializer writes
+/// whole UTF-8 fragments (it never splits a character across writes), and
+/// such characters occur only inside JSON strings, where `\u` escapes are
+/// valid.
+struct JsonEscaper<W: Write> {
+    inner: W,
+}
+
+impl<W: Write> Write for JsonEscaper<W> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            // Not expected from the serializer; passed on as it is.
+            return self.inner.write(bytes);
+        };
+        let mut plain = 0;
+        for (at, c) in text.char_indices() {
+            if c.is_ascii() && c != '\u{7f}' || !escape::hidden(c) {
+                continue;
+            }
+            self.inner.write_all(&bytes[plain..at])?;
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                write!(self.inner, "\\u{:04x}", unit)?;
+            }
+            plain = at + c.len_utf8();
+        }
+        self.inner.write_all(&bytes[plain..])?;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 pub(crate) fn report(err: &Error) -> u8 {

@@ -66,10 +66,29 @@ pub(super) const PROGRESS_QUEUE: usize = 16;
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
 /// A server that pages forever is cut off here.
 const MAX_PAGES: usize = 1000;
+/// The most items a list keeps (tools, resources, templates or prompts);
+/// past it the list is cut, and said.
+const MAX_LIST_ITEMS: usize = 10_000;
+/// The most a list's items may weigh, as JSON text (about: see
+/// `json_size`); past it the list is cut, and said.
+const MAX_LIST_BYTES: usize = 32 * 1024 * 1024;
 /// The longest a start waits for the listen stream's acknowledgement.
 const LISTEN_ACK_WAIT: Duration = Duration::from_secs(2);
 /// How long `close` waits for the listen thread.
 const LISTEN_JOIN_WAIT: Duration = Duration::from_secs(1);
+
+/// About how long `value` is as JSON text: its strings' lengths and a few
+/// bytes per value, without writing it out.
+fn json_size(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(text) => text.len() + 2,
+        Value::Array(items) => items.iter().map(json_size).sum::<usize>() + 2 + items.len(),
+        Value::Object(members) => {
+            members.iter().map(|(key, value)| key.len() + 4 + json_size(value)).sum::<usize>() + 2
+        }
+    }
+}
 
 /// A connection to one MCP server.
 pub struct Client {
@@ -303,13 +322,28 @@ impl Client {
             }
             Ok(items)
         };
+        let mut weight = 0usize;
         for _ in 0..MAX_PAGES {
             let params = cursor.as_ref().map(|cursor| json!({"cursor": cursor}));
             let mut page = self.request(method, params, options)?;
             keep_for = keep_for.zip(cache::page_ttl(&page)).map(|(kept, page)| kept.min(page));
-            match page.get_mut(key).map(Value::take) {
-                Some(Value::Array(page_items)) => items.extend(page_items),
-                _ => return Err(Error::Protocol(format!("{method} result has no {key:?} array"))),
+            let Some(Value::Array(page_items)) = page.get_mut(key).map(Value::take) else {
+                return Err(Error::Protocol(format!("{method} result has no {key:?} array")));
+            };
+            for item in page_items {
+                weight = weight.saturating_add(json_size(&item));
+                if items.len() == MAX_LIST_ITEMS || weight > MAX_LIST_BYTES {
+                    log::warn!(
+                        "{}: {method}: the list is cut at {} items ({} MiB); tether keeps at most \
+                         {MAX_LIST_ITEMS} items and {} MiB",
+                        self.router.server(),
+                        items.len(),
+                        (weight - json_size(&item)) / (1024 * 1024),
+                        MAX_LIST_BYTES / (1024 * 1024),
+                    );
+                    return done(items, keep_for);
+                }
+                items.push(item);
             }
             match page.get("nextCursor") {
                 None | Some(Value::Null) => return done(items, keep_for),

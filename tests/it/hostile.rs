@@ -201,3 +201,87 @@ fn wait_bounded(child: &mut Child, within: Duration) -> Option<i32> {
         thread::sleep(Duration::from_millis(10));
     }
 }
+
+// Item 2: a server whose pages never end, each of 5,000 new tools: the list
+// is cut at 10,000 tools, said, in little memory. Before: 100k tools a page
+// drove `tether list` to 3.05 GB in 10.9 s.
+#[test]
+fn endless_pages_of_many_tools_are_cut_and_said() {
+    let tag = Tag::new();
+    let flags = ["--endless-cursor", "new", "--page-size", "5000"];
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &flags)}));
+    let mut command = Command::new(tether_bin());
+    command.arg("--config-dir").arg(dir.path()).args(["tools", "--json"]);
+    let seen = run_measured(command, Duration::from_secs(60));
+    assert_eq!(seen.code, 0, "{}", seen.stderr);
+    assert!(seen.stderr.contains("tools/list: the list is cut at 10000 items"), "{}", seen.stderr);
+    let tools: Vec<serde_json::Value> = serde_json::from_str(&seen.stdout).unwrap();
+    assert_eq!(tools.len(), 10_000);
+    assert!(seen.peak_kib < MEMORY_LIMIT_KIB, "peak {} KiB", seen.peak_kib);
+    eprintln!("endless pages: cut in {:?}, peak {} KiB", seen.took, seen.peak_kib);
+    tag.assert_gone();
+}
+
+// Item 2: one page of 100,000 tools (a 10 MB frame) is not parsed whole:
+// the list fails with the reason, in little memory. Before: `tools --json`
+// peaked at 650 MB on such a page.
+#[test]
+fn one_huge_page_is_refused_before_it_is_parsed() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &["--many-tools", "100000"])}));
+    let mut command = Command::new(tether_bin());
+    command.arg("--config-dir").arg(dir.path()).args(["tools", "--json"]);
+    let seen = run_measured(command, Duration::from_secs(60));
+    let said = format!("{}{}", seen.stdout, seen.stderr);
+    assert!(said.contains("more than 500000 JSON values"), "{said}");
+    assert!(seen.peak_kib < MEMORY_LIMIT_KIB, "peak {} KiB", seen.peak_kib);
+    eprintln!("one huge page: refused in {:?}, peak {} KiB", seen.took, seen.peak_kib);
+    tag.assert_gone();
+}
+
+// Item 9: bidirectional controls and zero-width characters a server sends
+// never reach the terminal raw: not in `tools --json`, not in `logs`.
+#[test]
+fn bidi_and_zero_width_characters_are_escaped_in_json_and_logs() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &["--hostile-text"])}));
+    let (output, _) =
+        crate::support::run_tether(dir.path(), &["tools", "fx", "--json"], Duration::from_secs(20));
+    let out = crate::support::stdout_of(&output);
+    assert!(out.contains("evil\\u202egpj.exe\\u200b"), "{out}");
+    assert!(!out.contains(['\u{202e}', '\u{200b}', '\u{1b}', '\u{9b}']), "{out:?}");
+    serde_json::from_str::<serde_json::Value>(&out).expect("still JSON");
+    // The server's stderr line went to the log; `logs` shows it escaped.
+    let (output, _) =
+        crate::support::run_tether(dir.path(), &["logs", "fx"], Duration::from_secs(20));
+    let out = crate::support::stdout_of(&output);
+    assert!(out.contains("evil\\u{202e}gpj.exe\\u{200b}"), "{out}");
+    assert!(!out.contains(['\u{202e}', '\u{200b}', '\u{1b}', '\u{9b}']), "{out:?}");
+    tag.assert_gone();
+}
+
+// Item 10: the trust review shows every invisible character of a project's
+// command (U+034F in `np͏x`), and a literal `\e[2K` is told apart from an
+// escaped real escape sequence.
+#[test]
+fn the_trust_review_shows_invisible_characters_unambiguously() {
+    let config = TempDir::new();
+    let project = TempDir::new();
+    project.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"ev": {
+            "command": "np\u{34f}x",
+            "args": ["\\e[2K", "\u{1b}[2K", "a\u{3164}b"],
+        }}})
+        .to_string(),
+    );
+    let mut command = tether_in(config.path(), project.path());
+    command.arg("trust");
+    let (output, _) = crate::support::run_command(command, None, Duration::from_secs(20));
+    let out = crate::support::stdout_of(&output);
+    assert!(out.contains("np\\u{34f}x"), "{out}");
+    assert!(out.contains("a\\u{3164}b"), "{out}");
+    assert!(out.contains("\\\\e[2K"), "the literal backslash is doubled: {out}");
+    assert!(out.contains("'\\e[2K'"), "the real escape: {out}");
+    assert!(!out.contains(['\u{34f}', '\u{3164}', '\u{1b}']), "{out:?}");
+}
