@@ -24,6 +24,10 @@ use super::terminal::open_in_browser;
 
 /// How long a sign-in may wait for the person.
 const SIGN_IN_WAIT: Duration = Duration::from_secs(300);
+/// Connections to the redirect listener read at once; more are closed.
+const CALLBACK_CONNECTIONS: usize = 16;
+/// How long one connection may take to send its request's head.
+const CALLBACK_READ_WAIT: Duration = Duration::from_secs(5);
 
 /// The CLI's authorization handler: a loopback listener and a paste.
 pub(super) struct LoopbackHandler {
@@ -103,30 +107,65 @@ impl LoopbackHandler {
         let state = query_value(url, "state");
         let expected = Expected { path: path_of(&self.redirect_uri), state };
         let deadline = Instant::now() + SIGN_IN_WAIT;
-        while Instant::now() < deadline {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    if let Some(url) = answer_redirect(stream, &self.redirect_uri, &expected) {
-                        return Ok(url);
+        // Each connection is read on a thread of its own, within its own
+        // deadline, so that one that sends slowly (another local process)
+        // delays nobody; the first redirect to this request wins.
+        let (found, redirects) = crossbeam_channel::bounded::<String>(CALLBACK_CONNECTIONS);
+        std::thread::scope(|scope| {
+            // Each reader with a copy of its connection, to end it early.
+            let mut readers: Vec<(std::thread::ScopedJoinHandle<'_, ()>, TcpStream)> = Vec::new();
+            let outcome = loop {
+                if Instant::now() >= deadline {
+                    break Err(Error::Auth("nobody completed the sign-in within 5 minutes".into()));
+                }
+                match self.listener.accept() {
+                    Ok((stream, _)) => {
+                        readers.retain(|(reader, _)| !reader.is_finished());
+                        // Past the limit, a connection is closed unread.
+                        let copy = stream.try_clone();
+                        if let (true, Ok(copy)) = (readers.len() < CALLBACK_CONNECTIONS, copy) {
+                            let found = found.clone();
+                            let (redirect_uri, expected) = (&self.redirect_uri, &expected);
+                            let reader = std::thread::Builder::new()
+                                .name("tether-callback".into())
+                                .spawn_scoped(scope, move || {
+                                    if let Some(url) =
+                                        answer_redirect(stream, redirect_uri, expected)
+                                    {
+                                        let _ = found.try_send(url);
+                                    }
+                                });
+                            if let Ok(reader) = reader {
+                                readers.push((reader, copy));
+                            }
+                        }
+                        continue;
+                    }
+                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(err) => {
+                        break Err(Error::Auth(format!("the redirect listener failed: {err}")))
                     }
                 }
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-                Err(err) => {
-                    return Err(Error::Auth(format!("the redirect listener failed: {err}")))
+                if let Ok(url) = redirects.try_recv() {
+                    break Ok(url);
                 }
-            }
-            if *paste && stdin_ready(Duration::from_millis(50)) {
-                let mut line = String::new();
-                match io::stdin().lock().read_line(&mut line) {
-                    Ok(0) | Err(_) => *paste = false,
-                    Ok(_) if expected.matches(line.trim()) => return Ok(line.trim().to_owned()),
-                    Ok(_) => eprintln!("That is not this sign-in's redirected URL."),
+                if *paste && stdin_ready(Duration::from_millis(50)) {
+                    let mut line = String::new();
+                    match io::stdin().lock().read_line(&mut line) {
+                        Ok(0) | Err(_) => *paste = false,
+                        Ok(_) if expected.matches(line.trim()) => break Ok(line.trim().to_owned()),
+                        Ok(_) => eprintln!("That is not this sign-in's redirected URL."),
+                    }
+                } else if let Ok(url) = redirects.recv_timeout(Duration::from_millis(50)) {
+                    break Ok(url);
                 }
-            } else {
-                std::thread::sleep(Duration::from_millis(50));
+            };
+            // The readers still at it end now: their reads return at once.
+            for (_, stream) in &readers {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
             }
-        }
-        Err(Error::Auth("nobody completed the sign-in within 5 minutes".into()))
+            outcome
+        })
     }
 }
 
@@ -194,10 +233,15 @@ fn answer_redirect(
     expected: &Expected,
 ) -> Option<String> {
     let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    // One deadline for the whole head: a byte a second does not extend it.
+    let deadline = Instant::now() + CALLBACK_READ_WAIT;
     let mut head = Vec::new();
     let mut buffer = [0u8; 1024];
     while !head.windows(4).any(|window| window == b"\r\n\r\n") && head.len() < 16 * 1024 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return None;
+        }
         match stream.read(&mut buffer) {
             Ok(0) | Err(_) => break,
             Ok(n) => head.extend_from_slice(&buffer[..n]),

@@ -24,6 +24,14 @@ use crate::host;
 
 /// Rounds of input one request may ask for before tether gives up on it.
 const MAX_ROUNDS: usize = 16;
+/// Inputs one round may ask for: each is a question to the host (a person,
+/// a model), and its answers go back in one request.
+const MAX_INPUTS_PER_ROUND: usize = 64;
+/// The most a round's `requestState` may hold: it is sent back as it is.
+const MAX_REQUEST_STATE: usize = 1024 * 1024;
+/// The most the next round's request may weigh (as JSON text, about): well
+/// under the 16 MiB a frame may be, whatever the answers came to.
+const MAX_ROUND_REQUEST: usize = 8 * 1024 * 1024;
 /// Times a request whose answer was lost is sent again, and the pauses before.
 const MAX_RESENDS: usize = 2;
 const RESEND_PAUSES: [Duration; MAX_RESENDS] =
@@ -132,6 +140,13 @@ impl Client {
             let Some(requests) = requests.as_object() else {
                 return Err(Error::Protocol("inputRequests is not an object".into()));
             };
+            if requests.len() > MAX_INPUTS_PER_ROUND {
+                return Err(Error::Protocol(format!(
+                    "the server asked for {} inputs in one round; tether answers at most \
+                     {MAX_INPUTS_PER_ROUND}",
+                    requests.len()
+                )));
+            }
             for (key, request) in requests {
                 let Some(method) = request.get("method").and_then(Value::as_str) else {
                     return Err(Error::Protocol(format!("input request {key:?} has no method")));
@@ -145,6 +160,13 @@ impl Client {
         }
         let state = match result.get_mut("requestState").map(Value::take) {
             None | Some(Value::Null) => None,
+            Some(Value::String(state)) if state.len() > MAX_REQUEST_STATE => {
+                return Err(Error::Protocol(format!(
+                    "the server's requestState is {} bytes; tether sends back at most {} MiB",
+                    state.len(),
+                    MAX_REQUEST_STATE / (1024 * 1024)
+                )))
+            }
             Some(Value::String(state)) => Some(state),
             Some(_) => return Err(Error::Protocol("requestState is not a string".into())),
         };
@@ -163,6 +185,15 @@ impl Client {
         }
         if let Some(state) = state {
             map.insert("requestState".into(), Value::String(state));
+        }
+        let weight = params.as_ref().map_or(0, super::json_size);
+        if weight > MAX_ROUND_REQUEST {
+            return Err(Error::Protocol(format!(
+                "the answers to the server's inputs come to about {} MiB; tether sends at most \
+                 {} MiB in one request",
+                weight / (1024 * 1024),
+                MAX_ROUND_REQUEST / (1024 * 1024)
+            )));
         }
         Ok(())
     }

@@ -402,3 +402,48 @@ fn a_refused_handshake_after_a_silent_probe_reports_the_refusal() {
     assert_quick(started, Duration::from_millis(1_900), "a refused start");
     tag.assert_gone_within(Duration::from_secs(3));
 }
+
+/// A host that counts the roots it is asked for.
+#[derive(Default)]
+struct CountingRoots {
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl Host for CountingRoots {
+    fn roots(&self) -> Vec<tether::Root> {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        vec![tether::Root::new("file:///tmp/project")]
+    }
+}
+
+// Issue 27 (item 5): a round that asks for 20,000 inputs is refused before
+// the host is asked anything; a round of a few is answered. Before: one
+// ~15 MiB answer asking for 320k inputs cost 534 MB, and tether sent a
+// 22 MB request.
+#[test]
+fn a_round_asking_for_too_many_inputs_is_refused_before_the_host_is_asked() {
+    let tag = Tag::new();
+    let host = Arc::new(CountingRoots::default());
+    let options = quick(10_000).with_host(Arc::clone(&host) as Arc<dyn Host>);
+    let flags = ["--era", "modern", "--ask-many", "20000"];
+    let client = Client::connect("modern", &misbehave(&tag, &flags), options).unwrap();
+    let err = client.call_tool("ask", json!({}), &CallOptions::default()).unwrap_err();
+    assert!(
+        err.to_string().contains("asked for 20000 inputs in one round; tether answers at most 64"),
+        "{err}"
+    );
+    assert_eq!(host.asked.load(std::sync::atomic::Ordering::Relaxed), 0);
+    client.close().unwrap();
+
+    let host = Arc::new(CountingRoots::default());
+    let options = quick(10_000).with_host(Arc::clone(&host) as Arc<dyn Host>);
+    let flags = ["--era", "modern", "--ask-many", "3"];
+    let client = Client::connect("modern", &misbehave(&tag, &flags), options).unwrap();
+    // The fixture asks again every round: the round limit ends it, after
+    // 16 rounds of 3 answers each.
+    let err = client.call_tool("ask", json!({}), &CallOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("still asked for input after 16 rounds"), "{err}");
+    assert_eq!(host.asked.load(std::sync::atomic::Ordering::Relaxed), 48);
+    client.close().unwrap();
+    tag.assert_gone_within(Duration::from_secs(3));
+}
