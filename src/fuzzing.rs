@@ -91,6 +91,62 @@ pub fn expansion(data: &[u8]) {
     }
 }
 
+/// A configuration file as tether reads one from disk: written to a file,
+/// read back within a (small) limit, and parsed as a configuration. Holds:
+/// a file is read only within the limit; a document keeps at most its cap
+/// of servers and counts all of them.
+pub fn config_file(data: &[u8]) {
+    const LIMIT: u64 = 64 * 1024;
+    thread_local! {
+        static FILE: std::path::PathBuf = std::env::temp_dir().join(format!(
+            "tether-fuzz-config-{}-{:?}.json",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+    }
+    FILE.with(|path| {
+        if std::fs::write(path, data).is_err() {
+            return;
+        }
+        let read = crate::bounded_read::read_text(path, LIMIT);
+        assert_eq!(
+            read.is_ok(),
+            data.len() as u64 <= LIMIT && std::str::from_utf8(data).is_ok(),
+            "read {} bytes with a limit of {LIMIT}",
+            data.len()
+        );
+        let Ok(text) = read else { return };
+        if let Ok(document) = crate::config::ConfigDocument::parse(&text) {
+            if let crate::config::DocumentServers::Object(servers) = &document.servers {
+                assert!(servers.len() <= crate::config::MAX_ENTRIES_PER_FILE);
+                assert!(document.server_count >= servers.len());
+            }
+        }
+        config(text.as_bytes());
+    });
+}
+
+/// Judging a URL as a browser reads it. Holds: a URL judged `http` to
+/// this machine, written back from what was read, is judged the same; its
+/// host is `localhost`, in `127.0.0.0/8` or `::1`.
+pub fn url(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let _ = crate::url::redact_url(text);
+    let _ = crate::url::origin_of(text);
+    let Some(parsed) = crate::url::WebUrl::parse(text) else { return };
+    let again = crate::url::WebUrl::parse(&parsed.origin());
+    assert_eq!(again.as_ref(), Some(&parsed), "{text:?} read back differently");
+    if crate::url::is_loopback_http(text) {
+        assert_eq!(parsed.scheme, "http");
+        let loopback = match &parsed.host {
+            crate::url::Host::Domain(name) => name == "localhost",
+            crate::url::Host::V4(address) => address.octets()[0] == 127,
+            crate::url::Host::V6(address) => *address == std::net::Ipv6Addr::LOCALHOST,
+        };
+        assert!(loopback, "{text:?} judged loopback: {parsed:?}");
+    }
+}
+
 /// A fuzz target: bytes in, a panic when something that must hold does not.
 pub type Target = fn(&[u8]);
 
@@ -102,6 +158,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("www_authenticate", www_authenticate),
     ("config", config),
     ("expansion", expansion),
+    ("config_file", config_file),
+    ("url", url),
 ];
 
 #[cfg(test)]

@@ -129,31 +129,15 @@ fn answer(
     Ok(Answer { status, body })
 }
 
-/// Only `https`, or `http` to a loopback host.
+/// Only `https`, or `http` to a loopback host, as a browser reads the URL.
 pub(super) fn check_url(url: &str) -> Result<(), Error> {
-    if url.starts_with("https://") || (url.starts_with("http://") && is_loopback(url)) {
+    if crate::url::is_https_or_loopback_http(url) {
         return Ok(());
     }
     Err(Error::Auth(format!(
         "{} is neither https nor http on this machine; tether sends sign-in requests nowhere else",
         redact_url(url)
     )))
-}
-
-/// True when the URL's host is `localhost`, `127.x.x.x` or `[::1]`.
-pub(super) fn is_loopback(url: &str) -> bool {
-    let Some((_, rest)) = url.split_once("://") else { return false };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
-    let host = if host.starts_with('[') {
-        host.split(']').next().map(|h| format!("{h}]")).unwrap_or_default()
-    } else {
-        host.split(':').next().unwrap_or("").to_owned()
-    };
-    let host = host.to_ascii_lowercase();
-    // An address, not a name that merely starts like one (127.0.0.1.example.com).
-    let address = host.trim_start_matches('[').trim_end_matches(']');
-    host == "localhost" || address.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// One value, escaped for a form or a query.

@@ -265,7 +265,8 @@ fn check_url(url: &str) -> Result<(), String> {
     }
     let host = url.split_once("://").map_or("", |(_, rest)| rest);
     let host = host.split(['/', '?', '#']).next().unwrap_or("");
-    if host.is_empty() || url.chars().any(char::is_whitespace) {
+    let readable = crate::url::WebUrl::parse(url).is_some();
+    if host.is_empty() || !readable || url.chars().any(char::is_whitespace) {
         return Err(format!("is not a valid URL ({url:?} has no host, or has spaces)"));
     }
     Ok(())

@@ -38,6 +38,8 @@ use crate::protocol::EraChoice;
 use crate::shell::shell_quote;
 
 pub use codemode::ScriptLimits;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use document::{ConfigDocument, Servers as DocumentServers, MAX_ENTRIES_PER_FILE};
 pub(crate) use entry::check_name;
 pub use import::ImportReport;
 pub use keywords::UnknownWord;

@@ -235,7 +235,7 @@ pub(super) fn parse(
         settings.callback_url = Some(url);
     }
     if let Some(url) = &settings.auth_server_metadata_url {
-        if !(url.starts_with("https://") || is_loopback_http(url)) {
+        if !crate::url::is_https_or_loopback_http(url) {
             return Err(format!(
                 "authServerMetadataUrl {url:?} must be https (or http on this machine)"
             ));
@@ -244,14 +244,16 @@ pub(super) fn parse(
     Ok(settings)
 }
 
-/// `http://` to `localhost`, `127.0.0.1` or `[::1]`.
+/// `http://` to `localhost`, `127.0.0.1` or `[::1]` (where the sign-in's
+/// listener binds), as a browser reads the URL.
 fn is_loopback_http(url: &str) -> bool {
-    let Some(rest) = url.strip_prefix("http://") else { return false };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = if authority.starts_with('[') {
-        authority.split(']').next().map(|h| format!("{h}]")).unwrap_or_default()
-    } else {
-        authority.split(':').next().unwrap_or("").to_owned()
-    };
-    matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]")
+    use crate::url::{Host, WebUrl};
+    WebUrl::parse(url).is_some_and(|url| {
+        url.scheme == "http"
+            && match url.host {
+                Host::Domain(name) => name == "localhost",
+                Host::V4(address) => address == std::net::Ipv4Addr::LOCALHOST,
+                Host::V6(address) => address == std::net::Ipv6Addr::LOCALHOST,
+            }
+    })
 }

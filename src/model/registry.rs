@@ -67,23 +67,52 @@ impl ToolRegistry {
         servers: impl IntoIterator<Item = (&'a str, &'a [Tool])>,
         style: NameStyle,
     ) -> ToolRegistry {
-        let mut registry = ToolRegistry::default();
-        for (server, tools) in servers {
-            for tool in tools {
-                let mut name = qualified_name(server, &tool.name, style);
-                if registry.by_name.contains_key(&name) {
-                    name = with_hash(&name, server, &tool.name);
+        let listed: Vec<(&str, &Tool)> = servers
+            .into_iter()
+            .flat_map(|(server, tools)| tools.iter().map(move |tool| (server, tool)))
+            .collect();
+        // `mcp__a__x__y` reads as server `a__x`'s tool `y` and as server
+        // `a`'s tool `x__y`. A tool whose own name has no `__` reads one
+        // way only, so it is named first and keeps the plain name, whatever
+        // the order of the servers; a tool it collides with is cut, and said.
+        let mut names: Vec<Option<String>> = vec![None; listed.len()];
+        let mut by_name = HashMap::with_capacity(listed.len());
+        for splits_two_ways in [false, true] {
+            for (at, (server, tool)) in listed.iter().enumerate() {
+                if tool.name.contains("__") != splits_two_ways {
+                    continue;
                 }
-                registry.by_name.insert(name.clone(), registry.tools.len());
-                registry.tools.push(RegisteredTool {
-                    qualified_name: name,
-                    server: server.to_owned(),
-                    tool: tool.clone(),
-                    exposure: Exposure::Direct,
-                });
+                let plain = qualified_name(server, &tool.name, style);
+                let name = match by_name.get(&plain) {
+                    None => plain,
+                    Some(&taken) => {
+                        let cut = with_hash(&plain, server, &tool.name);
+                        let (other_server, other): (&str, &Tool) = listed[taken];
+                        say_once(&cut, || {
+                            format!(
+                                "tool {:?} of server {server:?} would be named {plain} as tool {:?} \
+                                 of server {other_server:?} is; it is named {cut}",
+                                tool.name, other.name
+                            )
+                        });
+                        cut
+                    }
+                };
+                by_name.insert(name.clone(), at);
+                names[at] = Some(name);
             }
         }
-        registry
+        let tools = listed
+            .into_iter()
+            .zip(names)
+            .map(|((server, tool), name)| RegisteredTool {
+                qualified_name: name.unwrap_or_default(),
+                server: server.to_owned(),
+                tool: tool.clone(),
+                exposure: Exposure::Direct,
+            })
+            .collect();
+        ToolRegistry { tools, by_name }
     }
 
     /// Sets every tool's exposure from `(server, tool name) -> exposure`.
@@ -102,6 +131,17 @@ impl ToolRegistry {
     /// Every tool, in server order then the server's order.
     pub fn tools(&self) -> &[RegisteredTool] {
         &self.tools
+    }
+}
+
+/// Warns once per process about a name given in place of a contested one
+/// (the registry is built again on every change).
+fn say_once(name: &str, message: impl FnOnce() -> String) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if said.len() < 1000 && !said.iter().any(|seen| seen == name) {
+        said.push(name.to_owned());
+        log::warn!("{}", message());
     }
 }
 
@@ -194,6 +234,28 @@ mod tests {
         assert_ne!(names[1], names[2]);
         for (entry, original) in registry.tools().iter().zip(["a.b", "a b", "a_b"]) {
             assert_eq!(registry.get(&entry.qualified_name).unwrap().tool.name, original);
+        }
+    }
+
+    #[test]
+    fn a_name_that_reads_two_ways_goes_to_the_tool_without_underscores() {
+        // Issue 27 (item 11): server `a`'s tool `x__y` and server `a__x`'s
+        // tool `y` both read as `mcp__a__x__y`; in either order, the name
+        // is `a__x`'s `y`, and `a`'s `x__y` is cut.
+        let double = [tool("x__y")];
+        let single = [tool("y")];
+        for order in [
+            [("a", &double[..]), ("a__x", &single[..])],
+            [("a__x", &single[..]), ("a", &double[..])],
+        ] {
+            let registry = ToolRegistry::build(order, NameStyle::Prefixed);
+            let plain = registry.get("mcp__a__x__y").unwrap();
+            assert_eq!((plain.server.as_str(), plain.tool.name.as_str()), ("a__x", "y"));
+            let cut = registry.tools().iter().find(|entry| entry.server == "a").unwrap();
+            assert!(cut.qualified_name.starts_with("mcp__a__x__y_"), "{}", cut.qualified_name);
+            assert_eq!(registry.get(&cut.qualified_name).unwrap().tool.name, "x__y");
+            // The order of the tools is still the servers' order.
+            assert_eq!(registry.tools()[0].server, order[0].0);
         }
     }
 

@@ -481,3 +481,24 @@ fn a_slow_drip_connection_does_not_delay_the_sign_in() {
     drop(server);
     tag.assert_gone();
 }
+
+// Issue 27 (item 6): an authorization endpoint that looks like loopback
+// http to a naive reading but is host `A` to a browser is refused before
+// anything opens it. Before: `http://A\@127.0.0.1/` passed the check.
+#[test]
+fn a_sign_in_url_is_judged_as_a_browser_reads_it() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--authorize-endpoint", "http://A\\@127.0.0.1/"]);
+    let dir = config_dir(json!({"web": {"url": server.url}}));
+    let login = with_browser(dir.path(), &["login", "web"], false);
+    assert_eq!(login.status.code(), Some(3), "{}", stderr_of(&login));
+    assert!(
+        stderr_of(&login)
+            .contains("http://a/@127.0.0.1/ is neither https nor http on this machine"),
+        "{}",
+        stderr_of(&login)
+    );
+    assert!(!dir.path().join("browser.log").exists(), "nothing was opened");
+    drop(server);
+    tag.assert_gone();
+}
