@@ -285,3 +285,38 @@ fn the_trust_review_shows_invisible_characters_unambiguously() {
     assert!(out.contains("'\\e[2K'"), "the real escape: {out}");
     assert!(!out.contains(['\u{34f}', '\u{3164}', '\u{1b}']), "{out:?}");
 }
+
+// Item 12: a dangling link planted where a lock file goes is refused, never
+// followed: no file appears where it points. Before: `.mcp-auth.json.lock`
+// linked to a missing file created that file.
+#[test]
+fn a_planted_lock_file_link_is_never_followed() {
+    let config = TempDir::new();
+    let planted = TempDir::new();
+    std::fs::write(
+        config.path().join("mcp-auth.json"),
+        r#"{"servers": {"web": {"url": "http://127.0.0.1:9/mcp", "accessToken": "t"}}}"#,
+    )
+    .unwrap();
+    let target = planted.path().join("created-by-tether");
+    std::os::unix::fs::symlink(&target, config.path().join(".mcp-auth.json.lock")).unwrap();
+    let (output, _) =
+        crate::support::run_tether(config.path(), &["logout", "web"], Duration::from_secs(20));
+    assert_ne!(output.status.code(), Some(0));
+    assert!(!target.exists(), "the link was followed");
+    // The user file's lock the same way (`tether add`).
+    let user_target = planted.path().join("created-by-add");
+    std::os::unix::fs::symlink(&user_target, config.path().join(".mcp.json.lock")).unwrap();
+    let (output, _) = crate::support::run_tether(
+        config.path(),
+        &["add", "demo", "--", "/bin/true"],
+        Duration::from_secs(20),
+    );
+    assert_ne!(output.status.code(), Some(0));
+    assert!(
+        crate::support::stderr_of(&output).contains("cannot open the lock file"),
+        "{}",
+        crate::support::stderr_of(&output)
+    );
+    assert!(!user_target.exists(), "the link was followed");
+}
