@@ -13,13 +13,18 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustls::crypto::{
+    CryptoProvider, GetRandomFailed, KeyProvider, SecureRandom, WebPkiSupportedAlgorithms,
+};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::sign::SigningKey;
+use rustls::{ClientConfig, ClientConnection, RootCertStore, SignatureScheme, StreamOwned};
 use ureq::unversioned::transport::{
     Buffers, ConnectProxyConnector, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout,
     Transport, TransportAdapter,
 };
+use webpki::ring as algs;
 
 use super::socket::TcpLink;
 
@@ -124,6 +129,93 @@ impl fmt::Debug for Tls {
     }
 }
 
+/// ring's cryptography with the AES-GCM suites only. Every TLS 1.3 server
+/// implements AES-128-GCM (RFC 8446 makes it mandatory) and TLS 1.2 servers
+/// ECDHE with AES-GCM, so leaving ChaCha20-Poly1305 out costs no server;
+/// its code (some 50 KB) stays out of the binary. ring's own provider
+/// cannot be had without it, so this one is spelled out: the same key
+/// exchange groups and certificate signature algorithms, ring's random
+/// numbers, and no client certificate.
+fn provider() -> CryptoProvider {
+    use rustls::crypto::ring::{cipher_suite, kx_group};
+    CryptoProvider {
+        cipher_suites: vec![
+            cipher_suite::TLS13_AES_256_GCM_SHA384,
+            cipher_suite::TLS13_AES_128_GCM_SHA256,
+            cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+            cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+            cipher_suite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+            cipher_suite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        ],
+        kx_groups: vec![kx_group::X25519, kx_group::SECP256R1, kx_group::SECP384R1],
+        signature_verification_algorithms: SIGNATURES,
+        secure_random: &RingRandom,
+        key_provider: &NoClientKeys,
+    }
+}
+
+/// The certificate signature algorithms ring verifies, as rustls's ring
+/// provider lists them (for TLS 1.2 the curve is not fixed by the scheme).
+const SIGNATURES: WebPkiSupportedAlgorithms = WebPkiSupportedAlgorithms {
+    all: &[
+        algs::ECDSA_P256_SHA256,
+        algs::ECDSA_P256_SHA384,
+        algs::ECDSA_P384_SHA256,
+        algs::ECDSA_P384_SHA384,
+        algs::ED25519,
+        algs::RSA_PSS_2048_8192_SHA256_LEGACY_KEY,
+        algs::RSA_PSS_2048_8192_SHA384_LEGACY_KEY,
+        algs::RSA_PSS_2048_8192_SHA512_LEGACY_KEY,
+        algs::RSA_PKCS1_2048_8192_SHA256,
+        algs::RSA_PKCS1_2048_8192_SHA384,
+        algs::RSA_PKCS1_2048_8192_SHA512,
+        algs::RSA_PKCS1_2048_8192_SHA256_ABSENT_PARAMS,
+        algs::RSA_PKCS1_2048_8192_SHA384_ABSENT_PARAMS,
+        algs::RSA_PKCS1_2048_8192_SHA512_ABSENT_PARAMS,
+    ],
+    mapping: &[
+        (
+            SignatureScheme::ECDSA_NISTP384_SHA384,
+            &[algs::ECDSA_P384_SHA384, algs::ECDSA_P256_SHA384],
+        ),
+        (
+            SignatureScheme::ECDSA_NISTP256_SHA256,
+            &[algs::ECDSA_P256_SHA256, algs::ECDSA_P384_SHA256],
+        ),
+        (SignatureScheme::ED25519, &[algs::ED25519]),
+        (SignatureScheme::RSA_PSS_SHA512, &[algs::RSA_PSS_2048_8192_SHA512_LEGACY_KEY]),
+        (SignatureScheme::RSA_PSS_SHA384, &[algs::RSA_PSS_2048_8192_SHA384_LEGACY_KEY]),
+        (SignatureScheme::RSA_PSS_SHA256, &[algs::RSA_PSS_2048_8192_SHA256_LEGACY_KEY]),
+        (SignatureScheme::RSA_PKCS1_SHA512, &[algs::RSA_PKCS1_2048_8192_SHA512]),
+        (SignatureScheme::RSA_PKCS1_SHA384, &[algs::RSA_PKCS1_2048_8192_SHA384]),
+        (SignatureScheme::RSA_PKCS1_SHA256, &[algs::RSA_PKCS1_2048_8192_SHA256]),
+    ],
+};
+
+/// The operating system's random numbers, through ring.
+#[derive(Debug)]
+struct RingRandom;
+
+impl SecureRandom for RingRandom {
+    fn fill(&self, buf: &mut [u8]) -> Result<(), GetRandomFailed> {
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), buf)
+            .map_err(|_| GetRandomFailed)
+    }
+}
+
+/// tether presents no client certificate: no key is ever loaded.
+#[derive(Debug)]
+struct NoClientKeys;
+
+impl KeyProvider for NoClientKeys {
+    fn load_private_key(
+        &self,
+        _key: PrivateKeyDer<'static>,
+    ) -> Result<Arc<dyn SigningKey>, rustls::Error> {
+        Err(rustls::Error::General("tether presents no client certificate".into()))
+    }
+}
+
 impl Tls {
     fn new(extra: Vec<CertificateDer<'static>>) -> Tls {
         let mut roots = RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
@@ -131,7 +223,7 @@ impl Tls {
         if ignored > 0 {
             log::warn!("{ignored} extra CA certificates could not be used");
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(provider());
         // ring supports every safe protocol version, so this cannot fail.
         let config = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -237,5 +329,49 @@ impl Transport for TlsTransport {
 
     fn is_tls(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // tether's provider is ring's less ChaCha20-Poly1305: the same key
+    // exchange groups and signature algorithms, so that a rustls update
+    // that changes ring's provider shows here.
+    #[test]
+    fn the_provider_is_rings_without_chacha() {
+        let ring = rustls::crypto::ring::default_provider();
+        let ours = provider();
+        let names = |provider: &CryptoProvider| -> Vec<String> {
+            provider.kx_groups.iter().map(|group| format!("{:?}", group.name())).collect()
+        };
+        assert_eq!(names(&ours), names(&ring));
+        let schemes = |algorithms: &WebPkiSupportedAlgorithms| -> Vec<SignatureScheme> {
+            algorithms.mapping.iter().map(|(scheme, _)| *scheme).collect()
+        };
+        assert_eq!(
+            schemes(&ours.signature_verification_algorithms),
+            schemes(&ring.signature_verification_algorithms)
+        );
+        assert_eq!(
+            ours.signature_verification_algorithms.all.len(),
+            ring.signature_verification_algorithms.all.len()
+        );
+        let suites: Vec<_> = ring
+            .cipher_suites
+            .iter()
+            .map(|suite| suite.suite())
+            .filter(|suite| !format!("{suite:?}").contains("CHACHA20"))
+            .collect();
+        let mut ours_suites: Vec<_> =
+            ours.cipher_suites.iter().map(|suite| suite.suite()).collect();
+        let mut expected = suites.clone();
+        ours_suites.sort_by_key(|suite| format!("{suite:?}"));
+        expected.sort_by_key(|suite| format!("{suite:?}"));
+        assert_eq!(ours_suites, expected);
+        let mut random = [0u8; 32];
+        ours.secure_random.fill(&mut random).unwrap();
+        assert_ne!(random, [0u8; 32]);
     }
 }
