@@ -56,6 +56,7 @@ mod jsonrpc;
 mod model;
 mod net;
 mod protocol;
+mod serve;
 mod server_state;
 mod shell;
 mod spelling;
@@ -103,5 +104,6 @@ pub use protocol::{
     Era, EraChoice, Progress, Prompt, PromptArgument, PromptResult, Resource, ResourceContents,
     ResourceTemplate, ServerInfo, Tool, ToolResult,
 };
+pub use serve::{Downstream, ServeOptions};
 pub use server_state::ServerState;
 pub use transport::{sign_in, HttpTarget, StdioCommand, Transport};

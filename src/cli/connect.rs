@@ -76,6 +76,9 @@ pub(super) fn run(
         Command::Run { file, code, timeout, json } => {
             super::run::run(config, file.as_deref(), code.as_deref(), timeout, json, signals)
         }
+        Command::Serve { names, status_tool, check } => {
+            super::serve::serve(config, &names, status_tool, check, signals)
+        }
         Command::Call { server, tool, arguments, timeout, json } => {
             call(config, &server, &tool, arguments.as_deref(), timeout, json, signals)
         }

@@ -23,6 +23,8 @@ Servers:
                                   call one tool (ARGS_JSON defaults to {}; - reads stdin)
   run [FILE|-] [-e CODE] [--timeout S] [--json]
                                   run a codemode script that calls many tools
+  serve [NAME...] [--status-tool] [--check]
+                                  serve the servers as one MCP server on stdin/stdout
   resources [SERVER] [--json]     the resources and resource templates servers offer
   read SERVER URI [-o PATH] [--raw] [--json]
                                   read a resource: text to stdout, binary to a file
@@ -149,6 +151,33 @@ Exit: 0 done, 1 the tool reported an error, 2 bad usage or unknown tool,
 Example:
   tether call fs read_text_file '{\"path\": \"README.md\"}'
   echo '{\"text\": \"hi\"}' | tether call mcp__demo__count_words -
+",
+    ),
+    (
+        "serve",
+        "\
+Usage: tether serve [NAME...] [--status-tool] [--check]
+
+Serves the enabled servers (or the ones named) as one MCP server over stdin
+and stdout, for a client that starts servers as commands (Claude Desktop, an
+editor, another agent). Tools are SERVER__TOOL and prompts SERVER__PROMPT;
+one server named alone keeps its own names, and what tether does not answer
+goes to it. Hidden tools are left out; codemode tools are the one codemode
+tool. Servers start in the background: initialize is answered at once, and
+each server that connects later is announced as a tools list change. Their
+requests for roots, sampling and elicitation go to the client in front.
+Logs go to stderr. The end of stdin ends every server.
+
+Options:
+      --status-tool   also offer tether__status: each server's state
+      --check         start the servers, print how each is, and exit
+
+Exit: 0 when stdin ended (with --check: every server connected), 1 with
+--check when one did not, 2 bad usage or an unknown server.
+
+Example:
+  {\"mcpServers\": {\"all\": {\"command\": \"tether\", \"args\": [\"serve\"]}}}
+  tether serve --check
 ",
     ),
     (

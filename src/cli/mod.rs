@@ -20,6 +20,7 @@ mod logs;
 mod manage;
 mod progress;
 mod run;
+mod serve;
 mod signals;
 mod starting;
 mod status;

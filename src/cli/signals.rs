@@ -97,6 +97,15 @@ impl SignalWatch {
         Ok(SignalWatch { options, stop_by: None, hub, handle, thread })
     }
 
+    /// Starts a hub that a signal will shut down, with these options, and
+    /// returns at once: its servers start in the background.
+    pub(super) fn start_hub_now(&self, config: Config, options: HubOptions) -> Hub {
+        let mut slot = lock(&self.hub);
+        let hub = Hub::start(config, options.with_background(true));
+        *slot = Some(hub.clone());
+        hub
+    }
+
     /// Starts a hub that a signal will shut down, and waits for its servers.
     pub(super) fn start_hub(&self, config: Config) -> Hub {
         self.start_hub_reporting(config, |_| {})

@@ -111,6 +111,15 @@ impl Hub {
         self.core.shared.wait_started_until(Instant::now() + limit)
     }
 
+    /// Waits at most `wait` for the registry to change from the generation
+    /// `since` (a server connected, went, or changed its tools); returns the
+    /// generation then (at once when it is not `since`: `u64::MAX` reads
+    /// the current one). What a server in front of the hub (`tether serve`)
+    /// announces as `notifications/tools/list_changed`.
+    pub fn wait_tools_changed(&self, since: u64, wait: Duration) -> u64 {
+        self.core.shared.wait_tools_changed(since, Instant::now() + wait)
+    }
+
     /// The registry as it is now: every tool of every connected server.
     pub fn tools(&self) -> Vec<RegisteredTool> {
         self.core.shared.registry().tools().to_vec()

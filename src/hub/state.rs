@@ -65,6 +65,9 @@ pub(super) struct HubState {
     /// Every ready server's tools by qualified name, as they were at the
     /// last change (a slot became ready, changed its tools, or went).
     registry: RegistryState,
+    /// Moves each time the registry changes: what `Hub::wait_tools_changed`
+    /// compares.
+    pub(super) tools_generation: u64,
     /// Deferred tools that `tool_search` found: declared from then on.
     pub(super) discovered: HashSet<String>,
     /// What a codemode script may use (the configuration's `"codemode"`).
@@ -146,6 +149,7 @@ impl HubState {
             })
             .collect();
         self.registry = RegistryState::Due(ready);
+        self.tools_generation += 1;
     }
 
     fn any_starting(&self) -> bool {
@@ -167,6 +171,7 @@ impl Shared {
                 failed_entries,
                 untrusted,
                 registry: RegistryState::Built(Arc::new(ToolRegistry::default())),
+                tools_generation: 0,
                 discovered: HashSet::new(),
                 script_limits,
                 script_runs: 0,
@@ -345,6 +350,22 @@ impl Shared {
         if !self.wait_started_until(Instant::now() + longest + START_SLACK) {
             log::warn!("servers still starting past their start timeout");
         }
+    }
+
+    /// Waits until the registry's generation is not `since`, or `until`;
+    /// returns the generation then. A change that does not wake `settled`
+    /// is seen within 100 ms.
+    pub(super) fn wait_tools_changed(&self, since: u64, until: Instant) -> u64 {
+        let mut state = self.state();
+        while state.tools_generation == since {
+            let now = Instant::now();
+            if now >= until || state.shutting_down {
+                break;
+            }
+            let slice = (until - now).min(Duration::from_millis(100));
+            state = wait_timeout(&self.settled, state, slice);
+        }
+        state.tools_generation
     }
 
     /// Waits until no server is starting, or `until`; true when none is.

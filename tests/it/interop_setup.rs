@@ -275,6 +275,25 @@ fn everything_entry() -> PathBuf {
     npm_prefix().join("node_modules").join(EVERYTHING_PKG).join("dist/index.js")
 }
 
+/// Runs a Node.js script of `fixtures/node/` from the npm prefix, where
+/// the TypeScript SDK is installed (server-everything depends on it), with
+/// these arguments; its stdout, within `within`.
+pub fn node_script(script: &str, args: &[&str], within: std::time::Duration) -> String {
+    let prefix = npm_prefix();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/node").join(script);
+    let copy = prefix.join(script);
+    std::fs::copy(&source, &copy).unwrap_or_else(|e| panic!("cannot copy {script}: {e}"));
+    let mut command = Command::new("node");
+    command.arg(&copy).args(args).current_dir(&prefix);
+    let (output, _) = crate::support::run_command(command, None, within);
+    assert!(
+        output.status.success(),
+        "node {script} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// `<target>/interop/npm`, holding both npm packages.
 fn npm_prefix() -> PathBuf {
     static NPM: OnceLock<Result<PathBuf, String>> = OnceLock::new();

@@ -20,6 +20,7 @@ const COMMANDS: &[&str] = &[
     "tools",
     "call",
     "run",
+    "serve",
     "resources",
     "read",
     "prompts",

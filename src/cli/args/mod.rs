@@ -84,6 +84,15 @@ pub(super) enum Command {
         timeout: Option<Duration>,
         json: bool,
     },
+    Serve {
+        /// The servers to serve; none: every enabled one. One: served with
+        /// its own names.
+        names: Vec<String>,
+        /// `--status-tool`: offer `tether__status`.
+        status_tool: bool,
+        /// `--check`: start them, say how each is, and exit.
+        check: bool,
+    },
     Add(AddArgs),
     Remove {
         name: String,
@@ -220,6 +229,7 @@ pub(super) fn parse(
                     "expose" => parse_expose(parser)?,
                     "call" => parse_call(parser)?,
                     "run" => parse_run(parser)?,
+                    "serve" => parse_serve(parser)?,
                     "login" => parse_login(parser)?,
                     "logout" => Command::Logout { name: single_name(parser, "logout")? },
                     "add" => Command::Add(add::parse_add(parser, after_dashes)?),
@@ -351,6 +361,20 @@ fn parse_run(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
         return Err("tether run takes a FILE or -e CODE, not both".into());
     }
     Ok(Command::Run { file, code, timeout, json })
+}
+
+/// `serve [NAME...] [--status-tool] [--check]`.
+fn parse_serve(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut names, mut status_tool, mut check) = (Vec::new(), false, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("status-tool") => status_tool = true,
+            Long("check") => check = true,
+            Value(name) => names.push(name.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(Command::Serve { names, status_tool, check })
 }
 
 fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
@@ -620,6 +644,11 @@ mod tests {
         );
         assert!(matches!(command("run -"), Command::Run { file: Some(ref f), .. } if f == "-"));
         assert!(matches!(command("run"), Command::Run { file: None, code: None, .. }));
+        assert!(matches!(
+            command("serve a b --status-tool"),
+            Command::Serve { ref names, status_tool: true, check: false } if names == &["a", "b"]
+        ));
+        assert!(matches!(command("serve --check"), Command::Serve { check: true, .. }));
         assert!(refused("run a.js -e x").contains("not both"));
         assert!(refused("run -e a -e b").contains("once"));
         assert!(refused("run --timeout 0").contains("above 0"));

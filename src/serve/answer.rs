@@ -1,0 +1,419 @@
+//! One downstream request answered from the hub: the handshake
+//! (`initialize`, or 2026-07-28's `server/discover`), the lists, a call,
+//! a read, a prompt. Everything the hub says goes back as MCP sends it; an
+//! upstream's failure becomes a JSON-RPC error naming the server, never
+//! silence.
+//!
+//! Two ways to name things. Serving many servers, a tool is `SERVER__TOOL`
+//! (the hub's short style, cut to 64 characters with a hash as the model's
+//! names are) and a prompt `SERVER__PROMPT`; a resource keeps its URI, and
+//! is read from the server that listed it. Serving one server (`tether
+//! serve NAME`), everything keeps the server's own names, and a request
+//! tether does not know is passed to that server as it is.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+
+use super::link::Link;
+use super::ServeOptions;
+use crate::client::{CallOptions, CancelHandle, ProgressCallback};
+use crate::config::{name_key, Exposure};
+use crate::error::Error;
+use crate::hub::Hub;
+use crate::jsonrpc::{Frame, Request, RpcError};
+use crate::protocol::{
+    LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
+};
+use crate::sync::lock;
+
+/// The one tool tether adds, with `--status-tool`.
+pub(super) const STATUS_TOOL: &str = "tether__status";
+const INVALID_PARAMS: i64 = -32602;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INTERNAL: i64 = -32603;
+
+/// What answering needs: the hub, the downstream, the options, and which
+/// server each resource came from.
+pub(super) struct Answerer<'a> {
+    pub(super) hub: &'a Hub,
+    pub(super) link: &'a Link,
+    pub(super) options: &'a ServeOptions,
+    /// URI → server, from the last `resources/list`.
+    pub(super) resource_servers: Mutex<HashMap<String, String>>,
+}
+
+impl Answerer<'_> {
+    /// Answers `request`; `cancel` is the downstream's cancellation of it.
+    pub(super) fn answer(
+        &self,
+        request: &Request,
+        cancel: &CancelHandle,
+    ) -> Result<Value, RpcError> {
+        let params = request.params.clone().unwrap_or_else(|| json!({}));
+        self.learn_stateless(&params);
+        match request.method.as_str() {
+            "initialize" => Ok(self.initialize(&params)),
+            "server/discover" => Ok(self.discover()),
+            "ping" | "logging/setLevel" => Ok(json!({})),
+            "tools/list" => Ok(json!({"tools": self.tools()})),
+            "tools/call" => self.call(&params, cancel),
+            "resources/list" => self.resources(),
+            "resources/templates/list" => self.templates(),
+            "resources/read" => self.read(&params),
+            "prompts/list" => self.prompts(),
+            "prompts/get" => self.prompt(&params),
+            method => match self.options.passthrough.as_deref() {
+                // One server: what tether does not know is that server's.
+                Some(server) => self
+                    .hub
+                    .client(server)
+                    .and_then(|client| {
+                        client.request(method, request.params.clone(), &CallOptions::default())
+                    })
+                    .map_err(|err| upstream_error(server, &err)),
+                None => Err(rpc(METHOD_NOT_FOUND, format!("tether does not serve {method}"))),
+            },
+        }
+    }
+
+    /// A stateless (2026-07-28) request carries who the client is in its
+    /// `_meta`: remembered, so that no server request goes its way.
+    fn learn_stateless(&self, params: &Value) {
+        let Some(meta) = params.get("_meta") else { return };
+        if meta.get("io.modelcontextprotocol/protocolVersion").is_none() {
+            return;
+        }
+        let mut peer = lock(&self.link.peer);
+        peer.stateless = true;
+        peer.ready = true;
+        if let Some(capabilities) = meta.get("io.modelcontextprotocol/clientCapabilities") {
+            peer.capabilities = capabilities.clone();
+        }
+    }
+
+    fn capabilities(&self) -> Value {
+        json!({
+            "tools": {"listChanged": true},
+            "resources": {"listChanged": true},
+            "prompts": {"listChanged": true},
+            "logging": {},
+        })
+    }
+
+    fn server_info(&self) -> Value {
+        json!({"name": "tether", "version": env!("CARGO_PKG_VERSION")})
+    }
+
+    fn initialize(&self, params: &Value) -> Value {
+        let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
+        let version = if SUPPORTED_PROTOCOL_VERSIONS.contains(&asked) {
+            asked
+        } else {
+            LATEST_PROTOCOL_VERSION
+        };
+        {
+            let mut peer = lock(&self.link.peer);
+            peer.capabilities = params.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+            peer.stateless = false;
+        }
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": self.capabilities(),
+            "serverInfo": self.server_info(),
+        });
+        if let Some(instructions) = self.instructions() {
+            result["instructions"] = json!(instructions);
+        }
+        result
+    }
+
+    fn discover(&self) -> Value {
+        let mut result = json!({
+            "supportedVersions": [MODERN_PROTOCOL_VERSION],
+            "capabilities": self.capabilities(),
+            "serverInfo": self.server_info(),
+        });
+        if let Some(instructions) = self.instructions() {
+            result["instructions"] = json!(instructions);
+        }
+        result
+    }
+
+    /// One server's own instructions, when serving it alone.
+    fn instructions(&self) -> Option<String> {
+        let server = self.options.passthrough.as_deref()?;
+        self.hub.client(server).ok()?.server_info()?.instructions.clone()
+    }
+
+    /// The tools as the downstream sees them: hidden ones left out, those a
+    /// script reaches as the one `codemode` tool.
+    fn tools(&self) -> Vec<Value> {
+        let registry = self.hub.tools();
+        let mut tools: Vec<Value> = Vec::with_capacity(registry.len() + 2);
+        let mut codemode = false;
+        for entry in &registry {
+            if let Some(server) = self.options.passthrough.as_deref() {
+                if !crate::config::Config::same_name(&entry.server, server) {
+                    continue;
+                }
+            }
+            match entry.exposure {
+                Exposure::Hidden => continue,
+                Exposure::Codemode => {
+                    codemode = true;
+                    continue;
+                }
+                Exposure::Direct | Exposure::Deferred => {}
+            }
+            let mut tool = serde_json::to_value(&entry.tool).unwrap_or_else(|_| json!({}));
+            if self.options.passthrough.is_none() {
+                tool["name"] = json!(entry.qualified_name);
+            }
+            tools.push(tool);
+        }
+        if codemode {
+            let declared = self.hub.model_tools();
+            if let Some(script) = declared.iter().find(|tool| tool.name == crate::model::CODEMODE) {
+                tools.push(json!({
+                    "name": script.name,
+                    "description": script.description,
+                    "inputSchema": script.input_schema,
+                }));
+            }
+        }
+        if self.options.status_tool {
+            tools.push(json!({
+                "name": STATUS_TOOL,
+                "description": "The state of each server tether serves: connected, starting, failed (and why), needs login.",
+                "inputSchema": {"type": "object", "properties": {}},
+            }));
+        }
+        tools
+    }
+
+    fn call(&self, params: &Value, cancel: &CancelHandle) -> Result<Value, RpcError> {
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return Err(rpc(INVALID_PARAMS, "tools/call needs a \"name\"".into()));
+        };
+        let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        if self.options.status_tool && name == STATUS_TOOL {
+            return Ok(self.status());
+        }
+        let mut options = CallOptions::default().with_cancel(cancel.clone());
+        // The downstream's progress token is kept: its updates are its own.
+        if let Some(token) = params.pointer("/_meta/progressToken").cloned() {
+            options.progress = Some(self.progress_to(token));
+        }
+        let outcome = match self.options.passthrough.as_deref() {
+            Some(server) => self.hub.call_server_tool(server, name, arguments, &options),
+            None => self.hub.call(name, arguments, &options),
+        };
+        match outcome {
+            Ok(result) => Ok(result.raw),
+            Err(Error::UnknownTool(_)) => {
+                Err(rpc(INVALID_PARAMS, format!("unknown tool {name:?}")))
+            }
+            Err(err) => {
+                let server = self
+                    .options
+                    .passthrough
+                    .clone()
+                    .or_else(|| {
+                        self.hub
+                            .tools()
+                            .into_iter()
+                            .find(|t| t.qualified_name == name)
+                            .map(|t| t.server)
+                    })
+                    .unwrap_or_else(|| "tether".into());
+                Err(upstream_error(&server, &err))
+            }
+        }
+    }
+
+    /// Progress updates of a call, sent to the downstream under its token.
+    fn progress_to(&self, token: Value) -> ProgressCallback {
+        let out = self.link.sender();
+        std::sync::Arc::new(move |progress: &crate::protocol::Progress| {
+            let mut params = json!({"progressToken": token, "progress": progress.progress});
+            if let Some(total) = progress.total {
+                params["total"] = json!(total);
+            }
+            if let Some(message) = &progress.message {
+                params["message"] = json!(message);
+            }
+            if let Some(out) = &out {
+                let _ = out
+                    .try_send(Frame::notification("notifications/progress", Some(&params)).bytes);
+            }
+        })
+    }
+
+    fn status(&self) -> Value {
+        let lines: Vec<String> = self
+            .hub
+            .status()
+            .iter()
+            .map(|status| {
+                let mut line = format!("{}: {}", status.name, status.state.as_str());
+                if let Some(error) = &status.error {
+                    line.push_str(&format!(" ({})", error.chain()));
+                }
+                line
+            })
+            .collect();
+        json!({"content": [{"type": "text", "text": lines.join("\n")}]})
+    }
+
+    fn resources(&self) -> Result<Value, RpcError> {
+        let (offered, errors) = self.hub.resources();
+        log_errors(&errors);
+        let mut servers = HashMap::new();
+        let mut listed = Vec::with_capacity(offered.len());
+        for resource in offered {
+            if self.keeps(&resource.server) {
+                servers.insert(resource.item.uri.clone(), resource.server.clone());
+                listed.push(serde_json::to_value(&resource.item).unwrap_or_default());
+            }
+        }
+        *lock(&self.resource_servers) = servers;
+        Ok(json!({"resources": listed}))
+    }
+
+    fn templates(&self) -> Result<Value, RpcError> {
+        let (offered, errors) = self.hub.resource_templates();
+        log_errors(&errors);
+        let listed: Vec<Value> = offered
+            .into_iter()
+            .filter(|template| self.keeps(&template.server))
+            .map(|template| serde_json::to_value(&template.item).unwrap_or_default())
+            .collect();
+        Ok(json!({"resourceTemplates": listed}))
+    }
+
+    /// True for a server this serving includes.
+    fn keeps(&self, server: &str) -> bool {
+        self.options
+            .passthrough
+            .as_deref()
+            .is_none_or(|only| crate::config::Config::same_name(server, only))
+    }
+
+    fn read(&self, params: &Value) -> Result<Value, RpcError> {
+        let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+            return Err(rpc(INVALID_PARAMS, "resources/read needs a \"uri\"".into()));
+        };
+        let server = match self.options.passthrough.clone() {
+            Some(server) => server,
+            None => self.server_of_resource(uri)?,
+        };
+        let contents =
+            self.hub.read_resource(&server, uri).map_err(|err| upstream_error(&server, &err))?;
+        Ok(json!({"contents": contents}))
+    }
+
+    /// The server a URI belongs to: the one that listed it, else the one
+    /// whose template it fits, else the only one that offers resources.
+    fn server_of_resource(&self, uri: &str) -> Result<String, RpcError> {
+        if lock(&self.resource_servers).is_empty() {
+            let _ = self.resources();
+        }
+        if let Some(server) = lock(&self.resource_servers).get(uri) {
+            return Ok(server.clone());
+        }
+        let (templates, _) = self.hub.resource_templates();
+        let fitting = templates.iter().find(|template| {
+            let fixed = template.item.uri_template.split('{').next().unwrap_or("");
+            !fixed.is_empty() && uri.starts_with(fixed)
+        });
+        if let Some(template) = fitting {
+            return Ok(template.server.clone());
+        }
+        let mut offering: Vec<String> = lock(&self.resource_servers).values().cloned().collect();
+        offering.extend(templates.iter().map(|template| template.server.clone()));
+        offering.sort();
+        offering.dedup();
+        match offering.as_slice() {
+            [only] => Ok(only.clone()),
+            _ => Err(rpc(-32002, format!("no server tether serves lists the resource {uri}"))),
+        }
+    }
+
+    fn prompts(&self) -> Result<Value, RpcError> {
+        let (offered, errors) = self.hub.prompts();
+        log_errors(&errors);
+        let listed: Vec<Value> = offered
+            .into_iter()
+            .filter(|prompt| self.keeps(&prompt.server))
+            .map(|prompt| {
+                let mut value = serde_json::to_value(&prompt.item).unwrap_or_default();
+                if self.options.passthrough.is_none() {
+                    value["name"] = json!(format!("{}__{}", prompt.server, prompt.item.name));
+                }
+                value
+            })
+            .collect();
+        Ok(json!({"prompts": listed}))
+    }
+
+    fn prompt(&self, params: &Value) -> Result<Value, RpcError> {
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return Err(rpc(INVALID_PARAMS, "prompts/get needs a \"name\"".into()));
+        };
+        let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        let (server, prompt) = match self.options.passthrough.clone() {
+            Some(server) => (server, name.to_owned()),
+            None => self.split_prompt(name)?,
+        };
+        let result = self
+            .hub
+            .get_prompt(&server, &prompt, arguments)
+            .map_err(|err| upstream_error(&server, &err))?;
+        Ok(serde_json::to_value(result).unwrap_or_default())
+    }
+
+    /// `SERVER__PROMPT` as the server and its prompt: the longest server
+    /// name that fits (a server's name may hold `__` too).
+    fn split_prompt(&self, name: &str) -> Result<(String, String), RpcError> {
+        let servers: Vec<String> =
+            self.hub.status().into_iter().map(|status| status.name).collect();
+        servers
+            .iter()
+            .filter_map(|server| {
+                let rest = name.strip_prefix(server.as_str())?.strip_prefix("__")?;
+                Some((server.clone(), rest.to_owned()))
+            })
+            .max_by_key(|(server, _)| server.len())
+            .or_else(|| {
+                // `-` and `_` are the same in server names.
+                servers.iter().find_map(|server| {
+                    let key = name_key(server);
+                    let rest = name_key(name).strip_prefix(&key)?.strip_prefix("__")?.to_owned();
+                    Some((server.clone(), name[name.len() - rest.len()..].to_owned()))
+                })
+            })
+            .ok_or_else(|| rpc(INVALID_PARAMS, format!("unknown prompt {name:?}")))
+    }
+}
+
+fn rpc(code: i64, message: String) -> RpcError {
+    RpcError { code, message, data: None }
+}
+
+/// An upstream's failure as the downstream hears it: the server's own
+/// JSON-RPC error as it sent it, anything else an internal error naming
+/// the server.
+fn upstream_error(server: &str, err: &Error) -> RpcError {
+    match err.root() {
+        Error::Rpc(error) => error.clone(),
+        _ => rpc(INTERNAL, format!("{server}: {}", err.chain())),
+    }
+}
+
+fn log_errors(errors: &[Error]) {
+    for err in errors {
+        log::warn!("{err}");
+    }
+}

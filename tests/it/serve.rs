@@ -1,0 +1,308 @@
+//! `tether serve` (issue 24): a real `tether` process serving the fixture
+//! servers, spoken to over its stdin and stdout by a client written here,
+//! line by line, as MCP's stdio transport is.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{unbounded, Receiver};
+use serde_json::{json, Value};
+
+use crate::support::{config_dir, misbehave_entry, tether_bin, Tag, TempDir};
+
+const WITHIN: Duration = Duration::from_secs(20);
+
+/// A client in front of `tether serve`.
+struct Front {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    /// What came that was not the answer waited for.
+    seen: Vec<Value>,
+    _dir: TempDir,
+}
+
+impl Front {
+    fn start(servers: Value, args: &[&str]) -> Front {
+        let dir = config_dir(servers);
+        let mut child = Command::new(tether_bin())
+            .arg("--config-dir")
+            .arg(dir.path())
+            .arg("serve")
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = unbounded();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|err| panic!("not JSON from tether serve: {err}: {line}"));
+                if sender.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Front { child, stdin, lines, seen: Vec::new(), _dir: dir }
+    }
+
+    fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next message that `wanted` accepts; the others are kept in `seen`.
+    fn next(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        if let Some(at) = self.seen.iter().position(&wanted) {
+            return self.seen.remove(at);
+        }
+        let deadline = Instant::now() + WITHIN;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {what} within {WITHIN:?}; saw {:?}", self.seen));
+            if wanted(&message) {
+                return message;
+            }
+            self.seen.push(message);
+        }
+    }
+
+    fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.next(&format!("answer to {method}"), |message| {
+            message["id"] == json!(id) && message.get("method").is_none()
+        })
+    }
+
+    fn initialize(&mut self, capabilities: Value) -> Value {
+        let answer = self.request(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
+                   "clientInfo": {"name": "front", "version": "1"}}),
+        );
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        answer
+    }
+
+    /// Lists tools until `name` is there (servers connect in the background,
+    /// each announced as a list change).
+    fn tools_with(&mut self, name: &str) -> Vec<Value> {
+        let deadline = Instant::now() + WITHIN;
+        let mut id = 1000;
+        loop {
+            id += 1;
+            let listed = self.request(id, "tools/list", json!({}));
+            let tools = listed["result"]["tools"].as_array().cloned().unwrap_or_default();
+            if tools.iter().any(|tool| tool["name"] == name) {
+                return tools;
+            }
+            assert!(Instant::now() < deadline, "no tool {name}: {tools:?}");
+            self.next("a tools list change", |message| {
+                message["method"] == "notifications/tools/list_changed"
+            });
+        }
+    }
+
+    /// Closes stdin and waits for the exit; how long it took.
+    fn close(mut self) -> (Option<i32>, Duration) {
+        drop(self.stdin.take());
+        let closed = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status.code(), closed.elapsed());
+            }
+            if closed.elapsed() > WITHIN {
+                self.child.kill().ok();
+                self.child.wait().ok();
+                panic!("tether serve did not exit after its stdin closed");
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Front {
+    fn drop(&mut self) {
+        if self.stdin.is_some() {
+            self.child.kill().ok();
+            self.child.wait().ok();
+        }
+    }
+}
+
+// The handshake is answered at once, before any server has connected; each
+// server that connects is announced; tools are SERVER__TOOL; a call, its
+// progress under the client's own token, a cancellation, a list change,
+// resources and prompts pass through; the end of stdin ends everything
+// within half a second.
+#[test]
+fn serve_passes_tools_progress_cancellation_and_list_changes_through() {
+    let tag = Tag::new();
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
+    let began = Instant::now();
+    let answer = front.initialize(json!({}));
+    let took = began.elapsed();
+    assert_eq!(answer["result"]["protocolVersion"], "2025-11-25");
+    assert_eq!(answer["result"]["serverInfo"]["name"], "tether");
+    assert_eq!(answer["result"]["capabilities"]["tools"]["listChanged"], true);
+    eprintln!("initialize answered {took:?} after it was sent");
+    let tools = front.tools_with("fx__echo");
+    assert!(!tools.iter().any(|tool| tool["name"] == "tether__status"), "only with --status-tool");
+
+    let echoed =
+        front.request(2, "tools/call", json!({"name": "fx__echo", "arguments": {"text": "hi"}}));
+    assert_eq!(echoed["result"]["content"][0]["text"], "hi", "{echoed}");
+
+    // Progress reaches the client under its own token.
+    let progressed = front.request(
+        3,
+        "tools/call",
+        json!({"name": "fx__progress", "arguments": {"steps": 3}, "_meta": {"progressToken": "mine"}}),
+    );
+    assert!(progressed.get("result").is_some(), "{progressed}");
+    let updates: Vec<&Value> =
+        front.seen.iter().filter(|message| message["method"] == "notifications/progress").collect();
+    assert_eq!(updates.len(), 3, "{:?}", front.seen);
+    assert!(updates.iter().all(|update| update["params"]["progressToken"] == "mine"));
+
+    // A cancelled call gets no answer; the next request does.
+    front.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                      "params": {"name": "fx__sleep", "arguments": {"ms": 30000}}}));
+    thread::sleep(Duration::from_millis(300));
+    front.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": 4, "reason": "changed my mind"}}));
+    let pinged = front.request(5, "ping", json!({}));
+    assert_eq!(pinged["result"], json!({}));
+    thread::sleep(Duration::from_millis(300));
+    assert!(!front.seen.iter().any(|message| message["id"] == 4), "{:?}", front.seen);
+
+    // A server's own list change reaches the client, and the new tool is there.
+    let grown =
+        front.request(6, "tools/call", json!({"name": "fx__grow", "arguments": {"name": "extra"}}));
+    assert!(grown.get("result").is_some(), "{grown}");
+    front.tools_with("fx__extra");
+
+    // An unknown tool is a JSON-RPC error, never silence.
+    let unknown = front.request(7, "tools/call", json!({"name": "fx__nope", "arguments": {}}));
+    assert!(unknown["error"]["message"].as_str().unwrap().contains("fx__nope"), "{unknown}");
+
+    let (code, took) = front.close();
+    assert_eq!(code, Some(0));
+    assert!(took < Duration::from_millis(500), "exit took {took:?}");
+    eprintln!("exited {took:?} after stdin closed");
+    tag.assert_gone();
+}
+
+// A 2025-11-25 client in front of a 2026-07-28 server: the server's
+// elicitation (an input_required round) becomes tether's request to the
+// client, whose answer completes the call. And a 2026-07-28 client is
+// served without a handshake.
+#[test]
+fn elicitation_crosses_eras_and_a_stateless_client_is_served() {
+    let tag = Tag::new();
+    let servers = json!({"modern": misbehave_entry(&tag, &["--era", "modern"])});
+    let mut front = Front::start(servers.clone(), &[]);
+    front.initialize(json!({"elicitation": {"form": {}}}));
+    front.tools_with("modern__ask");
+    front.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "modern__ask", "arguments": {}}}));
+    let asked = front.next("an elicitation", |message| message["method"] == "elicitation/create");
+    assert_eq!(asked["params"]["message"], "What is your name?");
+    front.send(json!({"jsonrpc": "2.0", "id": asked["id"].clone(),
+                      "result": {"action": "accept", "content": {"name": "Ada"}}}));
+    let answered = front.next("the call's answer", |message| message["id"] == 2);
+    assert_eq!(answered["result"]["content"][0]["text"], "hello Ada", "{answered}");
+    front.close();
+
+    let mut front = Front::start(servers, &["--status-tool"]);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "front", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let discovered = front.request(1, "server/discover", json!({"_meta": meta}));
+    assert_eq!(discovered["result"]["supportedVersions"], json!(["2026-07-28"]));
+    let deadline = Instant::now() + WITHIN;
+    loop {
+        let listed = front.request(2, "tools/list", json!({"_meta": meta}));
+        let names: Vec<&str> = listed["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|tool| tool["name"].as_str())
+            .collect();
+        assert!(names.contains(&"tether__status"), "{names:?}");
+        if names.contains(&"modern__echo") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{names:?}");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let status = front.request(3, "tools/call", json!({"name": "tether__status", "_meta": meta}));
+    assert!(status["result"]["content"][0]["text"].as_str().unwrap().contains("modern: ready"));
+    front.close();
+    tag.assert_gone();
+}
+
+// One named server keeps its own names; a request tether does not answer
+// goes to it; the upstream dying mid-call is an error naming it.
+#[test]
+fn one_server_keeps_its_names_and_its_failure_is_an_error() {
+    let tag = Tag::new();
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &[])}), &["fx"]);
+    front.initialize(json!({}));
+    front.tools_with("echo");
+    front.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "sleep", "arguments": {"ms": 30000}}}));
+    thread::sleep(Duration::from_millis(300));
+    for (pid, command) in tag.live_processes() {
+        if command.contains("misbehave") {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+    let failed = front.next("the failed call", |message| message["id"] == 2);
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("fx: "), "{failed}");
+    front.close();
+    tag.assert_gone();
+}
+
+// The TypeScript SDK's Client in front of `tether serve`, with
+// server-everything behind it (stdio): tools, a call, progress under the
+// client's token, sampling and elicitation answered by the client in front,
+// resources and prompts.
+#[test]
+fn the_typescript_sdk_reaches_server_everything_through_tether_serve() {
+    let argv = crate::interop_setup::everything_server();
+    let dir = config_dir(json!({"everything": {"command": argv[0], "args": argv[1..]}}));
+    let config = dir.path().to_str().unwrap().to_owned();
+    let out = crate::interop_setup::node_script(
+        "serve-front.mjs",
+        &[tether_bin(), &config],
+        Duration::from_secs(120),
+    );
+    let seen: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
+    eprintln!("the SDK saw: {seen}");
+    let tools: Vec<&str> =
+        seen["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(tools.contains(&"everything__echo"), "{tools:?}");
+    assert!(seen["echo"].as_str().unwrap().contains("hi there"), "{seen}");
+    assert_eq!(seen["progress"], 3, "{seen}");
+    assert!(seen["sampling"].as_str().unwrap().contains("sampled by the front"), "{seen}");
+    assert_eq!(seen["sampled"], 1, "{seen}");
+    assert!(seen["elicitation"].as_str().unwrap().contains("Ada Lovelace"), "{seen}");
+    assert!(seen["resources"].as_u64().unwrap() > 0, "{seen}");
+    assert!(seen["prompts"].as_array().unwrap().iter().any(|p| p == "everything__simple-prompt"));
+    assert!(seen["prompt"].as_u64().unwrap() > 0, "{seen}");
+}
