@@ -79,6 +79,7 @@ pub(super) fn run(
         Command::Serve { names, status_tool, check } => {
             super::serve::serve(config, &names, status_tool, check, signals)
         }
+        Command::Proxy(args) => super::proxy::proxy(&args, signals),
         Command::Call { server, tool, arguments, timeout, json } => {
             call(config, &server, &tool, arguments.as_deref(), timeout, json, signals)
         }

@@ -25,6 +25,8 @@ Servers:
                                   run a codemode script that calls many tools
   serve [NAME...] [--status-tool] [--check]
                                   serve the servers as one MCP server on stdin/stdout
+  proxy URL [--header 'K: V']... [--check] [flags]
+                                  a remote server as a local stdio one (mcp-remote's flags)
   resources [SERVER] [--json]     the resources and resource templates servers offer
   read SERVER URI [-o PATH] [--raw] [--json]
                                   read a resource: text to stdout, binary to a file
@@ -178,6 +180,46 @@ Exit: 0 when stdin ended (with --check: every server connected), 1 with
 Example:
   {\"mcpServers\": {\"all\": {\"command\": \"tether\", \"args\": [\"serve\"]}}}
   tether serve --check
+",
+    ),
+    (
+        "proxy",
+        "\
+Usage: tether proxy URL [--header 'K: V']... [--transport MODE] [--check] [flags]
+
+Serves the remote MCP server at URL on stdin and stdout, for a client that
+starts servers as commands: what `npx mcp-remote URL` does, with tether's
+sign-in, token store and limits. initialize is answered at once; a sign-in
+the server needs opens the browser in the background (the URL is printed on
+stderr too), and its tools are announced when it connects. Processes that
+share the token store refresh it one at a time.
+
+Options:
+      --header 'K: V'            a header on every request (repeatable; ${VAR}
+                                 from the environment)
+      --transport MODE           http-first (default), http-only, sse-only,
+                                 sse-first (SSE only: tether falls back from
+                                 HTTP to SSE, not the other way)
+      --allow-http               plain http to another machine (refused otherwise;
+                                 loopback is always allowed)
+      --callback-port PORT       the sign-in's redirect listener's port
+      --callback-host HOST       the redirect URI's host (with --callback-port)
+      --static-oauth-client-info JSON|@FILE
+                                 a client registered beforehand: client_id,
+                                 client_secret
+      --auth-timeout S           how long the sign-in may take (default 300)
+      --ignore-tool PATTERN      leave matching tools out (* matches any run;
+                                 repeatable)
+      --debug-log FILE           debug logs to FILE instead of stderr
+      --check                    connect (signing in if needed), list the tools, exit
+
+Exit: 0 when stdin ended (with --check: connected), 1 with --check when it did
+not, 2 bad usage.
+
+Example:
+  {\"mcpServers\": {\"linear\": {\"command\": \"tether\",
+                  \"args\": [\"proxy\", \"https://mcp.linear.app/mcp\"]}}}
+  tether proxy https://mcp.example.com/mcp --header 'Authorization: Bearer ${TOKEN}' --check
 ",
     ),
     (

@@ -32,6 +32,8 @@ const CALLBACK_READ_WAIT: Duration = Duration::from_secs(5);
 /// The CLI's authorization handler: a loopback listener and a paste.
 pub(super) struct LoopbackHandler {
     listener: TcpListener,
+    /// How long the person may take.
+    wait: Duration,
     redirect_uri: String,
     server: String,
     /// Whether stdin may carry a pasted URL.
@@ -67,6 +69,7 @@ impl LoopbackHandler {
         };
         Ok(LoopbackHandler {
             listener,
+            wait: SIGN_IN_WAIT,
             redirect_uri,
             server: server.to_owned(),
             paste: Mutex::new(io::stdin().is_terminal()),
@@ -98,15 +101,15 @@ impl LoopbackHandler {
             eprintln!("(Or paste the URL the browser ends up at here, then press Enter.)");
         }
         eprintln!(
-            "Waiting for the sign-in to finish (at most {} minutes; Ctrl-C to give up)…",
-            SIGN_IN_WAIT.as_secs() / 60
+            "Waiting for the sign-in to finish (at most {}; Ctrl-C to give up)…",
+            minutes(self.wait)
         );
         // Only the redirect to this request counts: the redirect URI's path
         // with this request's state. Anything else (another page poking the
         // port, an older sign-in) is answered and ignored.
         let state = query_value(url, "state");
         let expected = Expected { path: path_of(&self.redirect_uri), state };
-        let deadline = Instant::now() + SIGN_IN_WAIT;
+        let deadline = Instant::now() + self.wait;
         // Each connection is read on a thread of its own, within its own
         // deadline, so that one that sends slowly (another local process)
         // delays nobody; the first redirect to this request wins.
@@ -116,7 +119,10 @@ impl LoopbackHandler {
             let mut readers: Vec<(std::thread::ScopedJoinHandle<'_, ()>, TcpStream)> = Vec::new();
             let outcome = loop {
                 if Instant::now() >= deadline {
-                    break Err(Error::Auth("nobody completed the sign-in within 5 minutes".into()));
+                    break Err(Error::Auth(format!(
+                        "nobody completed the sign-in within {}",
+                        minutes(self.wait)
+                    )));
                 }
                 match self.listener.accept() {
                     Ok((stream, _)) => {
@@ -176,6 +182,10 @@ pub(super) struct TerminalSignIn {
     /// Each remote server's URL and name: the sign-in names the server
     /// whose URL is the request's `resource`.
     servers: Vec<(String, String)>,
+    /// Where the listener listens (`callbackPort`, `callbackUrl`).
+    settings: OAuthSettings,
+    /// How long the person may take.
+    wait: Duration,
 }
 
 impl TerminalSignIn {
@@ -190,13 +200,30 @@ impl TerminalSignIn {
                 _ => None,
             })
             .collect();
-        TerminalSignIn { handler: OnceLock::new(), servers }
+        TerminalSignIn {
+            handler: OnceLock::new(),
+            servers,
+            settings: OAuthSettings::default(),
+            wait: SIGN_IN_WAIT,
+        }
+    }
+
+    /// The same, listening where `settings` say and waiting at most `wait`
+    /// for the person (`tether proxy`).
+    pub(super) fn with(mut self, settings: OAuthSettings, wait: Duration) -> TerminalSignIn {
+        self.settings = settings;
+        self.wait = wait;
+        self
     }
 
     fn handler(&self) -> Result<&LoopbackHandler, Error> {
         self.handler
             .get_or_init(|| {
-                LoopbackHandler::new("the server", &OAuthSettings::default())
+                LoopbackHandler::new("the server", &self.settings)
+                    .map(|mut handler| {
+                        handler.wait = self.wait;
+                        handler
+                    })
                     .map_err(|err| err.to_string())
             })
             .as_ref()
@@ -222,6 +249,15 @@ impl AuthorizationHandler for TerminalSignIn {
             None => "the server".to_owned(),
         };
         self.handler()?.authorize_as(&label, url)
+    }
+}
+
+/// `5 minutes`, `1 minute`, `30 s`.
+fn minutes(wait: Duration) -> String {
+    match wait.as_secs() {
+        60 => "1 minute".into(),
+        secs if secs % 60 == 0 => format!("{} minutes", secs / 60),
+        secs => format!("{secs} s"),
     }
 }
 

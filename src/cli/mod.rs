@@ -19,6 +19,7 @@ mod login;
 mod logs;
 mod manage;
 mod progress;
+mod proxy;
 mod run;
 mod serve;
 mod signals;
@@ -66,7 +67,14 @@ fn run() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    init_logging(args.verbosity);
+    let debug_log = match &args.command {
+        Some(Command::Proxy(proxy)) => proxy.debug_log.clone(),
+        _ => None,
+    };
+    if let Err(err) = init_logging(args.verbosity, debug_log.as_deref()) {
+        eprintln!("error: {err}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     if args.help {
         return match args.help_topic.as_deref() {
             None => {
@@ -244,7 +252,10 @@ fn roots_of(
         .collect()
 }
 
-fn init_logging(verbosity: i32) {
+/// Logs to stderr at the level `-v`/`-q` set; with `debug_log` (`tether
+/// proxy --debug-log FILE`) to that file instead, at debug level.
+fn init_logging(verbosity: i32, debug_log: Option<&std::path::Path>) -> Result<(), String> {
+    let verbosity = if debug_log.is_some() { verbosity.max(2) } else { verbosity };
     let level = match verbosity {
         i32::MIN..=-1 => "error",
         0 => "warn",
@@ -255,7 +266,9 @@ fn init_logging(verbosity: i32) {
     // The HTTP and TLS crates' own debug and trace lines show request
     // headers (tokens, keys) and raw bytes: they stay out at every level,
     // whatever RUST_LOG says; tether logs what it sends itself.
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
+    let mut builder =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level));
+    builder
         .filter_module("ureq", log::LevelFilter::Info)
         .filter_module("ureq_proto", log::LevelFilter::Info)
         .filter_module("rustls", log::LevelFilter::Info)
@@ -265,6 +278,15 @@ fn init_logging(verbosity: i32) {
         .format(|out, record| {
             let message = escape::escaped(&record.args().to_string());
             writeln!(out, "[{:<5}] {message}", record.level())
-        })
-        .init();
+        });
+    if let Some(path) = debug_log {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|err| format!("--debug-log {}: {err}", path.display()))?;
+        builder.target(env_logger::Target::Pipe(Box::new(file)));
+    }
+    builder.init();
+    Ok(())
 }

@@ -1,5 +1,6 @@
 //! `tether serve`: the configured servers (or the named ones) served as one
-//! MCP server on stdin and stdout, through the library's `Downstream`.
+//! MCP server on stdin and stdout, through the library's `Downstream`; and
+//! the serving `tether proxy` shares.
 //!
 //! stdout carries the protocol alone, so nothing here writes to it but the
 //! serving (and `--check`, which serves nothing). The hub starts in the
@@ -9,7 +10,7 @@
 
 use std::io;
 
-use tether::{Config, Downstream, NameStyle, ServeOptions, ServerState};
+use tether::{Config, Downstream, HubOptions, NameStyle, ServeOptions, ServerState};
 
 use super::output::{report, EXIT_OK, EXIT_TOOL_ERROR};
 use super::signals::SignalWatch;
@@ -33,6 +34,24 @@ pub(super) fn serve(
             .servers
             .retain(|server| names.iter().any(|name| Config::same_name(&server.name, name)));
     }
+    let only = match names {
+        [one] => Some(one.as_str()),
+        _ => None,
+    };
+    let options = ServeOptions::default().with_status_tool(status_tool);
+    serve_config(config, signals.options.clone(), only, options, check, signals)
+}
+
+/// Serves `config`'s servers (`only`: that one with its own names), or with
+/// `check` starts them, says how each is, and exits.
+pub(super) fn serve_config(
+    config: Config,
+    hub_options: HubOptions,
+    only: Option<&str>,
+    mut options: ServeOptions,
+    check: bool,
+    signals: &SignalWatch,
+) -> u8 {
     if check {
         let hub = signals.start_hub(config);
         let statuses = hub.status();
@@ -42,17 +61,16 @@ pub(super) fn serve(
             .all(|status| matches!(status.state, ServerState::Ready | ServerState::Disabled));
         return if all { EXIT_OK } else { EXIT_TOOL_ERROR };
     }
-    let mut options = ServeOptions::default().with_status_tool(status_tool);
     // One server keeps its own names; many are SERVER__TOOL.
-    let style = match names {
-        [one] => {
-            options = options.with_passthrough(one);
+    let style = match only {
+        Some(server) => {
+            options = options.with_passthrough(server);
             NameStyle::Prefixed
         }
-        _ => NameStyle::Short,
+        None => NameStyle::Short,
     };
     let downstream = Downstream::new();
-    let hub_options = signals.options.clone().with_host(downstream.host()).with_name_style(style);
+    let hub_options = hub_options.with_host(downstream.host()).with_name_style(style);
     let hub = signals.start_hub_now(config, hub_options);
     match downstream.serve(&hub, io::stdin().lock(), io::stdout(), &options) {
         Ok(()) => EXIT_OK,

@@ -141,9 +141,18 @@ impl Answerer<'_> {
         result
     }
 
-    /// One server's own instructions, when serving it alone.
+    /// One server's own instructions, when serving it alone and it is
+    /// connected already: `initialize` never waits for a server's start (a
+    /// sign-in may take minutes).
     fn instructions(&self) -> Option<String> {
         let server = self.options.passthrough.as_deref()?;
+        let ready = self.hub.status().iter().any(|status| {
+            crate::config::Config::same_name(&status.name, server)
+                && status.state == crate::server_state::ServerState::Ready
+        });
+        if !ready {
+            return None;
+        }
         self.hub.client(server).ok()?.server_info()?.instructions.clone()
     }
 

@@ -502,3 +502,46 @@ fn a_sign_in_url_is_judged_as_a_browser_reads_it() {
     drop(server);
     tag.assert_gone();
 }
+
+// Issue 24: `tether proxy URL` in front of the oauth-server fixture. The
+// client's initialize is answered at once; the sign-in runs in the
+// background with the browser; the tools are announced once it is done; a
+// second proxy uses the kept sign-in; `--check` says how it went.
+#[test]
+fn tether_proxy_signs_in_in_the_background_and_serves_the_remote_server() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &[]);
+    let dir = TempDir::new();
+    let visits = dir.path().join("browser.log");
+    let browser = format!("{} --log {}", fixture("fake-browser").display(), visits.display());
+    let config = dir.path().to_owned();
+    let env = [("BROWSER", browser.as_str())];
+    let mut front = crate::serve::Front::spawn(&config, &["proxy", &server.url], &env);
+    let began = std::time::Instant::now();
+    let answer = front.initialize(json!({}));
+    let took = began.elapsed();
+    assert_eq!(answer["result"]["serverInfo"]["name"], "tether");
+    assert!(took < Duration::from_secs(2), "initialize took {took:?}");
+    eprintln!("initialize answered {took:?} after it was sent, before the sign-in");
+    front.tools_with("whoami");
+    let called = front.request(2, "tools/call", json!({"name": "whoami", "arguments": {}}));
+    let text = called["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    assert!(text.starts_with("client-"), "{called}");
+    assert_eq!(front.close().0, Some(0));
+    assert_eq!(server.requests_to("/authorize").len(), 1);
+    assert!(config.join("mcp-auth.json").exists());
+
+    // The kept sign-in: no browser this time.
+    let check = Command::new(crate::support::tether_bin())
+        .arg("--config-dir")
+        .arg(&config)
+        .args(["proxy", &server.url, "--check"])
+        .env("BROWSER", "false")
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(0), "{}", stderr_of(&check));
+    assert!(stdout_of(&check).contains("whoami"), "{}", stdout_of(&check));
+    assert_eq!(server.requests_to("/authorize").len(), 1, "no second sign-in");
+    drop(server);
+    tag.assert_gone();
+}

@@ -21,6 +21,7 @@ const COMMANDS: &[&str] = &[
     "call",
     "run",
     "serve",
+    "proxy",
     "resources",
     "read",
     "prompts",

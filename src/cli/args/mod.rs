@@ -93,6 +93,7 @@ pub(super) enum Command {
         /// `--check`: start them, say how each is, and exit.
         check: bool,
     },
+    Proxy(Box<crate::cli::proxy::ProxyArgs>),
     Add(AddArgs),
     Remove {
         name: String,
@@ -230,6 +231,7 @@ pub(super) fn parse(
                     "call" => parse_call(parser)?,
                     "run" => parse_run(parser)?,
                     "serve" => parse_serve(parser)?,
+                    "proxy" => parse_proxy(parser)?,
                     "login" => parse_login(parser)?,
                     "logout" => Command::Logout { name: single_name(parser, "logout")? },
                     "add" => Command::Add(add::parse_add(parser, after_dashes)?),
@@ -375,6 +377,35 @@ fn parse_serve(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
         }
     }
     Ok(Command::Serve { names, status_tool, check })
+}
+
+/// `proxy URL [flags]`: mcp-remote's flags where tether has them.
+fn parse_proxy(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let mut args = crate::cli::proxy::ProxyArgs::default();
+    let mut url = None;
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("header") => args.headers.push(parser.value()?.string()?),
+            Long("transport") => args.transport = Some(parser.value()?.string()?),
+            Long("allow-http") => args.allow_http = true,
+            Long("callback-port") => {
+                args.callback_port = Some(number(parser, "--callback-port", "a port number")?)
+            }
+            Long("callback-host") => args.callback_host = Some(parser.value()?.string()?),
+            Long("static-oauth-client-info") => args.client_info = Some(parser.value()?.string()?),
+            Long("auth-timeout") => {
+                let seconds: u64 = number(parser, "--auth-timeout", "a number of seconds")?;
+                args.auth_timeout = Some(Duration::from_secs(seconds.max(1)));
+            }
+            Long("ignore-tool") => args.ignore_tools.push(parser.value()?.string()?),
+            Long("debug-log") => args.debug_log = Some(parser.value()?.into()),
+            Long("check") => args.check = true,
+            Value(word) if url.is_none() => url = Some(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    args.url = url.ok_or("usage: tether proxy URL [flags] (see tether proxy --help)")?;
+    Ok(Command::Proxy(Box::new(args)))
 }
 
 fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
@@ -649,6 +680,15 @@ mod tests {
             Command::Serve { ref names, status_tool: true, check: false } if names == &["a", "b"]
         ));
         assert!(matches!(command("serve --check"), Command::Serve { check: true, .. }));
+        let Command::Proxy(proxy) = command(
+            "proxy https://a.example/mcp --header A:1 --header B:2 --callback-port 3334 --check",
+        ) else {
+            panic!("proxy")
+        };
+        assert_eq!(proxy.url, "https://a.example/mcp");
+        assert_eq!(proxy.headers, ["A:1", "B:2"]);
+        assert_eq!(proxy.callback_port, Some(3334));
+        assert!(proxy.check);
         assert!(refused("run a.js -e x").contains("not both"));
         assert!(refused("run -e a -e b").contains("once"));
         assert!(refused("run --timeout 0").contains("above 0"));
