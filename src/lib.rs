@@ -56,6 +56,7 @@ mod jsonrpc;
 mod model;
 mod net;
 mod protocol;
+#[cfg(feature = "serve")]
 mod serve;
 mod server_state;
 mod shell;
@@ -104,6 +105,7 @@ pub use protocol::{
     Era, EraChoice, Progress, Prompt, PromptArgument, PromptResult, Resource, ResourceContents,
     ResourceTemplate, ServerInfo, Tool, ToolResult,
 };
+#[cfg(feature = "serve")]
 pub use serve::{Downstream, ServeOptions};
 pub use server_state::ServerState;
 pub use transport::{sign_in, HttpTarget, StdioCommand, Transport};

@@ -33,6 +33,9 @@
 //! - `codemode`: a script's start, a nested call against the same direct
 //!   `hub.call` (N calls a round), calls in parallel, a stuck loop's
 //!   overshoot past its deadline, and a memory bomb's peak against its cap.
+//! - `serve`: `bench serve N TETHER <server-cmd> [args…]`: N echo calls
+//!   directly and through a `tether serve` process in front of the same
+//!   server (see `serve.rs`).
 //! - `ledger`: `bench ledger 0 CONFIG_DIR`: the bytes a model would read
 //!   for eight multi-step tasks, with codemode against direct exposure, on
 //!   the servers `demo`, `everything` and `wordcount` of that folder's
@@ -48,6 +51,7 @@ mod fleet;
 mod ledger;
 mod raw;
 mod scripts;
+mod serve;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -121,6 +125,7 @@ fn main() {
         "frame" => return frame(n, &server),
         "codemode" => return scripts::codemode(n, &server),
         "ledger" => return ledger::ledger(&server),
+        "serve" => return serve::serve(n, &server),
         _ => {}
     }
     // `BENCH_ONLY`: tether alone; its time stands in for the baselines'.

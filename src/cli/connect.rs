@@ -76,10 +76,17 @@ pub(super) fn run(
         Command::Run { file, code, timeout, json } => {
             super::run::run(config, file.as_deref(), code.as_deref(), timeout, json, signals)
         }
+        #[cfg(feature = "serve")]
         Command::Serve { names, status_tool, check } => {
             super::serve::serve(config, &names, status_tool, check, signals)
         }
+        #[cfg(feature = "serve")]
         Command::Proxy(args) => super::proxy::proxy(&args, signals),
+        #[cfg(not(feature = "serve"))]
+        Command::Serve { .. } | Command::Proxy(_) => {
+            eprintln!("error: this tether was built without serving (the \"serve\" cargo feature)");
+            EXIT_USAGE
+        }
         Command::Call { server, tool, arguments, timeout, json } => {
             call(config, &server, &tool, arguments.as_deref(), timeout, json, signals)
         }

@@ -210,6 +210,7 @@ impl TerminalSignIn {
 
     /// The same, listening where `settings` say and waiting at most `wait`
     /// for the person (`tether proxy`).
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
     pub(super) fn with(mut self, settings: OAuthSettings, wait: Duration) -> TerminalSignIn {
         self.settings = settings;
         self.wait = wait;

@@ -21,6 +21,7 @@ mod manage;
 mod progress;
 mod proxy;
 mod run;
+#[cfg(feature = "serve")]
 mod serve;
 mod signals;
 mod starting;

@@ -4,18 +4,20 @@
 //! served alone with its own names; a sign-in it needs runs in the
 //! background with the browser, while the client's `initialize` is
 //! answered at once and the tools are announced once the server connects.
+//! The arguments are parsed in every build; the serving needs the `serve`
+//! feature.
+#![cfg_attr(not(feature = "serve"), allow(dead_code, unused_imports))]
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tether::{
-    Config, Exposure, HttpKind, OAuthSettings, ServeOptions, ServerConfig, TransportConfig,
-};
+use tether::{Config, Exposure, HttpKind, OAuthSettings, ServerConfig, TransportConfig};
 
 use super::login::TerminalSignIn;
 use super::output::EXIT_USAGE;
+#[cfg(feature = "serve")]
 use super::serve::serve_config;
 use super::signals::SignalWatch;
 
@@ -42,6 +44,7 @@ pub(crate) struct ProxyArgs {
 /// How long a sign-in may take by default (mcp-remote's `--auth-timeout`).
 const AUTH_TIMEOUT: Duration = Duration::from_secs(300);
 
+#[cfg(feature = "serve")]
 pub(super) fn proxy(args: &ProxyArgs, signals: &SignalWatch) -> u8 {
     let server = match entry(args) {
         Ok(server) => server,
@@ -59,7 +62,8 @@ pub(super) fn proxy(args: &ProxyArgs, signals: &SignalWatch) -> u8 {
     let config = Config::new().with_server(server);
     let sign_in = TerminalSignIn::new(&config).with(settings, wait);
     let hub_options = signals.options.clone().with_authorization_handler(Arc::new(sign_in));
-    serve_config(config, hub_options, Some(&name), ServeOptions::default(), args.check, signals)
+    let options = tether::ServeOptions::default();
+    serve_config(config, hub_options, Some(&name), options, args.check, signals)
 }
 
 /// The entry the flags make.

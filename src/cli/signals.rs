@@ -99,6 +99,7 @@ impl SignalWatch {
 
     /// Starts a hub that a signal will shut down, with these options, and
     /// returns at once: its servers start in the background.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
     pub(super) fn start_hub_now(&self, config: Config, options: HubOptions) -> Hub {
         let mut slot = lock(&self.hub);
         let hub = Hub::start(config, options.with_background(true));

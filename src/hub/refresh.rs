@@ -88,19 +88,9 @@ impl Hub {
                 state.failed_entries = config.failed;
                 state.untrusted = config.untrusted;
             }
-            // A server that ran and then stopped restarts (a new slot has
-            // never run, so it is not among them).
-            for index in 0..state.slots.len() {
-                if state.slots[index].has_dropped() {
-                    retired.extend(state.slots[index].phase.client().cloned());
-                    let name = state.slots[index].config.name.clone();
-                    if let Some(job) = state.begin_start(index) {
-                        shared.spawn_start(&mut state, job);
-                        starting.push(name.clone());
-                    }
-                    report.restarted.push(name);
-                }
-            }
+            let restarted = restart_dropped(shared, &mut state, &mut retired);
+            starting.extend(restarted.iter().cloned());
+            report.restarted.extend(restarted);
             starting.extend(shared.start_waiting(&mut state));
         }
         close_all(&retired);
@@ -117,4 +107,47 @@ impl Hub {
         }
         report
     }
+
+    /// Starts again every server that ran and then stopped (a crashed stdio
+    /// server, say), and returns their names at once: they start in the
+    /// background, as a background hub's do. What `tether serve` calls,
+    /// with a backoff, so that the servers behind it come back.
+    pub fn restart_dropped(&self) -> Vec<String> {
+        let shared = &self.core.shared;
+        let mut retired = Vec::new();
+        let restarted = {
+            let mut state = shared.state();
+            if state.shutting_down {
+                return Vec::new();
+            }
+            restart_dropped(shared, &mut state, &mut retired)
+        };
+        close_all(&retired);
+        if !restarted.is_empty() {
+            shared.registry_changed();
+            log::info!("restarted {restarted:?}");
+        }
+        restarted
+    }
+}
+
+/// Under the hub's lock: a server that ran and then stopped restarts (a new
+/// slot has never run, so it is not among them); its old client is retired.
+fn restart_dropped(
+    shared: &Arc<super::state::Shared>,
+    state: &mut super::state::HubState,
+    retired: &mut Vec<Arc<Client>>,
+) -> Vec<String> {
+    let mut restarted = Vec::new();
+    for index in 0..state.slots.len() {
+        if state.slots[index].has_dropped() {
+            retired.extend(state.slots[index].phase.client().cloned());
+            let name = state.slots[index].config.name.clone();
+            if let Some(job) = state.begin_start(index) {
+                shared.spawn_start(state, job);
+            }
+            restarted.push(name);
+        }
+    }
+    restarted
 }

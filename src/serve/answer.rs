@@ -182,7 +182,7 @@ impl Answerer<'_> {
             }
             tools.push(tool);
         }
-        if codemode {
+        if codemode && crate::codemode::CODEMODE_AVAILABLE {
             let declared = self.hub.model_tools();
             if let Some(script) = declared.iter().find(|tool| tool.name == crate::model::CODEMODE) {
                 tools.push(json!({
@@ -215,30 +215,38 @@ impl Answerer<'_> {
         if let Some(token) = params.pointer("/_meta/progressToken").cloned() {
             options.progress = Some(self.progress_to(token));
         }
-        let outcome = match self.options.passthrough.as_deref() {
-            Some(server) => self.hub.call_server_tool(server, name, arguments, &options),
-            None => self.hub.call(name, arguments, &options),
+        let unknown = || rpc(INVALID_PARAMS, format!("unknown tool {name:?}"));
+        let passthrough = self.options.passthrough.as_deref();
+        let (server, outcome) = if passthrough.is_none()
+            && crate::codemode::CODEMODE_AVAILABLE
+            && name == crate::model::CODEMODE
+        {
+            // The one `codemode` tool runs a script over the hub.
+            ("tether".to_owned(), self.hub.call(name, arguments, &options))
+        } else {
+            // Only what tools/list offers: never a hidden tool (nor an
+            // ignored one), nor a script's tool called directly.
+            let entry = self
+                .hub
+                .tools()
+                .into_iter()
+                .find(|entry| match passthrough {
+                    Some(server) => {
+                        entry.tool.name == name
+                            && crate::config::Config::same_name(&entry.server, server)
+                    }
+                    None => entry.qualified_name == name,
+                })
+                .filter(|entry| matches!(entry.exposure, Exposure::Direct | Exposure::Deferred))
+                .ok_or_else(unknown)?;
+            let outcome =
+                self.hub.call_server_tool(&entry.server, &entry.tool.name, arguments, &options);
+            (entry.server, outcome)
         };
         match outcome {
             Ok(result) => Ok(result.raw),
-            Err(Error::UnknownTool(_)) => {
-                Err(rpc(INVALID_PARAMS, format!("unknown tool {name:?}")))
-            }
-            Err(err) => {
-                let server = self
-                    .options
-                    .passthrough
-                    .clone()
-                    .or_else(|| {
-                        self.hub
-                            .tools()
-                            .into_iter()
-                            .find(|t| t.qualified_name == name)
-                            .map(|t| t.server)
-                    })
-                    .unwrap_or_else(|| "tether".into());
-                Err(upstream_error(&server, &err))
-            }
+            Err(Error::UnknownTool(_)) => Err(unknown()),
+            Err(err) => Err(upstream_error(&server, &err)),
         }
     }
 

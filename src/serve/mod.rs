@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, TrySendError};
 use serde_json::json;
@@ -48,6 +48,14 @@ const WAITING_REQUESTS: usize = 64;
 const WAITING_FRAMES: usize = 1024;
 /// How often the changes thread looks whether the serving ended.
 const CHANGES_POLL: Duration = Duration::from_millis(250);
+/// How often the restarts thread looks for servers that stopped.
+const RESTART_POLL: Duration = Duration::from_millis(250);
+/// The first pause before restarting a server that stopped again soon, and
+/// the longest.
+const RESTART_FIRST: Duration = Duration::from_secs(1);
+const RESTART_CAP: Duration = Duration::from_secs(30);
+/// A server up this long since its last restart starts its backoff afresh.
+const RESTART_RESET: Duration = Duration::from_secs(60);
 
 /// How `tether serve` serves.
 #[derive(Debug, Clone, Default)]
@@ -134,6 +142,10 @@ impl Downstream {
             threads.push(
                 named("serve-changes".into())
                     .spawn_scoped(scope, move || announce_changes(hub, link, ended_flag)),
+            );
+            threads.push(
+                named("serve-restarts".into())
+                    .spawn_scoped(scope, move || restart_stopped(hub, ended_flag)),
             );
             drop(requests);
             read_all(&mut input, hub, &self.link, &queue, &in_flight);
@@ -281,6 +293,34 @@ fn announce_changes(hub: &Hub, link: &Link, ended: &AtomicBool) {
         if now != generation {
             generation = now;
             link.notify("notifications/tools/list_changed", Some(&json!({})));
+        }
+    }
+}
+
+/// Starts again the servers that stopped (a crashed stdio server), with a
+/// backoff from 1 s doubling to 30 s between restarts that come soon after
+/// one another, afresh once 60 s pass without one.
+fn restart_stopped(hub: &Hub, ended: &AtomicBool) {
+    let mut pause = RESTART_FIRST;
+    let mut last: Option<Instant> = None;
+    let mut next = Instant::now() + RESTART_POLL;
+    while !ended.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = Instant::now();
+        if now < next {
+            continue;
+        }
+        if last.is_some_and(|at| now.duration_since(at) >= RESTART_RESET) {
+            pause = RESTART_FIRST;
+        }
+        let restarted = hub.restart_dropped();
+        if restarted.is_empty() {
+            next = now + RESTART_POLL;
+        } else {
+            log::warn!("restarting {} after it stopped", restarted.join(", "));
+            last = Some(now);
+            next = now + pause;
+            pause = (pause * 2).min(RESTART_CAP);
         }
     }
 }

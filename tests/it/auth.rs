@@ -507,6 +507,7 @@ fn a_sign_in_url_is_judged_as_a_browser_reads_it() {
 // client's initialize is answered at once; the sign-in runs in the
 // background with the browser; the tools are announced once it is done; a
 // second proxy uses the kept sign-in; `--check` says how it went.
+#[cfg(feature = "serve")]
 #[test]
 fn tether_proxy_signs_in_in_the_background_and_serves_the_remote_server() {
     let tag = Tag::new();

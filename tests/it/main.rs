@@ -14,6 +14,7 @@ mod interop_setup; // installs those servers into target/ at pinned versions
 mod modern; // the stateless 2026-07-28 revision: the era probe, MRTR, listen, HTTP headers
 mod network; // proxies from the environment, private CAs (caFile, SSL_CERT_FILE/DIR)
 mod reading; // stdio leader/follower: callers reading for themselves, nothing lost, bounded
+#[cfg(feature = "serve")]
 mod serve; // tether serve and proxy: a real process served to a client written in the test
 mod stdio; // Client over stdio against the misbehaving fixture
 mod support; // fixture binaries, process accounting, bounded waits

@@ -319,3 +319,47 @@ fn the_typescript_sdk_reaches_server_everything_through_tether_serve() {
     assert!(seen["prompts"].as_array().unwrap().iter().any(|p| p == "everything__simple-prompt"));
     assert!(seen["prompt"].as_u64().unwrap() > 0, "{seen}");
 }
+
+// A server behind `tether serve` that crashes is started again (with a
+// backoff), announced, and called again; the call it crashed in is an
+// error naming it.
+#[test]
+fn a_crashed_server_is_started_again() {
+    let tag = Tag::new();
+    let mut front =
+        Front::start(json!({"fx": misbehave_entry(&tag, &["--abort-on-call", "2"])}), &[]);
+    front.initialize(json!({}));
+    front.tools_with("fx__echo");
+    let call = |front: &mut Front, id: i64| {
+        front.request(id, "tools/call", json!({"name": "fx__echo", "arguments": {"text": "hi"}}))
+    };
+    assert_eq!(call(&mut front, 2)["result"]["content"][0]["text"], "hi");
+    let before: Vec<u32> = tag.live_processes().into_iter().map(|(pid, _)| pid).collect();
+    let crashed = call(&mut front, 3);
+    assert!(
+        crashed["error"]["message"].as_str().unwrap_or_default().starts_with("fx: "),
+        "{crashed}"
+    );
+    // Started again without a call asking (a new process), and announced.
+    let deadline = Instant::now() + WITHIN;
+    let restarted = loop {
+        let now: Vec<(u32, String)> = tag
+            .live_processes()
+            .into_iter()
+            .filter(|(pid, command)| command.contains("misbehave") && !before.contains(pid))
+            .collect();
+        if !now.is_empty() {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "never started again");
+        thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!("started again: {restarted:?}");
+    front.next("the restart's list change", |message| {
+        message["method"] == "notifications/tools/list_changed"
+    });
+    front.tools_with("fx__echo");
+    assert_eq!(call(&mut front, 4)["result"]["content"][0]["text"], "hi");
+    front.close();
+    tag.assert_gone();
+}

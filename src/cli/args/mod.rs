@@ -84,6 +84,7 @@ pub(super) enum Command {
         timeout: Option<Duration>,
         json: bool,
     },
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
     Serve {
         /// The servers to serve; none: every enabled one. One: served with
         /// its own names.

@@ -1,0 +1,193 @@
+//! `bench serve N TETHER <server-cmd> [args…]`: the same echo calls made
+//! directly with tether's `Client` and through `tether serve` (another
+//! `Client` in front of a `tether serve` process serving that server), in
+//! one run: the latency `serve` adds per call (p50 and p99), throughput at 1
+//! and 16 in flight, spawn to `initialize` answered, the serving process's
+//! idle memory, and how long it takes to exit once its stdin closes.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tether::{CallOptions, Client, ClientOptions, EraChoice, StdioCommand, Transport};
+
+const IN_FLIGHT: usize = 16;
+
+pub(crate) fn serve(n: usize, args: &[String]) {
+    let (tether, server) = args.split_first().expect("bench serve N TETHER SERVER...");
+    let config = std::env::temp_dir().join(format!("tether-bench-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&config).unwrap();
+    let entry = json!({"mcpServers": {"echo": {"command": server[0], "args": &server[1..]}}});
+    std::fs::write(config.join("mcp.json"), entry.to_string()).unwrap();
+    let options = || {
+        ClientOptions::default()
+            .with_request_timeout(Duration::from_secs(30))
+            .with_era(EraChoice::Legacy)
+    };
+    let direct = Client::connect(
+        "direct",
+        &Transport::Stdio(StdioCommand::new(&server[0], &strs(&server[1..]))),
+        options(),
+    )
+    .unwrap();
+    let front_args =
+        vec!["--config-dir".to_owned(), config.display().to_string(), "serve".to_owned()];
+    let started = Instant::now();
+    let front = Client::connect(
+        "front",
+        &Transport::Stdio(StdioCommand::new(tether, &strs(&front_args))),
+        options(),
+    )
+    .unwrap();
+    let spawn_to_initialize = started.elapsed();
+    // The server behind connects in the background: wait for its tool.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !front
+        .list_tools(&CallOptions::default())
+        .unwrap()
+        .iter()
+        .any(|tool| tool.name == "echo__echo")
+    {
+        assert!(Instant::now() < deadline, "echo__echo never appeared");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let direct = Arc::new(direct);
+    let front = Arc::new(front);
+    // Warm up both.
+    sequential(&direct, "echo", 200);
+    sequential(&front, "echo__echo", 200);
+    let mut direct_times = Vec::new();
+    let mut front_times = Vec::new();
+    // Alternating rounds, so that the machine's load falls on both alike.
+    for _ in 0..4 {
+        direct_times.extend(sequential(&direct, "echo", n / 4));
+        front_times.extend(sequential(&front, "echo__echo", n / 4));
+    }
+    let direct_seq = throughput(&direct_times);
+    let front_seq = throughput(&front_times);
+    let direct_conc = concurrent(&direct, "echo", n);
+    let front_conc = concurrent(&front, "echo__echo", n);
+    thread::sleep(Duration::from_millis(300));
+    let serving_pid = serving_pid(tether);
+    let idle_kib = serving_pid.map_or(0, |pid| status_field(pid, "VmRSS:"));
+    let front = Arc::try_unwrap(front).ok().expect("no other handle");
+    let closing = Instant::now();
+    front.close().unwrap();
+    let exit = closing.elapsed();
+    let added_p50 = percentile(&front_times, 0.5).saturating_sub(percentile(&direct_times, 0.5));
+    let added_p99 = percentile(&front_times, 0.99).saturating_sub(percentile(&direct_times, 0.99));
+    println!("calls: {n} sequential (4 alternating rounds), {n} with {IN_FLIGHT} in flight");
+    println!(
+        "direct  p50 {:>7.1} us  p99 {:>7.1} us  {:>8.0} calls/s seq  {:>8.0} calls/s x{IN_FLIGHT}",
+        us(percentile(&direct_times, 0.5)),
+        us(percentile(&direct_times, 0.99)),
+        direct_seq,
+        direct_conc
+    );
+    println!(
+        "serve   p50 {:>7.1} us  p99 {:>7.1} us  {:>8.0} calls/s seq  {:>8.0} calls/s x{IN_FLIGHT}",
+        us(percentile(&front_times, 0.5)),
+        us(percentile(&front_times, 0.99)),
+        front_seq,
+        front_conc
+    );
+    println!(
+        "added   p50 {:>7.1} us  p99 {:>7.1} us;  throughput ratio {:.2} seq, {:.2} x{IN_FLIGHT}",
+        us(added_p50),
+        us(added_p99),
+        front_seq / direct_seq,
+        front_conc / direct_conc
+    );
+    println!(
+        "spawn to initialize answered {:.1} ms; serving process idle RSS {:.1} MB; exit {:.0} ms after stdin closed",
+        spawn_to_initialize.as_secs_f64() * 1e3,
+        idle_kib as f64 / 1024.0,
+        exit.as_secs_f64() * 1e3
+    );
+    println!(
+        "{}",
+        json!({"mode": "serve", "calls": n,
+               "addedP50Us": us(added_p50), "addedP99Us": us(added_p99),
+               "seqRatio": front_seq / direct_seq, "concRatio": front_conc / direct_conc,
+               "spawnToInitializeMs": spawn_to_initialize.as_secs_f64() * 1e3,
+               "idleRssMb": idle_kib as f64 / 1024.0, "exitMs": exit.as_secs_f64() * 1e3})
+    );
+    Arc::try_unwrap(direct).ok().expect("no other handle").close().unwrap();
+    let _ = std::fs::remove_dir_all(&config);
+}
+
+fn strs(words: &[String]) -> Vec<&str> {
+    words.iter().map(String::as_str).collect()
+}
+
+fn call(client: &Client, tool: &str, i: usize) {
+    let text = format!("hello-{i}");
+    let result = client.call_tool(tool, json!({"text": text}), &CallOptions::default()).unwrap();
+    assert!(result.to_text().contains(&text), "{:?}", result.raw);
+}
+
+fn sequential(client: &Client, tool: &str, n: usize) -> Vec<Duration> {
+    (0..n)
+        .map(|i| {
+            let began = Instant::now();
+            call(client, tool, i);
+            began.elapsed()
+        })
+        .collect()
+}
+
+/// Calls a second, from per-call times.
+fn throughput(times: &[Duration]) -> f64 {
+    times.len() as f64 / times.iter().sum::<Duration>().as_secs_f64()
+}
+
+fn concurrent(client: &Arc<Client>, tool: &str, n: usize) -> f64 {
+    let began = Instant::now();
+    thread::scope(|scope| {
+        for t in 0..IN_FLIGHT {
+            let client = Arc::clone(client);
+            scope.spawn(move || {
+                for i in (t..n).step_by(IN_FLIGHT) {
+                    call(&client, tool, i);
+                }
+            });
+        }
+    });
+    n as f64 / began.elapsed().as_secs_f64()
+}
+
+fn percentile(times: &[Duration], at: f64) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted[((sorted.len() - 1) as f64 * at).round() as usize]
+}
+
+fn us(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+/// The `tether serve` process this benchmark started: the child of one of
+/// this process's supervisors whose command line is `TETHER ... serve`.
+fn serving_pid(tether: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let words: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let is_serving = words.first().is_some_and(|first| *first == tether.as_bytes())
+            && words.iter().any(|word| *word == b"serve");
+        (is_serving && status_field(pid, "VmRSS:") > 0).then_some(pid)
+    })
+}
+
+fn status_field(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix(field))
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|kib| kib.parse().ok())
+        })
+        .unwrap_or(0)
+}
