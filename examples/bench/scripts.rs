@@ -150,12 +150,12 @@ fn median(times: &[Duration]) -> Duration {
     percentile(times, 0.5)
 }
 
-fn percentile(times: &[Duration], at: f64) -> Duration {
+pub(crate) fn percentile(times: &[Duration], at: f64) -> Duration {
     let mut sorted = times.to_vec();
     sorted.sort();
     sorted[((sorted.len() - 1) as f64 * at).round() as usize]
 }
 
-fn us(duration: Duration) -> f64 {
+pub(crate) fn us(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e6
 }

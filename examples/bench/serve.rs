@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::scripts::{percentile, us};
 use serde_json::json;
 use tether::{CallOptions, Client, ClientOptions, EraChoice, StdioCommand, Transport};
 
@@ -155,16 +156,6 @@ fn concurrent(client: &Arc<Client>, tool: &str, n: usize) -> f64 {
         }
     });
     n as f64 / began.elapsed().as_secs_f64()
-}
-
-fn percentile(times: &[Duration], at: f64) -> Duration {
-    let mut sorted = times.to_vec();
-    sorted.sort();
-    sorted[((sorted.len() - 1) as f64 * at).round() as usize]
-}
-
-fn us(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e6
 }
 
 /// The `tether serve` process this benchmark started: the child of one of

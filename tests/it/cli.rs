@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::support::{
     config_dir, fixture, misbehave_entry, run_tether, run_tether_with_stdin, stderr_of, stdout_of,
-    tether_bin, wait_within, Tag, TempDir,
+    tether_bin, wait_exit, wait_within, Tag, TempDir,
 };
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -250,24 +250,6 @@ fn spawn_tether(
         .stderr(stderr)
         .spawn()
         .unwrap()
-}
-
-fn wait_exit(child: &mut std::process::Child, within: Duration) -> Option<i32> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code().or_else(|| {
-                use std::os::unix::process::ExitStatusExt;
-                status.signal().map(|signal| 128 + signal)
-            });
-        }
-        if Instant::now() >= deadline {
-            child.kill().ok();
-            child.wait().ok();
-            panic!("tether did not exit within {within:?}");
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]

@@ -3,7 +3,6 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -160,7 +159,7 @@ fn a_normal_exit_ends_the_chain_a_server_left_behind() {
     let tag = Tag::new();
     let flags = ["--ignore-sigterm", "--setsid-chain", "120"];
     let (mut child, _dir) = slow_call_with_tree(&tag, &flags, 121);
-    let status = wait_bounded(&mut child, Duration::from_secs(20));
+    let status = crate::support::wait_exit(&mut child, Duration::from_secs(20));
     assert_eq!(status, Some(0));
     let exited = Instant::now();
     tag.assert_gone_within(Duration::from_secs(1));
@@ -185,21 +184,6 @@ fn a_timed_out_helper_leaves_no_detached_child() {
     let seen = run_measured(command, Duration::from_secs(30));
     assert!(seen.stdout.contains("did not finish within 10 s"), "{}", seen.stdout);
     tag.assert_gone_within(Duration::from_secs(1));
-}
-
-fn wait_bounded(child: &mut Child, within: Duration) -> Option<i32> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code();
-        }
-        if Instant::now() >= deadline {
-            child.kill().ok();
-            child.wait().ok();
-            panic!("tether did not exit within {within:?}");
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
 }
 
 // Item 2: a server whose pages never end, each of 5,000 new tools: the list

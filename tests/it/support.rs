@@ -314,18 +314,7 @@ pub fn run_command(
         child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
     }
     // Read the pipes on threads so a chatty child cannot block.
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = thread::spawn(move || {
-        let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut stdout, &mut buf).ok();
-        buf
-    });
-    let err = thread::spawn(move || {
-        let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut stderr, &mut buf).ok();
-        buf
-    });
+    let (out, err) = read_outputs(&mut child);
     let deadline = started + within;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -386,18 +375,7 @@ pub fn run_measured(command: Command, within: Duration) -> Measured {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = thread::spawn(move || {
-        let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut stdout, &mut buf).ok();
-        buf
-    });
-    let err = thread::spawn(move || {
-        let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut stderr, &mut buf).ok();
-        buf
-    });
+    let (out, err) = read_outputs(&mut child);
     let deadline = started + within;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -438,4 +416,39 @@ fn children_of(parent: u32) -> Vec<u32> {
             })
         })
         .collect()
+}
+
+/// The child's stdout and stderr, each read to its end on a thread of its
+/// own (so that a chatty child never blocks on a full pipe).
+fn read_outputs(
+    child: &mut std::process::Child,
+) -> (thread::JoinHandle<Vec<u8>>, thread::JoinHandle<Vec<u8>>) {
+    let read = |mut pipe: Box<dyn std::io::Read + Send>| {
+        thread::spawn(move || {
+            let mut buf = Vec::new();
+            pipe.read_to_end(&mut buf).ok();
+            buf
+        })
+    };
+    (read(Box::new(child.stdout.take().unwrap())), read(Box::new(child.stderr.take().unwrap())))
+}
+
+/// Waits at most `within` for the child to exit; its code (128 + signal
+/// when killed by one). Past it the child is killed and the test fails.
+pub fn wait_exit(child: &mut std::process::Child, within: Duration) -> Option<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().or_else(|| {
+                use std::os::unix::process::ExitStatusExt;
+                status.signal().map(|signal| 128 + signal)
+            });
+        }
+        if Instant::now() >= deadline {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("tether did not exit within {within:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
 }
