@@ -46,11 +46,37 @@ pub(super) struct Answerer<'a> {
 
 impl Answerer<'_> {
     /// Answers `request`; `cancel` is the downstream's cancellation of it.
+    /// A stateless (2026-07-28) client's results say they are complete, and
+    /// those it may cache say for how long and for whom.
     pub(super) fn answer(
         &self,
         request: &Request,
         cancel: &CancelHandle,
     ) -> Result<Value, RpcError> {
+        let mut result = self.answer_bare(request, cancel)?;
+        let stateless = lock(&self.link.peer).stateless || request.method == "server/discover";
+        if let (true, Some(fields)) = (stateless, result.as_object_mut()) {
+            fields.entry("resultType").or_insert_with(|| json!("complete"));
+            let cacheable = matches!(
+                request.method.as_str(),
+                "server/discover"
+                    | "tools/list"
+                    | "resources/list"
+                    | "resources/templates/list"
+                    | "prompts/list"
+                    | "resources/read"
+            );
+            if cacheable {
+                // Nothing is kept: the lists change as servers come and go,
+                // and they are this client's.
+                fields.entry("ttlMs").or_insert_with(|| json!(0));
+                fields.entry("cacheScope").or_insert_with(|| json!("private"));
+            }
+        }
+        Ok(result)
+    }
+
+    fn answer_bare(&self, request: &Request, cancel: &CancelHandle) -> Result<Value, RpcError> {
         let params = request.params.clone().unwrap_or_else(|| json!({}));
         self.learn_stateless(&params);
         match request.method.as_str() {

@@ -546,3 +546,56 @@ fn tether_proxy_signs_in_in_the_background_and_serves_the_remote_server() {
     drop(server);
     tag.assert_gone();
 }
+
+// Issue 24: five `tether proxy` processes started together on an expired,
+// rotating refresh token make one refresh request between them and open
+// no browser.
+#[cfg(feature = "serve")]
+#[test]
+fn five_proxies_on_one_expired_token_refresh_it_once_and_open_no_browser() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--token-ttl", "2"]);
+    let dir = TempDir::new();
+    let store = dir.path().join("mcp-auth.json");
+    // The entry `tether proxy` makes is named after the URL's host.
+    let target = server.target(OAuthSettings::default()).with_token_store(&store);
+    let name =
+        "127-0-0-1-".to_owned() + server.url.split(':').nth(2).unwrap().split('/').next().unwrap();
+    let client = Client::connect(
+        &name,
+        &Transport::Http(target),
+        ClientOptions::default().with_request_timeout(Duration::from_secs(10)),
+    )
+    .unwrap();
+    whoami(&client);
+    client.close().unwrap();
+    thread::sleep(Duration::from_millis(2500));
+    let visits = dir.path().join("browser.log");
+    let browser = format!("{} --log {}", fixture("fake-browser").display(), visits.display());
+    let proxies: Vec<_> = (0..5)
+        .map(|_| {
+            let mut command = Command::new(crate::support::tether_bin());
+            command
+                .arg("--config-dir")
+                .arg(dir.path())
+                .args(["proxy", &server.url, "--check"])
+                .env("BROWSER", &browser)
+                .env_remove("RUST_LOG");
+            thread::spawn(move || run_command(command, None, WITHIN).0)
+        })
+        .collect();
+    for proxy in proxies {
+        let output = proxy.join().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+        assert!(stdout_of(&output).contains("whoami"), "{}", stdout_of(&output));
+    }
+    let grants: Vec<Value> = server
+        .requests_to("/token")
+        .into_iter()
+        .map(|entry| entry["params"]["grant_type"].clone())
+        .collect();
+    assert_eq!(grants, [json!("authorization_code"), json!("refresh_token")]);
+    assert!(!visits.exists(), "a browser was opened");
+    drop(server);
+    tag.assert_gone();
+}

@@ -363,3 +363,45 @@ fn a_crashed_server_is_started_again() {
     front.close();
     tag.assert_gone();
 }
+
+// A 2025-11-25 client in front of the Python SDK's 2026-07-28 server
+// behind `tether serve`: tools, a call, and the server's elicitation (an
+// input_required round) asked of the client in front and answered.
+#[test]
+fn a_handshake_client_reaches_the_python_sdks_stateless_server() {
+    let argv = crate::interop_setup::python_server("stdio");
+    let mut front = Front::start(json!({"py": {"command": argv[0], "args": argv[1..]}}), &[]);
+    front.initialize(json!({"elicitation": {"form": {}}}));
+    front.tools_with("py__greet_me");
+    let added =
+        front.request(2, "tools/call", json!({"name": "py__add", "arguments": {"a": 2, "b": 3}}));
+    assert_eq!(added["result"]["content"][0]["text"], "5", "{added}");
+    front.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "py__greet_me", "arguments": {}}}));
+    let asked = front.next("an elicitation", |message| message["method"] == "elicitation/create");
+    assert_eq!(asked["params"]["message"], "What is your name?");
+    front.send(json!({"jsonrpc": "2.0", "id": asked["id"].clone(),
+                      "result": {"action": "accept", "content": {"name": "Ada"}}}));
+    let greeted = front.next("the call's answer", |message| message["id"] == 3);
+    assert_eq!(greeted["result"]["content"][0]["text"], "Hello, Ada!", "{greeted}");
+    assert_eq!(front.close().0, Some(0));
+}
+
+// The Python SDK's Client (which speaks 2026-07-28 first) in front of
+// `tether serve`: served statelessly, its results complete and not to be
+// cached, the tools listed and called.
+#[test]
+fn the_python_sdk_client_is_served_statelessly() {
+    let python = crate::interop_setup::python_server("stdio").remove(0);
+    let dir = config_dir(json!({"demo": {"command": crate::support::fixture("demo-server")}}));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/python/serve_front.py");
+    let mut command = Command::new(python);
+    command.arg(script).arg(tether_bin()).arg(dir.path());
+    let (output, _) = crate::support::run_command(command, None, Duration::from_secs(60));
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let seen: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
+    assert!(seen["tools"].as_array().unwrap().contains(&json!("demo__count_words")), "{seen}");
+    assert_eq!(seen["text"], json!(["3 words, 5 characters"]));
+    assert_eq!(seen["structured"], json!({"characters": 5, "words": 3}));
+}
