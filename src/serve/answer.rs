@@ -33,6 +33,10 @@ pub(super) const STATUS_TOOL: &str = "tether__status";
 const INVALID_PARAMS: i64 = -32602;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INTERNAL: i64 = -32603;
+/// How long a list waits for servers still starting: most clients list
+/// once, right after `initialize`, and many never list again. A server
+/// slower than this (a sign-in) is announced as a list change later.
+const LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What answering needs: the hub, the downstream, the options, and which
 /// server each resource came from.
@@ -83,7 +87,10 @@ impl Answerer<'_> {
             "initialize" => Ok(self.initialize(&params)),
             "server/discover" => Ok(self.discover()),
             "ping" | "logging/setLevel" => Ok(json!({})),
-            "tools/list" => Ok(json!({"tools": self.tools()})),
+            "tools/list" => {
+                self.hub.wait_started_for(LIST_WAIT);
+                Ok(json!({"tools": self.tools()}))
+            }
             "tools/call" => self.call(&params, cancel),
             "resources/list" => self.resources(),
             "resources/templates/list" => self.templates(),
@@ -311,6 +318,7 @@ impl Answerer<'_> {
     }
 
     fn resources(&self) -> Result<Value, RpcError> {
+        self.hub.wait_started_for(LIST_WAIT);
         let (offered, errors) = self.hub.resources();
         log_errors(&errors);
         let mut servers = HashMap::new();
@@ -385,6 +393,7 @@ impl Answerer<'_> {
     }
 
     fn prompts(&self) -> Result<Value, RpcError> {
+        self.hub.wait_started_for(LIST_WAIT);
         let (offered, errors) = self.hub.prompts();
         log_errors(&errors);
         let listed: Vec<Value> = offered

@@ -16,7 +16,7 @@ use crossbeam_channel::{bounded, Sender};
 use serde_json::{json, Value};
 
 use crate::host::{Host, Root};
-use crate::jsonrpc::{Frame, Notification, RpcError};
+use crate::jsonrpc::{Frame, Notification, RequestId, RpcError};
 use crate::sync::lock;
 
 /// How long the downstream may take to list its roots.
@@ -37,6 +37,10 @@ pub(super) struct Peer {
     /// `notifications/initialized` came, or it is stateless: notifications
     /// may go to it.
     pub(super) ready: bool,
+    /// A stateless client's open `subscriptions/listen` requests: each id
+    /// with the kinds of change it asked for (`toolsListChanged`, …). Such a
+    /// client hears of changes only through these.
+    pub(super) listens: Vec<(RequestId, Value)>,
 }
 
 /// The downstream's end of the serving: its output, the requests tether
@@ -72,11 +76,76 @@ impl Link {
         out.is_some_and(|out| out.send_timeout(frame.bytes, SEND_WAIT).is_ok())
     }
 
-    /// A notification, when the downstream takes them.
+    /// A notification, when the downstream takes them: a handshake-era
+    /// client once initialized; a stateless one on each listen stream that
+    /// asked for this kind, tagged with the stream's subscription id.
     pub(super) fn notify(&self, method: &str, params: Option<&Value>) {
-        if lock(&self.peer).ready {
-            self.send(Frame::notification(method, params));
+        let frames: Vec<Frame> = {
+            let peer = lock(&self.peer);
+            if !peer.ready {
+                return;
+            }
+            if !peer.stateless {
+                vec![Frame::notification(method, params)]
+            } else {
+                let Some(kind) = listen_kind(method) else { return };
+                peer.listens
+                    .iter()
+                    .filter(|(_, asked)| asked.get(kind) == Some(&Value::Bool(true)))
+                    .map(|(id, _)| {
+                        let mut tagged = params.cloned().unwrap_or_else(|| json!({}));
+                        if let Some(fields) = tagged.as_object_mut() {
+                            fields.insert(
+                                "_meta".into(),
+                                json!({"io.modelcontextprotocol/subscriptionId": id}),
+                            );
+                        }
+                        Frame::notification(method, Some(&tagged))
+                    })
+                    .collect()
+            }
+        };
+        for frame in frames {
+            self.send(frame);
         }
+    }
+
+    /// A stateless client's `subscriptions/listen`: kept open (never
+    /// answered while it lasts), acknowledged with what it will hear.
+    pub(super) fn listen(&self, id: &RequestId, params: Option<&Value>) {
+        let asked = params.and_then(|params| params.get("notifications")).cloned();
+        let offered = ["toolsListChanged", "promptsListChanged", "resourcesListChanged"];
+        let mut granted = serde_json::Map::new();
+        if let Some(asked) = asked.as_ref().and_then(Value::as_object) {
+            for kind in offered {
+                if asked.get(kind) == Some(&Value::Bool(true)) {
+                    granted.insert(kind.into(), Value::Bool(true));
+                }
+            }
+        }
+        let granted = Value::Object(granted);
+        {
+            let mut peer = lock(&self.peer);
+            peer.stateless = true;
+            peer.ready = true;
+            peer.listens.push((id.clone(), granted.clone()));
+        }
+        let acknowledged = json!({
+            "_meta": {"io.modelcontextprotocol/subscriptionId": id},
+            "notifications": granted,
+        });
+        self.send(Frame::notification(
+            "notifications/subscriptions/acknowledged",
+            Some(&acknowledged),
+        ));
+    }
+
+    /// Ends a listen stream the client cancelled; true when `id` was one.
+    pub(super) fn stop_listening(&self, id: &RequestId) -> bool {
+        let mut peer = lock(&self.peer);
+        let before = peer.listens.len();
+        peer.listens.retain(|(open, _)| open != id);
+        peer.listens.len() != before
     }
 
     /// An answer from the downstream to one of tether's requests.
@@ -123,6 +192,16 @@ impl Link {
     fn offers(&self, capability: &str) -> bool {
         let peer = lock(&self.peer);
         !peer.stateless && peer.capabilities.get(capability).is_some_and(|c| !c.is_null())
+    }
+}
+
+/// The listen filter's key for a list-change notification.
+fn listen_kind(method: &str) -> Option<&'static str> {
+    match method {
+        "notifications/tools/list_changed" => Some("toolsListChanged"),
+        "notifications/prompts/list_changed" => Some("promptsListChanged"),
+        "notifications/resources/list_changed" => Some("resourcesListChanged"),
+        _ => None,
     }
 }
 

@@ -189,6 +189,10 @@ fn read_all(
     loop {
         match framer.next_frame() {
             Ok(Next::Frame(frame)) => match Message::parse(frame) {
+                // Held open, not answered: it never takes a worker.
+                Ok(Message::Request(request)) if request.method == "subscriptions/listen" => {
+                    link.listen(&request.id, request.params.as_ref());
+                }
                 Ok(Message::Request(request)) => {
                     if let Err(TrySendError::Full(request)) = queue.try_send(request) {
                         let busy = RpcError {
@@ -257,7 +261,11 @@ fn heard(
             let id = params
                 .and_then(|params| params.get("requestId"))
                 .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
-            if let Some(cancel) = id.and_then(|id| lock(in_flight).get(&id).cloned()) {
+            let Some(id) = id else { return };
+            if link.stop_listening(&id) {
+                return;
+            }
+            if let Some(cancel) = lock(in_flight).get(&id).cloned() {
                 cancel.cancel();
             }
         }

@@ -405,3 +405,36 @@ fn the_python_sdk_client_is_served_statelessly() {
     assert_eq!(seen["text"], json!(["3 words, 5 characters"]));
     assert_eq!(seen["structured"], json!({"characters": 5, "words": 3}));
 }
+
+// A 2026-07-28 client in front hears of list changes only on the
+// `subscriptions/listen` stream it opened: acknowledged with what it asked
+// for, each change tagged with the stream's id, never answered while open.
+#[test]
+fn a_stateless_client_hears_list_changes_on_its_listen_stream() {
+    let tag = Tag::new();
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "front", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    front.request(1, "server/discover", json!({"_meta": meta}));
+    front.send(json!({"jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen",
+                      "params": {"_meta": meta, "notifications": {"toolsListChanged": true}}}));
+    let acknowledged = front.next("the acknowledgement", |message| {
+        message["method"] == "notifications/subscriptions/acknowledged"
+    });
+    assert_eq!(acknowledged["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 2);
+    assert_eq!(acknowledged["params"]["notifications"], json!({"toolsListChanged": true}));
+    // The server connects: announced on the stream.
+    let changed = front
+        .next("a list change", |message| message["method"] == "notifications/tools/list_changed");
+    assert_eq!(changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 2);
+    let listed = front.request(3, "tools/list", json!({"_meta": meta}));
+    assert_eq!(listed["result"]["resultType"], "complete");
+    assert_eq!(listed["result"]["cacheScope"], "private");
+    front.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": 2}}));
+    front.request(4, "ping", json!({"_meta": meta}));
+    assert!(!front.seen.iter().any(|message| message["id"] == 2), "{:?}", front.seen);
+    front.close();
+    tag.assert_gone();
+}
