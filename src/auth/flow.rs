@@ -119,12 +119,19 @@ impl OAuth {
         let discovered = match working.discovered.clone() {
             Some(discovered) => discovered,
             None => {
-                let found = discover(
+                let mut found = discover(
                     &self.web,
                     &self.server_url,
                     challenge.resource_metadata.as_deref(),
                     self.settings.auth_server_metadata_url.as_deref(),
                 )?;
+                // The host's choice of resource wins; none at all is an
+                // empty one, which no request then names (`web.rs`).
+                if self.settings.omit_resource {
+                    found.resource.clear();
+                } else if let Some(resource) = &self.settings.resource {
+                    found.resource.clone_from(resource);
+                }
                 working.discovered = Some(found.clone());
                 found
             }

@@ -149,6 +149,8 @@ pub(super) fn encode(value: &str) -> String {
 pub(super) fn encode_form(pairs: &[(&str, &str)]) -> String {
     pairs
         .iter()
+        // An empty `resource` is one the host chose not to name.
+        .filter(|(name, value)| !(*name == "resource" && value.is_empty()))
         .map(|(name, value)| format!("{}={}", encode(name), encode(value)))
         .collect::<Vec<_>>()
         .join("&")

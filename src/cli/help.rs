@@ -208,6 +208,10 @@ Options:
                                  a client registered beforehand: client_id,
                                  client_secret
       --auth-timeout S           how long the sign-in may take (default 300)
+      --resource URL             the resource (RFC 8707) to sign in for, instead
+                                 of the one the server's metadata names
+      --no-resource-param        name no resource (for authorization servers
+                                 that refuse it)
       --ignore-tool PATTERN      leave matching tools out (* matches any run;
                                  repeatable)
       --debug-log FILE           debug logs to FILE instead of stderr

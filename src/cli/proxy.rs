@@ -38,6 +38,10 @@ pub(crate) struct ProxyArgs {
     /// `--ignore-tool PATTERN`, repeatable (`*` matches any run).
     pub(crate) ignore_tools: Vec<String>,
     pub(crate) debug_log: Option<PathBuf>,
+    /// `--resource URL`: the RFC 8707 resource to sign in for.
+    pub(crate) resource: Option<String>,
+    /// `--no-resource-param`: name no resource at all.
+    pub(crate) no_resource: bool,
     pub(crate) check: bool,
 }
 
@@ -100,6 +104,11 @@ fn entry(args: &ProxyArgs) -> Result<ServerConfig, String> {
         let port = args.callback_port.ok_or("--callback-host needs --callback-port")?;
         settings.callback_url = Some(format!("http://{host}:{port}/callback"));
     }
+    if args.resource.is_some() && args.no_resource {
+        return Err("--resource and --no-resource-param do not go together".into());
+    }
+    settings.resource.clone_from(&args.resource);
+    settings.omit_resource = args.no_resource;
     if let Some(info) = &args.client_info {
         let (id, secret) = client_info(info)?;
         settings.client_id = Some(id);

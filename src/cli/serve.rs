@@ -53,7 +53,10 @@ pub(super) fn serve_config(
     signals: &SignalWatch,
 ) -> u8 {
     if check {
-        let hub = signals.start_hub(config);
+        // With these options (a proxy's sign-in handler), waiting for each
+        // server at most its start timeout.
+        let hub = signals.start_hub_now(config, hub_options);
+        hub.wait_started();
         let statuses = hub.status();
         output::emit(&status::render_list(&statuses));
         let all = statuses

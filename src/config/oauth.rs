@@ -43,6 +43,12 @@ pub struct OAuthSettings {
     /// Enterprise-managed sign-in (SEP-990): an identity from the
     /// organisation's identity provider instead of a person's sign-in.
     pub enterprise: Option<EnterpriseIdentity>,
+    /// The RFC 8707 `resource` to name in authorization and token requests
+    /// instead of the one discovery found (`tether proxy --resource`).
+    pub resource: Option<String>,
+    /// Name no `resource` at all, for an authorization server that refuses
+    /// it (`tether proxy --no-resource-param`).
+    pub omit_resource: bool,
 }
 
 /// An identity from an organisation's identity provider (SEP-990): its ID

@@ -608,3 +608,40 @@ fn five_proxies_on_one_expired_token_refresh_it_once_and_open_no_browser() {
     drop(server);
     tag.assert_gone();
 }
+
+// Issue 24: `tether proxy --resource URL` signs in for that resource, and
+// `--no-resource-param` names none, in the authorization and the token
+// requests alike.
+#[cfg(feature = "serve")]
+#[test]
+fn tether_proxy_names_the_resource_it_is_told_or_none() {
+    for (flags, expected) in [
+        (vec!["--resource", "https://api.example/mcp"], Some("https://api.example/mcp")),
+        (vec!["--no-resource-param"], None),
+    ] {
+        let tag = Tag::new();
+        let server = AuthFixture::start(&tag, &[]);
+        let dir = TempDir::new();
+        let visits = dir.path().join("browser.log");
+        let browser = format!("{} --log {}", fixture("fake-browser").display(), visits.display());
+        let mut command = Command::new(crate::support::tether_bin());
+        command
+            .arg("--config-dir")
+            .arg(dir.path())
+            .args(["proxy", &server.url, "--check"])
+            .args(&flags)
+            .env("BROWSER", &browser)
+            .env_remove("RUST_LOG");
+        let (output, _) = run_command(command, None, WITHIN);
+        assert_eq!(output.status.code(), Some(0), "{flags:?}: {}", stderr_of(&output));
+        for path in ["/authorize", "/token"] {
+            let requests = server.requests_to(path);
+            assert!(!requests.is_empty(), "{path}");
+            for request in requests {
+                assert_eq!(request["params"]["resource"].as_str(), expected, "{path}: {request}");
+            }
+        }
+        drop(server);
+        tag.assert_gone();
+    }
+}

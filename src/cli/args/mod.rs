@@ -400,6 +400,8 @@ fn parse_proxy(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
             }
             Long("ignore-tool") => args.ignore_tools.push(parser.value()?.string()?),
             Long("debug-log") => args.debug_log = Some(parser.value()?.into()),
+            Long("resource") => args.resource = Some(parser.value()?.string()?),
+            Long("no-resource-param") => args.no_resource = true,
             Long("check") => args.check = true,
             Value(word) if url.is_none() => url = Some(word.string()?),
             _ => return Err(arg.unexpected()),
