@@ -149,7 +149,10 @@ impl Message {
     /// value that is not a JSON-RPC message (a batch, a bad id, …), or a
     /// request or notification too big to parse.
     pub fn parse(bytes: &[u8]) -> Result<Message, String> {
-        if value_count(bytes, MAX_FRAME_VALUES) > MAX_FRAME_VALUES {
+        // Each value counted takes a byte of its own: a frame no longer than
+        // the limit cannot pass it, and is not scanned (most are).
+        if bytes.len() > MAX_FRAME_VALUES && value_count(bytes, MAX_FRAME_VALUES) > MAX_FRAME_VALUES
+        {
             return Message::too_big(bytes);
         }
         let incoming: Incoming = match serde_json::from_slice(bytes) {

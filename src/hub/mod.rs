@@ -120,6 +120,13 @@ impl Hub {
         self.core.shared.wait_tools_changed(since, Instant::now() + wait)
     }
 
+    /// The registry as it is now, shared rather than copied: what the
+    /// crate's own per-call paths look a tool up in.
+    #[cfg(feature = "serve")]
+    pub(crate) fn registry(&self) -> Arc<crate::model::registry::ToolRegistry> {
+        self.core.shared.registry()
+    }
+
     /// The registry as it is now: every tool of every connected server.
     pub fn tools(&self) -> Vec<RegisteredTool> {
         self.core.shared.registry().tools().to_vec()

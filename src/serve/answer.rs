@@ -192,10 +192,10 @@ impl Answerer<'_> {
     /// The tools as the downstream sees them: hidden ones left out, those a
     /// script reaches as the one `codemode` tool.
     fn tools(&self) -> Vec<Value> {
-        let registry = self.hub.tools();
-        let mut tools: Vec<Value> = Vec::with_capacity(registry.len() + 2);
+        let registry = self.hub.registry();
+        let mut tools: Vec<Value> = Vec::with_capacity(registry.tools().len() + 2);
         let mut codemode = false;
-        for entry in &registry {
+        for entry in registry.tools() {
             if let Some(server) = self.options.passthrough.as_deref() {
                 if !crate::config::Config::same_name(&entry.server, server) {
                     continue;
@@ -259,22 +259,23 @@ impl Answerer<'_> {
         } else {
             // Only what tools/list offers: never a hidden tool (nor an
             // ignored one), nor a script's tool called directly.
-            let entry = self
-                .hub
-                .tools()
-                .into_iter()
-                .find(|entry| match passthrough {
-                    Some(server) => {
-                        entry.tool.name == name
-                            && crate::config::Config::same_name(&entry.server, server)
-                    }
-                    None => entry.qualified_name == name,
-                })
+            // Looked up in the shared registry: a call copies two names,
+            // not every tool.
+            let registry = self.hub.registry();
+            let entry = match passthrough {
+                Some(server) => registry.tools().iter().find(|entry| {
+                    entry.tool.name == name
+                        && crate::config::Config::same_name(&entry.server, server)
+                }),
+                None => registry.get(name),
+            };
+            let (server, tool) = entry
                 .filter(|entry| matches!(entry.exposure, Exposure::Direct | Exposure::Deferred))
+                .map(|entry| (entry.server.clone(), entry.tool.name.clone()))
                 .ok_or_else(unknown)?;
-            let outcome =
-                self.hub.call_server_tool(&entry.server, &entry.tool.name, arguments, &options);
-            (entry.server, outcome)
+            drop(registry);
+            let outcome = self.hub.call_server_tool(&server, &tool, arguments, &options);
+            (server, outcome)
         };
         match outcome {
             Ok(result) => Ok(result.raw),
