@@ -77,8 +77,8 @@ pub(super) fn run(
             super::run::run(config, file.as_deref(), code.as_deref(), timeout, json, signals)
         }
         #[cfg(feature = "serve")]
-        Command::Serve { names, status_tool, check } => {
-            super::serve::serve(config, &names, status_tool, check, signals)
+        Command::Serve { names, status_tool, check, http } => {
+            super::serve::serve(config, &names, status_tool, check, &http, signals)
         }
         #[cfg(feature = "serve")]
         Command::Proxy(args) => super::proxy::proxy(&args, signals),

@@ -23,7 +23,7 @@ Servers:
                                   call one tool (ARGS_JSON defaults to {}; - reads stdin)
   run [FILE|-] [-e CODE] [--timeout S] [--json]
                                   run a codemode script that calls many tools
-  serve [NAME...] [--status-tool] [--check]
+  serve [NAME...] [--status-tool] [--check] [--http PORT]
                                   serve the servers as one MCP server on stdin/stdout
   proxy URL [--header 'K: V']... [--check] [flags]
                                   a remote server as a local stdio one (mcp-remote's flags)
@@ -158,11 +158,11 @@ Example:
     (
         "serve",
         "\
-Usage: tether serve [NAME...] [--status-tool] [--check]
+Usage: tether serve [NAME...] [--status-tool] [--check] [--http [HOST:]PORT]
 
 Serves the enabled servers (or the ones named) as one MCP server over stdin
 and stdout, for a client that starts servers as commands (Claude Desktop, an
-editor, another agent). Tools are SERVER__TOOL and prompts SERVER__PROMPT;
+editor, another agent), or with --http over Streamable HTTP at /mcp. Tools are SERVER__TOOL and prompts SERVER__PROMPT;
 one server named alone keeps its own names, and what tether does not answer
 goes to it. Hidden tools are left out; codemode tools are the one codemode
 tool. Servers start in the background: initialize is answered at once, and
@@ -173,9 +173,19 @@ Logs go to stderr. The end of stdin ends every server.
 Options:
       --status-tool   also offer tether__status: each server's state
       --check         start the servers, print how each is, and exit
+      --http [HOST:]PORT
+                      serve Streamable HTTP at http://HOST:PORT/mcp instead
+                      (a bare port is 127.0.0.1's; 0 picks a free one), until
+                      SIGINT or SIGTERM; the address and a bearer token every
+                      request must carry are printed on stderr
+      --token-env VAR the bearer token is VAR's value (none is printed)
+      --allow-origin ORIGIN
+                      also take requests from pages of ORIGIN (repeatable;
+                      loopback pages always may)
 
 Exit: 0 when stdin ended (with --check: every server connected), 1 with
---check when one did not, 2 bad usage or an unknown server.
+--check when one did not, 2 bad usage or an unknown server, 3 the --http
+port cannot be listened on.
 
 Example:
   {\"mcpServers\": {\"all\": {\"command\": \"tether\", \"args\": [\"serve\"]}}}
@@ -216,6 +226,9 @@ Options:
                                  repeatable)
       --debug-log FILE           debug logs to FILE instead of stderr
       --check                    connect (signing in if needed), list the tools, exit
+      --http [HOST:]PORT         serve Streamable HTTP instead of stdio (as
+                                 tether serve --http; also --token-env VAR and
+                                 --allow-origin ORIGIN)
 
 Exit: 0 when stdin ended (with --check: connected), 1 with --check when it did
 not, 2 bad usage.

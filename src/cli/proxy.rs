@@ -43,6 +43,8 @@ pub(crate) struct ProxyArgs {
     /// `--no-resource-param`: name no resource at all.
     pub(crate) no_resource: bool,
     pub(crate) check: bool,
+    /// `--http ADDRESS` and its companions: serve over Streamable HTTP.
+    pub(crate) http: super::args::HttpListen,
 }
 
 /// How long a sign-in may take by default (mcp-remote's `--auth-timeout`).
@@ -67,7 +69,7 @@ pub(super) fn proxy(args: &ProxyArgs, signals: &SignalWatch) -> u8 {
     let sign_in = TerminalSignIn::new(&config).with(settings, wait);
     let hub_options = signals.options.clone().with_authorization_handler(Arc::new(sign_in));
     let options = tether::ServeOptions::default();
-    serve_config(config, hub_options, Some(&name), options, args.check, signals)
+    serve_config(config, hub_options, Some(&name), options, args.check, &args.http, signals)
 }
 
 /// The entry the flags make.

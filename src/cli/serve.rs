@@ -1,18 +1,22 @@
 //! `tether serve`: the configured servers (or the named ones) served as one
-//! MCP server on stdin and stdout, through the library's `Downstream`; and
-//! the serving `tether proxy` shares.
+//! MCP server on stdin and stdout (or over Streamable HTTP with `--http`),
+//! through the library's `Downstream`; and the serving `tether proxy`
+//! shares.
 //!
 //! stdout carries the protocol alone, so nothing here writes to it but the
-//! serving (and `--check`, which serves nothing). The hub starts in the
-//! background, so the client's `initialize` is answered at once; the
-//! signal watch ends every server on SIGINT, SIGTERM or SIGHUP, and the end
-//! of stdin ends the command.
+//! serving (and `--check`, which serves nothing); the HTTP address and
+//! token are said on stderr. The hub starts in the background, so the
+//! client's `initialize` is answered at once; the signal watch ends every
+//! server on SIGINT, SIGTERM or SIGHUP, and the end of stdin ends a stdio
+//! serving.
 
 use std::io;
+use std::net::TcpListener;
 
 use tether::{Config, Downstream, HubOptions, NameStyle, ServeOptions, ServerState};
 
-use super::output::{report, EXIT_OK, EXIT_TOOL_ERROR};
+use super::args::HttpListen;
+use super::output::{report, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE};
 use super::signals::SignalWatch;
 use super::starting::unknown_server;
 use super::{output, status};
@@ -22,6 +26,7 @@ pub(super) fn serve(
     names: &[String],
     status_tool: bool,
     check: bool,
+    http: &HttpListen,
     signals: &SignalWatch,
 ) -> u8 {
     for name in names {
@@ -39,7 +44,7 @@ pub(super) fn serve(
         _ => None,
     };
     let options = ServeOptions::default().with_status_tool(status_tool);
-    serve_config(config, signals.options.clone(), only, options, check, signals)
+    serve_config(config, signals.options.clone(), only, options, check, http, signals)
 }
 
 /// Serves `config`'s servers (`only`: that one with its own names), or with
@@ -50,6 +55,7 @@ pub(super) fn serve_config(
     only: Option<&str>,
     mut options: ServeOptions,
     check: bool,
+    http: &HttpListen,
     signals: &SignalWatch,
 ) -> u8 {
     if check {
@@ -72,11 +78,79 @@ pub(super) fn serve_config(
         }
         None => NameStyle::Short,
     };
+    // Over HTTP the port is taken before any server starts: a busy one
+    // is said at once.
+    let listener = match &http.address {
+        Some(address) => match listen(address, http, &mut options) {
+            Ok(listener) => Some(listener),
+            Err(code) => return code,
+        },
+        None => None,
+    };
     let downstream = Downstream::new();
     let hub_options = hub_options.with_host(downstream.host()).with_name_style(style);
     let hub = signals.start_hub_now(config, hub_options);
-    match downstream.serve(&hub, io::stdin().lock(), io::stdout(), &options) {
+    let served = match listener {
+        // Until a signal: the watch ends the servers and exits.
+        Some(listener) => downstream.serve_http(&hub, listener, &options),
+        None => downstream.serve(&hub, io::stdin().lock(), io::stdout(), &options),
+    };
+    match served {
         Ok(()) => EXIT_OK,
         Err(err) => report(&err),
     }
+}
+
+/// Listens at `--http`'s address (a bare port is loopback's), takes the
+/// bearer token from `--token-env` or makes one, and says both on stderr.
+fn listen(address: &str, http: &HttpListen, options: &mut ServeOptions) -> Result<TcpListener, u8> {
+    let address = if address.parse::<u16>().is_ok() {
+        format!("127.0.0.1:{address}")
+    } else {
+        address.to_owned()
+    };
+    let token = match &http.token_env {
+        Some(name) => match std::env::var(name) {
+            Ok(token) if !token.trim().is_empty() => token.trim().to_owned(),
+            _ => {
+                eprintln!("error: --token-env {name}: the variable is not set, or empty");
+                return Err(EXIT_USAGE);
+            }
+        },
+        None => match new_token() {
+            Some(token) => token,
+            None => {
+                eprintln!("error: the system gave no random numbers for a token");
+                return Err(EXIT_SERVER);
+            }
+        },
+    };
+    let listener = match TcpListener::bind(&address) {
+        Ok(listener) => listener,
+        Err(err) => {
+            eprintln!("error: cannot listen on {address}: {err}");
+            return Err(EXIT_SERVER);
+        }
+    };
+    let bound = listener.local_addr().map(|at| at.to_string()).unwrap_or(address);
+    if listener.local_addr().is_ok_and(|at| !at.ip().is_loopback()) {
+        eprintln!("warning: listening beyond this machine ({bound}): the token is all that guards it; use TLS in front");
+    }
+    for origin in &http.origins {
+        *options = std::mem::take(options).with_allowed_origin(origin);
+    }
+    *options = std::mem::take(options).with_bearer_token(&token);
+    eprintln!("tether: serving MCP at http://{bound}/mcp");
+    if http.token_env.is_none() {
+        eprintln!("tether: bearer token (send \"Authorization: Bearer TOKEN\"): {token}");
+    }
+    Ok(listener)
+}
+
+/// 32 random bytes as hex.
+fn new_token() -> Option<String> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 32];
+    ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
 }

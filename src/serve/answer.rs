@@ -12,17 +12,17 @@
 //! tether does not know is passed to that server as it is.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use super::link::Link;
+use super::link::{Link, Route};
 use super::ServeOptions;
 use crate::client::{CallOptions, CancelHandle, ProgressCallback};
 use crate::config::{name_key, Exposure};
 use crate::error::Error;
 use crate::hub::Hub;
-use crate::jsonrpc::{Frame, Request, RpcError};
+use crate::jsonrpc::{Frame, Request, RequestId, RpcError};
 use crate::protocol::{
     LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
 };
@@ -38,11 +38,10 @@ const INTERNAL: i64 = -32603;
 /// slower than this (a sign-in) is announced as a list change later.
 const LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// What answering needs: the hub, the downstream, the options, and which
-/// server each resource came from.
+/// What answering needs: the hub, the options, and which server each
+/// resource came from.
 pub(super) struct Answerer<'a> {
     pub(super) hub: &'a Hub,
-    pub(super) link: &'a Link,
     pub(super) options: &'a ServeOptions,
     /// URI → server, from the last `resources/list`.
     pub(super) resource_servers: Mutex<HashMap<String, String>>,
@@ -54,11 +53,12 @@ impl Answerer<'_> {
     /// those it may cache say for how long and for whom.
     pub(super) fn answer(
         &self,
+        link: &Arc<Link>,
         request: &Request,
         cancel: &CancelHandle,
     ) -> Result<Value, RpcError> {
-        let mut result = self.answer_bare(request, cancel)?;
-        let stateless = lock(&self.link.peer).stateless || request.method == "server/discover";
+        let mut result = self.answer_bare(link, request, cancel)?;
+        let stateless = lock(&link.peer).stateless || request.method == "server/discover";
         if let (true, Some(fields)) = (stateless, result.as_object_mut()) {
             fields.entry("resultType").or_insert_with(|| json!("complete"));
             let cacheable = matches!(
@@ -80,18 +80,23 @@ impl Answerer<'_> {
         Ok(result)
     }
 
-    fn answer_bare(&self, request: &Request, cancel: &CancelHandle) -> Result<Value, RpcError> {
+    fn answer_bare(
+        &self,
+        link: &Arc<Link>,
+        request: &Request,
+        cancel: &CancelHandle,
+    ) -> Result<Value, RpcError> {
         let params = request.params.clone().unwrap_or_else(|| json!({}));
-        self.learn_stateless(&params);
+        learn_stateless(link, &params);
         match request.method.as_str() {
-            "initialize" => Ok(self.initialize(&params)),
+            "initialize" => Ok(self.initialize(link, &params)),
             "server/discover" => Ok(self.discover()),
             "ping" | "logging/setLevel" => Ok(json!({})),
             "tools/list" => {
                 self.hub.wait_started_for(LIST_WAIT);
                 Ok(json!({"tools": self.tools()}))
             }
-            "tools/call" => self.call(&params, cancel),
+            "tools/call" => self.call(link, &request.id, &params, cancel),
             "resources/list" => self.resources(),
             "resources/templates/list" => self.templates(),
             "resources/read" => self.read(&params),
@@ -111,21 +116,6 @@ impl Answerer<'_> {
         }
     }
 
-    /// A stateless (2026-07-28) request carries who the client is in its
-    /// `_meta`: remembered, so that no server request goes its way.
-    fn learn_stateless(&self, params: &Value) {
-        let Some(meta) = params.get("_meta") else { return };
-        if meta.get("io.modelcontextprotocol/protocolVersion").is_none() {
-            return;
-        }
-        let mut peer = lock(&self.link.peer);
-        peer.stateless = true;
-        peer.ready = true;
-        if let Some(capabilities) = meta.get("io.modelcontextprotocol/clientCapabilities") {
-            peer.capabilities = capabilities.clone();
-        }
-    }
-
     fn capabilities(&self) -> Value {
         json!({
             "tools": {"listChanged": true},
@@ -139,7 +129,7 @@ impl Answerer<'_> {
         json!({"name": "tether", "version": env!("CARGO_PKG_VERSION")})
     }
 
-    fn initialize(&self, params: &Value) -> Value {
+    fn initialize(&self, link: &Link, params: &Value) -> Value {
         let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
         let version = if SUPPORTED_PROTOCOL_VERSIONS.contains(&asked) {
             asked
@@ -147,7 +137,7 @@ impl Answerer<'_> {
             LATEST_PROTOCOL_VERSION
         };
         {
-            let mut peer = lock(&self.link.peer);
+            let mut peer = lock(&link.peer);
             peer.capabilities = params.get("capabilities").cloned().unwrap_or_else(|| json!({}));
             peer.stateless = false;
         }
@@ -235,7 +225,13 @@ impl Answerer<'_> {
         tools
     }
 
-    fn call(&self, params: &Value, cancel: &CancelHandle) -> Result<Value, RpcError> {
+    fn call(
+        &self,
+        link: &Arc<Link>,
+        id: &RequestId,
+        params: &Value,
+        cancel: &CancelHandle,
+    ) -> Result<Value, RpcError> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(rpc(INVALID_PARAMS, "tools/call needs a \"name\"".into()));
         };
@@ -246,7 +242,7 @@ impl Answerer<'_> {
         let mut options = CallOptions::default().with_cancel(cancel.clone());
         // The downstream's progress token is kept: its updates are its own.
         if let Some(token) = params.pointer("/_meta/progressToken").cloned() {
-            options.progress = Some(self.progress_to(token));
+            options.progress = Some(progress_to(link, id, token));
         }
         let unknown = || rpc(INVALID_PARAMS, format!("unknown tool {name:?}"));
         let passthrough = self.options.passthrough.as_deref();
@@ -282,24 +278,6 @@ impl Answerer<'_> {
             Err(Error::UnknownTool(_)) => Err(unknown()),
             Err(err) => Err(upstream_error(&server, &err)),
         }
-    }
-
-    /// Progress updates of a call, sent to the downstream under its token.
-    fn progress_to(&self, token: Value) -> ProgressCallback {
-        let out = self.link.sender();
-        std::sync::Arc::new(move |progress: &crate::protocol::Progress| {
-            let mut params = json!({"progressToken": token, "progress": progress.progress});
-            if let Some(total) = progress.total {
-                params["total"] = json!(total);
-            }
-            if let Some(message) = &progress.message {
-                params["message"] = json!(message);
-            }
-            if let Some(out) = &out {
-                let _ = out
-                    .try_send(Frame::notification("notifications/progress", Some(&params)).bytes);
-            }
-        })
     }
 
     fn status(&self) -> Value {
@@ -449,6 +427,37 @@ impl Answerer<'_> {
             })
             .ok_or_else(|| rpc(INVALID_PARAMS, format!("unknown prompt {name:?}")))
     }
+}
+
+/// A stateless (2026-07-28) request carries who the client is in its
+/// `_meta`: remembered, so that no server request goes its way.
+fn learn_stateless(link: &Link, params: &Value) {
+    let Some(meta) = params.get("_meta") else { return };
+    if meta.get("io.modelcontextprotocol/protocolVersion").is_none() {
+        return;
+    }
+    let mut peer = lock(&link.peer);
+    peer.stateless = true;
+    peer.ready = true;
+    if let Some(capabilities) = meta.get("io.modelcontextprotocol/clientCapabilities") {
+        peer.capabilities = capabilities.clone();
+    }
+}
+
+/// Progress updates of call `id`, sent to its client under the client's
+/// token (dropped when its stream is full: the call is never held up).
+fn progress_to(link: &Arc<Link>, id: &RequestId, token: Value) -> ProgressCallback {
+    let (link, id) = (Arc::clone(link), id.clone());
+    Arc::new(move |progress: &crate::protocol::Progress| {
+        let mut params = json!({"progressToken": token, "progress": progress.progress});
+        if let Some(total) = progress.total {
+            params["total"] = json!(total);
+        }
+        if let Some(message) = &progress.message {
+            params["message"] = json!(message);
+        }
+        link.offer(Route::About(&id), Frame::notification("notifications/progress", Some(&params)));
+    })
 }
 
 fn rpc(code: i64, message: String) -> RpcError {

@@ -1,20 +1,26 @@
-//! The downstream client as the upstream servers see it: the hub's
-//! [`Host`]. Its requests to the host (`roots/list`, `sampling`,
-//! `elicitation`) become requests to the downstream client, and its answers
-//! come back through the reader; log messages and list changes pass on.
+//! One client in front of tether (a `Link`), and all of them as the
+//! upstream servers see them: the hub's [`Host`] (`LinkHost` over
+//! `Links`). A server's requests to the host (`roots/list`, `sampling`,
+//! `elicitation`) become requests to the client that was active last and
+//! takes them; its answer comes back through that client's reader. Log
+//! messages and list changes go to every client.
 //!
-//! The link exists before the hub (the hub takes it as its host) and is
-//! connected to the downstream's output while `serve` runs. Every wait on
-//! the downstream is bounded; nothing here holds a lock while it writes.
+//! A link writes through its `Outlet`: stdio's one writer queue, or an
+//! HTTP session's open streams (`streams.rs`), where each frame's `Route`
+//! (an answer, news of a request, a request, an announcement) picks the
+//! stream. Every wait on a client is bounded; nothing here holds a lock
+//! while it writes.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Sender};
 use serde_json::{json, Value};
 
+use super::streams::Streams;
+use crate::client::CancelHandle;
 use crate::host::{Host, Root};
 use crate::jsonrpc::{Frame, Notification, RequestId, RpcError};
 use crate::sync::lock;
@@ -43,50 +49,105 @@ pub(super) struct Peer {
     pub(super) listens: Vec<(RequestId, Value)>,
 }
 
-/// The downstream's end of the serving: its output, the requests tether
-/// sent it, and what it said of itself.
+/// Where a link's frames go.
+#[derive(Clone, Default)]
+pub(super) enum Outlet {
+    /// Not connected (yet, or any more): frames are dropped.
+    #[default]
+    Closed,
+    /// stdio: the one writer's queue, whatever the frame.
+    Pipe(Sender<Vec<u8>>),
+    /// An HTTP client: the streams it holds open.
+    Streams(Arc<Streams>),
+}
+
+/// What a frame is to the client, which picks its HTTP stream.
+#[derive(Clone, Copy)]
+pub(super) enum Route<'a> {
+    /// The answer to this request: its stream's last frame.
+    Answer(&'a RequestId),
+    /// News of this request (progress), or of this listen stream.
+    About(&'a RequestId),
+    /// A request from tether: any stream the client reads.
+    Ask,
+    /// A notification of no request: the client's own stream.
+    Announce,
+}
+
+/// One client in front of tether: its output, the requests tether sent
+/// it, its requests under way, and what it said of itself.
 #[derive(Default)]
 pub(super) struct Link {
-    /// The writer's queue while serving.
-    out: Mutex<Option<Sender<Vec<u8>>>>,
-    /// Requests sent to the downstream, by id, each with where its answer goes.
+    out: Mutex<Outlet>,
+    /// Requests sent to the client, by id, each with where its answer goes.
     waiting: Mutex<HashMap<i64, Sender<Result<Value, RpcError>>>>,
     next_id: AtomicU64,
     pub(super) peer: Mutex<Peer>,
+    /// The client's requests being answered, each with its cancellation.
+    pub(super) in_flight: Mutex<HashMap<RequestId, CancelHandle>>,
+    /// When the client last asked something (`Links::touch`): tether's
+    /// own requests go to the client active last.
+    seen: AtomicU64,
 }
 
 impl Link {
-    /// Connects the link to the writer's queue, or disconnects it (`None`).
-    pub(super) fn connect(&self, out: Option<Sender<Vec<u8>>>) {
-        *lock(&self.out) = out;
-        if lock(&self.out).is_none() {
-            // Whoever waits for the downstream hears now that it is gone.
-            lock(&self.waiting).clear();
+    /// A link writing through `out`.
+    pub(super) fn new(out: Outlet) -> Link {
+        Link { out: Mutex::new(out), ..Link::default() }
+    }
+
+    /// Disconnects the link: whoever waits for the client hears now that
+    /// it is gone, and what it asked is given up.
+    pub(super) fn close(&self) {
+        *lock(&self.out) = Outlet::Closed;
+        lock(&self.waiting).clear();
+        for cancel in lock(&self.in_flight).values() {
+            cancel.cancel();
         }
     }
 
-    /// The writer's queue, for progress updates sent without waiting.
-    pub(super) fn sender(&self) -> Option<Sender<Vec<u8>>> {
-        lock(&self.out).clone()
+    /// Queues one frame for the client; false when it has no way to it.
+    pub(super) fn send(&self, route: Route<'_>, frame: Frame) -> bool {
+        self.send_bytes(route, frame.bytes)
     }
 
-    /// Queues one frame for the downstream; false when it is gone.
-    pub(super) fn send(&self, frame: Frame) -> bool {
+    /// [`Link::send`] of an encoded frame; an empty one ends a request's
+    /// HTTP stream without an answer (a cancelled request's).
+    pub(super) fn send_bytes(&self, route: Route<'_>, bytes: Vec<u8>) -> bool {
         let out = lock(&self.out).clone();
-        out.is_some_and(|out| out.send_timeout(frame.bytes, SEND_WAIT).is_ok())
+        match out {
+            Outlet::Closed => false,
+            Outlet::Pipe(out) => out.send_timeout(bytes, SEND_WAIT).is_ok(),
+            Outlet::Streams(streams) => streams.send(route, bytes, SEND_WAIT),
+        }
+    }
+
+    /// Queues one frame only if there is room at once (progress: an update
+    /// dropped is better than a call held up).
+    pub(super) fn offer(&self, route: Route<'_>, frame: Frame) {
+        let out = lock(&self.out).clone();
+        match out {
+            Outlet::Closed => {}
+            Outlet::Pipe(out) => {
+                let _ = out.try_send(frame.bytes);
+            }
+            Outlet::Streams(streams) => {
+                streams.send(route, frame.bytes, Duration::ZERO);
+            }
+        }
     }
 
     /// A notification, when the downstream takes them: a handshake-era
     /// client once initialized; a stateless one on each listen stream that
     /// asked for this kind, tagged with the stream's subscription id.
     pub(super) fn notify(&self, method: &str, params: Option<&Value>) {
-        let frames: Vec<Frame> = {
+        let frames: Vec<(Option<RequestId>, Frame)> = {
             let peer = lock(&self.peer);
             if !peer.ready {
                 return;
             }
             if !peer.stateless {
-                vec![Frame::notification(method, params)]
+                vec![(None, Frame::notification(method, params))]
             } else {
                 let Some(kind) = listen_kind(method) else { return };
                 peer.listens
@@ -100,13 +161,16 @@ impl Link {
                                 json!({"io.modelcontextprotocol/subscriptionId": id}),
                             );
                         }
-                        Frame::notification(method, Some(&tagged))
+                        (Some(id.clone()), Frame::notification(method, Some(&tagged)))
                     })
                     .collect()
             }
         };
-        for frame in frames {
-            self.send(frame);
+        for (listen, frame) in frames {
+            match &listen {
+                Some(id) => self.send(Route::About(id), frame),
+                None => self.send(Route::Announce, frame),
+            };
         }
     }
 
@@ -134,18 +198,25 @@ impl Link {
             "_meta": {"io.modelcontextprotocol/subscriptionId": id},
             "notifications": granted,
         });
-        self.send(Frame::notification(
-            "notifications/subscriptions/acknowledged",
-            Some(&acknowledged),
-        ));
+        self.send(
+            Route::About(id),
+            Frame::notification("notifications/subscriptions/acknowledged", Some(&acknowledged)),
+        );
     }
 
     /// Ends a listen stream the client cancelled; true when `id` was one.
     pub(super) fn stop_listening(&self, id: &RequestId) -> bool {
-        let mut peer = lock(&self.peer);
-        let before = peer.listens.len();
-        peer.listens.retain(|(open, _)| open != id);
-        peer.listens.len() != before
+        let stopped = {
+            let mut peer = lock(&self.peer);
+            let before = peer.listens.len();
+            peer.listens.retain(|(open, _)| open != id);
+            peer.listens.len() != before
+        };
+        // Over HTTP its stream ends too.
+        if let (true, Outlet::Streams(streams)) = (stopped, &*lock(&self.out)) {
+            streams.close_post(id);
+        }
+        stopped
     }
 
     /// An answer from the downstream to one of tether's requests.
@@ -160,7 +231,7 @@ impl Link {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) as i64 + 1;
         let (waiter, answer) = bounded(1);
         lock(&self.waiting).insert(id, waiter);
-        if !self.send(Frame::request(id, method, Some(params))) {
+        if !self.send(Route::Ask, Frame::request(id, method, Some(params))) {
             lock(&self.waiting).remove(&id);
             return Err(gone(method));
         }
@@ -176,22 +247,53 @@ impl Link {
         outcome?
     }
 
-    /// Asks the downstream when it declared `capability`; else the reason.
-    fn ask_if(&self, capability: &str, method: &str, params: &Value) -> Result<Value, RpcError> {
-        if !self.offers(capability) {
-            return Err(RpcError {
-                code: -32601,
-                message: format!("the client in front of tether does not take {method}"),
-                data: None,
-            });
-        }
-        self.ask(method, params, PERSON_WAIT)
-    }
-
     /// True when the downstream declared `capability` and can be asked.
     fn offers(&self, capability: &str) -> bool {
         let peer = lock(&self.peer);
         !peer.stateless && peer.capabilities.get(capability).is_some_and(|c| !c.is_null())
+    }
+}
+
+/// Every client in front of tether: stdio's one, or an HTTP front's
+/// sessions (and its one link for stateless clients).
+#[derive(Default)]
+pub(super) struct Links {
+    open: Mutex<Vec<Arc<Link>>>,
+    clock: AtomicU64,
+}
+
+impl Links {
+    pub(super) fn add(&self, link: &Arc<Link>) {
+        self.touch(link);
+        lock(&self.open).push(Arc::clone(link));
+    }
+
+    pub(super) fn remove(&self, link: &Arc<Link>) {
+        lock(&self.open).retain(|open| !Arc::ptr_eq(open, link));
+    }
+
+    /// `link` asked something now.
+    pub(super) fn touch(&self, link: &Link) {
+        link.seen.store(self.clock.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    pub(super) fn all(&self) -> Vec<Arc<Link>> {
+        lock(&self.open).clone()
+    }
+
+    /// The client active last that declared `capability`.
+    fn asked_of(&self, capability: &str) -> Option<Arc<Link>> {
+        self.all()
+            .into_iter()
+            .filter(|link| link.offers(capability))
+            .max_by_key(|link| link.seen.load(Ordering::Relaxed))
+    }
+
+    /// A notification to every client that takes it.
+    pub(super) fn notify(&self, method: &str, params: Option<&Value>) {
+        for link in self.all() {
+            link.notify(method, params);
+        }
     }
 }
 
@@ -213,15 +315,29 @@ fn gone(method: &str) -> RpcError {
     }
 }
 
-/// The link as the hub's host.
-pub(super) struct LinkHost(pub(super) std::sync::Arc<Link>);
+/// The clients as the hub's host.
+pub(super) struct LinkHost(pub(super) Arc<Links>);
+
+impl LinkHost {
+    /// Asks the client active last that takes `capability`; else the reason.
+    fn ask_if(&self, capability: &str, method: &str, params: &Value) -> Result<Value, RpcError> {
+        match self.0.asked_of(capability) {
+            Some(link) => link.ask(method, params, PERSON_WAIT),
+            None => Err(RpcError {
+                code: -32601,
+                message: format!("no client in front of tether takes {method}"),
+                data: None,
+            }),
+        }
+    }
+}
 
 impl Host for LinkHost {
     fn roots(&self) -> Vec<Root> {
-        if !self.0.offers("roots") {
+        let Some(link) = self.0.asked_of("roots") else {
             return Vec::new();
-        }
-        match self.0.ask("roots/list", &json!({}), ROOTS_WAIT) {
+        };
+        match link.ask("roots/list", &json!({}), ROOTS_WAIT) {
             Ok(answer) => answer
                 .get("roots")
                 .and_then(Value::as_array)
@@ -255,7 +371,7 @@ impl Host for LinkHost {
     }
 
     fn create_message(&self, _server: &str, params: &Value) -> Result<Value, RpcError> {
-        self.0.ask_if("sampling", "sampling/createMessage", params)
+        self.ask_if("sampling", "sampling/createMessage", params)
     }
 
     fn handles_elicitation(&self) -> bool {
@@ -263,7 +379,7 @@ impl Host for LinkHost {
     }
 
     fn elicit(&self, _server: &str, params: &Value) -> Result<Value, RpcError> {
-        self.0.ask_if("elicitation", "elicitation/create", params)
+        self.ask_if("elicitation", "elicitation/create", params)
     }
 
     fn notification(&self, server: &str, notification: &Notification) {

@@ -1,33 +1,40 @@
 //! tether as an MCP server in front of its hub (`tether serve`): the
-//! servers it connects, served to one downstream client as one server.
+//! servers it connects, served as one server to the clients in front, on
+//! stdio (one client) or Streamable HTTP (`http.rs`, many).
 //!
-//! The same blocking shape as the client side. The caller's thread reads
-//! the downstream's frames; requests go to a bounded pool of
-//! `serve-worker-N` threads, each answering one at a time from the hub
-//! (`answer.rs`); one `serve-writer` thread writes every frame; a
-//! `serve-changes` thread announces the hub's tool changes. Every queue is
+//! The same blocking shape as the client side. A front reads its clients
+//! on the caller's thread (HTTP: one thread per connection as well);
+//! requests go to a bounded pool of `serve-worker-N` threads, each
+//! answering one at a time from the hub (`answer.rs`); stdio's one
+//! `serve-writer` writes every frame, an HTTP connection writes its own
+//! stream; a `serve-changes` thread announces the hub's tool changes and
+//! `serve-restarts` starts again the servers that stopped. Every queue is
 //! bounded: a request that finds the pool's queue full is answered at once
-//! that tether is busy, so the reader never waits on the workers (it must
-//! go on reading the answers to tether's own requests to the downstream,
+//! that tether is busy, so a reader never waits on the workers (it must go
+//! on reading the answers to tether's own requests to its client,
 //! `link.rs`, which a worker may be waiting for). No lock is held while
 //! anything is written.
 //!
-//! Both eras downstream: a client that sends `initialize` (2024-11-05 to
+//! Both eras in front: a client that sends `initialize` (2024-11-05 to
 //! 2025-11-25) gets the handshake, one that sends `server/discover` and
 //! `_meta` on each request (2026-07-28) is answered statelessly, whatever
-//! the upstream servers speak. The end of the input ends the serving: the
-//! calls under way are cancelled and every thread is joined.
+//! the upstream servers speak. The end of a stdio client's input, or
+//! `Downstream::stop` over HTTP, ends the serving: the calls under way are
+//! cancelled and every thread is joined.
 
 mod answer;
+mod http;
+mod http_wire;
 mod link;
+mod streams;
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, TrySendError};
+use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use serde_json::json;
 
 use crate::client::CancelHandle;
@@ -38,7 +45,7 @@ use crate::hub::Hub;
 use crate::jsonrpc::{Frame, Message, Request, RequestId, RpcError};
 use crate::sync::lock;
 use answer::Answerer;
-use link::{Link, LinkHost};
+use link::{Link, LinkHost, Links, Outlet, Route};
 
 /// Requests answered at once.
 const WORKERS: usize = 8;
@@ -66,6 +73,12 @@ pub struct ServeOptions {
     pub passthrough: Option<String>,
     /// Offer the `tether__status` tool: each server's state.
     pub status_tool: bool,
+    /// Over HTTP: the bearer token every request must carry. `None` takes
+    /// requests without one (a host that guards the port otherwise).
+    pub bearer_token: Option<String>,
+    /// Over HTTP: origins allowed besides loopback ones
+    /// (`https://app.example`), for a browser page that may call tether.
+    pub allowed_origins: Vec<String>,
 }
 
 impl ServeOptions {
@@ -80,14 +93,31 @@ impl ServeOptions {
         self.status_tool = on;
         self
     }
+
+    /// Over HTTP, requires `Authorization: Bearer TOKEN` on every request.
+    pub fn with_bearer_token(mut self, token: &str) -> ServeOptions {
+        self.bearer_token = Some(token.to_owned());
+        self
+    }
+
+    /// Over HTTP, also takes requests from a page of `origin`.
+    pub fn with_allowed_origin(mut self, origin: &str) -> ServeOptions {
+        self.allowed_origins.push(origin.trim_end_matches('/').to_owned());
+        self
+    }
 }
 
-/// The client in front of tether. Made before the hub, whose host it is
+/// The clients in front of tether. Made before the hub, whose host it is
 /// ([`Downstream::host`]: server requests for roots, sampling and
-/// elicitation go to this client), then served with [`Downstream::serve`].
+/// elicitation go to the client active last that takes them), then served
+/// with [`Downstream::serve`] (stdio) or [`Downstream::serve_http`].
 #[derive(Default)]
 pub struct Downstream {
-    link: Arc<Link>,
+    links: Arc<Links>,
+    /// Set by [`Downstream::stop`]; the HTTP front's address, to wake its
+    /// listener.
+    stopped: AtomicBool,
+    listening: Mutex<Option<SocketAddr>>,
 }
 
 impl Downstream {
@@ -98,7 +128,7 @@ impl Downstream {
 
     /// The host to give the hub (`HubOptions::with_host`).
     pub fn host(&self) -> Arc<dyn Host> {
-        Arc::new(LinkHost(Arc::clone(&self.link)))
+        Arc::new(LinkHost(Arc::clone(&self.links)))
     }
 
     /// Serves `hub` to the client reading `output` and writing `input`
@@ -115,45 +145,100 @@ impl Downstream {
         options: &ServeOptions,
     ) -> Result<(), Error> {
         let (frames, outgoing) = bounded::<Vec<u8>>(WAITING_FRAMES);
-        self.link.connect(Some(frames.clone()));
-        let (queue, requests) = bounded::<Request>(WAITING_REQUESTS);
-        let in_flight: Mutex<HashMap<RequestId, CancelHandle>> = Mutex::new(HashMap::new());
+        let link = Arc::new(Link::new(Outlet::Pipe(frames)));
+        self.links.add(&link);
+        let served = std::thread::scope(|scope| {
+            let writer = std::thread::Builder::new()
+                .name("serve-writer".into())
+                .spawn_scoped(scope, || write_all(output, &outgoing));
+            let served = self.run(hub, options, |core| read_all(&mut input, core, &link));
+            // The writer ends once the last sender (the link's) is gone.
+            self.links.remove(&link);
+            link.close();
+            let written = writer.map(|writer| {
+                let _ = writer.join();
+            });
+            served.and(written.map_err(Error::Io))
+        });
+        served
+    }
+
+    /// Serves `hub` over Streamable HTTP on `listener` (at its `/mcp`),
+    /// until [`Downstream::stop`]: each client that sends `initialize`
+    /// gets a session, a 2026-07-28 client is answered statelessly. Every
+    /// request must carry `options`' bearer token when it has one, and a
+    /// browser's `Origin` must be loopback's or one allowed.
+    ///
+    /// # Errors
+    /// The listener cannot be read, or a serving thread cannot be started.
+    pub fn serve_http(
+        &self,
+        hub: &Hub,
+        listener: TcpListener,
+        options: &ServeOptions,
+    ) -> Result<(), Error> {
+        *lock(&self.listening) = Some(listener.local_addr().map_err(Error::Io)?);
+        let served = self.run(hub, options, |core| {
+            http::Front::new(core, &self.links, options, &listener).accept_all(&self.stopped)
+        });
+        *lock(&self.listening) = None;
+        served.and_then(|accepted| accepted.map_err(Error::Io))
+    }
+
+    /// Ends [`Downstream::serve_http`]: no more connections are taken, the
+    /// open ones are closed, the calls under way are cancelled.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        if let Some(address) = *lock(&self.listening) {
+            // Wakes the listener, which waits in `accept`.
+            let _ = std::net::TcpStream::connect_timeout(&address, Duration::from_secs(1));
+        }
+    }
+
+    /// Runs the serving's own threads (the workers, the change announcer,
+    /// the restarter) around `front`, which reads the clients on the
+    /// caller's thread; when it returns, what runs is given up and every
+    /// thread is joined.
+    fn run<T>(
+        &self,
+        hub: &Hub,
+        options: &ServeOptions,
+        front: impl FnOnce(&Core<'_>) -> T,
+    ) -> Result<T, Error> {
+        let (queue, requests) = bounded::<Job>(WAITING_REQUESTS);
         let ended = AtomicBool::new(false);
-        let answerer = Answerer {
-            hub,
-            link: &self.link,
-            options,
-            resource_servers: Mutex::new(HashMap::new()),
-        };
+        let answerer = Answerer { hub, options, resource_servers: Mutex::new(Default::default()) };
+        let core = Core { hub, links: &self.links, queue };
         let named = |name: String| std::thread::Builder::new().name(name);
         std::thread::scope(|scope| {
-            let writer =
-                named("serve-writer".into()).spawn_scoped(scope, || write_all(output, &outgoing));
-            let mut threads = Vec::with_capacity(WORKERS + 1);
+            let mut threads = Vec::with_capacity(WORKERS + 2);
             for n in 0..WORKERS {
-                let requests = requests.clone();
-                let (answerer, link, in_flight) = (&answerer, &*self.link, &in_flight);
+                let (requests, answerer) = (requests.clone(), &answerer);
                 threads.push(
                     named(format!("serve-worker-{n}"))
-                        .spawn_scoped(scope, move || work(&requests, answerer, link, in_flight)),
+                        .spawn_scoped(scope, move || work(&requests, answerer)),
                 );
             }
-            let (link, ended_flag) = (&*self.link, &ended);
+            let (links, ended_flag) = (&*self.links, &ended);
             threads.push(
                 named("serve-changes".into())
-                    .spawn_scoped(scope, move || announce_changes(hub, link, ended_flag)),
+                    .spawn_scoped(scope, move || announce_changes(hub, links, ended_flag)),
             );
             threads.push(
                 named("serve-restarts".into())
                     .spawn_scoped(scope, move || restart_stopped(hub, ended_flag)),
             );
             drop(requests);
-            read_all(&mut input, hub, &self.link, &queue, &in_flight);
-            // The input ended: nothing more is asked; what runs is given up.
+            let failed_early = threads.iter().any(Result::is_err);
+            let outcome = if failed_early { None } else { Some(front(&core)) };
+            // The clients are gone: nothing more is asked; what runs is
+            // given up.
             ended.store(true, Ordering::Relaxed);
-            drop(queue);
-            for cancel in lock(&in_flight).values() {
-                cancel.cancel();
+            drop(core);
+            for link in self.links.all() {
+                for cancel in lock(&link.in_flight).values() {
+                    cancel.cancel();
+                }
             }
             let mut failed = None;
             for thread in threads {
@@ -164,27 +249,65 @@ impl Downstream {
                     Err(err) => failed = Some(err),
                 }
             }
-            self.link.connect(None);
-            drop(frames);
-            match writer {
-                Ok(writer) => {
-                    let _ = writer.join();
-                }
-                Err(err) => failed = Some(err),
+            match (outcome, failed) {
+                (Some(outcome), None) => Ok(outcome),
+                (_, Some(err)) => Err(Error::Io(err)),
+                (None, None) => unreachable!("a thread failed to start"),
             }
-            failed.map_or(Ok(()), |err| Err(Error::Io(err)))
         })
     }
 }
 
-/// The reader: frames from the downstream until its input ends.
-fn read_all(
-    input: &mut impl Read,
-    hub: &Hub,
-    link: &Link,
-    queue: &crossbeam_channel::Sender<Request>,
-    in_flight: &Mutex<HashMap<RequestId, CancelHandle>>,
-) {
+/// A request, and the client whose it is.
+struct Job {
+    link: Arc<Link>,
+    request: Request,
+}
+
+/// What a front hands its clients' frames to.
+struct Core<'a> {
+    hub: &'a Hub,
+    links: &'a Links,
+    queue: Sender<Job>,
+}
+
+impl Core<'_> {
+    /// A request from `link`'s client, for a worker; answered "busy" at
+    /// once when every worker is taken and the queue is full.
+    fn submit(&self, link: &Arc<Link>, request: Request) {
+        self.links.touch(link);
+        if let Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) =
+            self.queue.try_send(Job { link: Arc::clone(link), request })
+        {
+            let busy = RpcError {
+                code: -32000,
+                message: "tether is busy: too many requests at once".into(),
+                data: None,
+            };
+            let id = &job.request.id;
+            job.link.send(Route::Answer(id), Frame::response(id, &Err(busy)));
+        }
+    }
+
+    /// A frame from `link`'s client that is not a request: a notification,
+    /// or the answer to one of tether's requests.
+    fn hear(&self, link: &Link, message: Message) {
+        match message {
+            Message::Notification(notification) => {
+                heard(self.hub, link, &notification.method, notification.params.as_ref());
+            }
+            Message::Response(response) => {
+                if let RequestId::Number(id) = response.id {
+                    link.answered(id, response.outcome);
+                }
+            }
+            Message::Request(request) => log::debug!("a request heard as news: {}", request.method),
+        }
+    }
+}
+
+/// The stdio reader: frames from the client until its input ends.
+fn read_all(input: &mut impl Read, core: &Core<'_>, link: &Arc<Link>) {
     let mut framer = Framer::default();
     loop {
         match framer.next_frame() {
@@ -193,24 +316,8 @@ fn read_all(
                 Ok(Message::Request(request)) if request.method == "subscriptions/listen" => {
                     link.listen(&request.id, request.params.as_ref());
                 }
-                Ok(Message::Request(request)) => {
-                    if let Err(TrySendError::Full(request)) = queue.try_send(request) {
-                        let busy = RpcError {
-                            code: -32000,
-                            message: "tether is busy: too many requests at once".into(),
-                            data: None,
-                        };
-                        link.send(Frame::response(&request.id, &Err(busy)));
-                    }
-                }
-                Ok(Message::Notification(notification)) => {
-                    heard(hub, link, in_flight, &notification.method, notification.params.as_ref())
-                }
-                Ok(Message::Response(response)) => {
-                    if let RequestId::Number(id) = response.id {
-                        link.answered(id, response.outcome);
-                    }
-                }
+                Ok(Message::Request(request)) => core.submit(link, request),
+                Ok(message) => core.hear(link, message),
                 Err(why) => {
                     log::warn!(
                         "the client in front of tether sent a frame that is not JSON-RPC: {why}"
@@ -235,14 +342,8 @@ fn read_all(
     }
 }
 
-/// A notification from the downstream.
-fn heard(
-    hub: &Hub,
-    link: &Link,
-    in_flight: &Mutex<HashMap<RequestId, CancelHandle>>,
-    method: &str,
-    params: Option<&serde_json::Value>,
-) {
+/// A notification from a client.
+fn heard(hub: &Hub, link: &Link, method: &str, params: Option<&serde_json::Value>) {
     match method {
         "notifications/initialized" => {
             let roots = {
@@ -265,7 +366,7 @@ fn heard(
             if link.stop_listening(&id) {
                 return;
             }
-            if let Some(cancel) = lock(in_flight).get(&id).cloned() {
+            if let Some(cancel) = lock(&link.in_flight).get(&id).cloned() {
                 cancel.cancel();
             }
         }
@@ -274,33 +375,32 @@ fn heard(
 }
 
 /// A worker: answers requests until the queue closes.
-fn work(
-    requests: &Receiver<Request>,
-    answerer: &Answerer<'_>,
-    link: &Link,
-    in_flight: &Mutex<HashMap<RequestId, CancelHandle>>,
-) {
-    while let Ok(request) = requests.recv() {
+fn work(requests: &Receiver<Job>, answerer: &Answerer<'_>) {
+    while let Ok(Job { link, request }) = requests.recv() {
         let cancel = CancelHandle::new();
-        lock(in_flight).insert(request.id.clone(), cancel.clone());
-        let outcome = answerer.answer(&request, &cancel);
-        lock(in_flight).remove(&request.id);
-        // A request the downstream cancelled gets no answer (as MCP says).
-        if !cancel.is_cancelled() {
-            link.send(Frame::response(&request.id, &outcome));
-        }
+        lock(&link.in_flight).insert(request.id.clone(), cancel.clone());
+        let outcome = answerer.answer(&link, &request, &cancel);
+        lock(&link.in_flight).remove(&request.id);
+        // A request the client cancelled gets no answer (as MCP says);
+        // over HTTP its stream still ends.
+        let bytes = if cancel.is_cancelled() {
+            Vec::new()
+        } else {
+            Frame::response(&request.id, &outcome).bytes
+        };
+        link.send_bytes(Route::Answer(&request.id), bytes);
     }
 }
 
 /// Announces each change of the hub's tools to a downstream that takes
 /// notifications, until the serving ends.
-fn announce_changes(hub: &Hub, link: &Link, ended: &AtomicBool) {
+fn announce_changes(hub: &Hub, links: &Links, ended: &AtomicBool) {
     let mut generation = hub.wait_tools_changed(u64::MAX, Duration::ZERO);
     while !ended.load(Ordering::Relaxed) {
         let now = hub.wait_tools_changed(generation, CHANGES_POLL);
         if now != generation {
             generation = now;
-            link.notify("notifications/tools/list_changed", Some(&json!({})));
+            links.notify("notifications/tools/list_changed", Some(&json!({})));
         }
     }
 }
@@ -333,10 +433,13 @@ fn restart_stopped(hub: &Hub, ended: &AtomicBool) {
     }
 }
 
-/// The writer: every frame, a line each, until the queue closes or the
-/// output does.
+/// The stdio writer: every frame, a line each, until the queue closes or
+/// the output does. An empty frame (a cancelled request's) is no line.
 fn write_all(mut output: impl Write, frames: &Receiver<Vec<u8>>) {
     while let Ok(mut frame) = frames.recv() {
+        if frame.is_empty() {
+            continue;
+        }
         frame.push(b'\n');
         let written = output.write_all(&frame).and_then(|()| {
             // Flush only when nothing else is waiting: one write for a burst.

@@ -16,6 +16,8 @@ mod network; // proxies from the environment, private CAs (caFile, SSL_CERT_FILE
 mod reading; // stdio leader/follower: callers reading for themselves, nothing lost, bounded
 #[cfg(feature = "serve")]
 mod serve; // tether serve and proxy: a real process served to a client written in the test
+#[cfg(feature = "serve")]
+mod serve_http; // tether serve --http: real sockets, the SDKs' clients, the port's guards
 mod stdio; // Client over stdio against the misbehaving fixture
 mod support; // fixture binaries, process accounting, bounded waits
 mod usage; // help, argument shapes, checked add, get, roots, escaped output

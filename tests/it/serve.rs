@@ -289,8 +289,8 @@ fn one_server_keeps_its_names_and_its_failure_is_an_error() {
 
 // The TypeScript SDK's Client in front of `tether serve`, with
 // server-everything behind it (stdio): tools, a call, progress under the
-// client's token, sampling and elicitation answered by the client in front,
-// resources and prompts.
+// client's token, cancellation, sampling and elicitation answered by the
+// client in front, resources and prompts.
 #[test]
 fn the_typescript_sdk_reaches_server_everything_through_tether_serve() {
     let argv = crate::interop_setup::everything_server();
@@ -312,6 +312,8 @@ fn the_typescript_sdk_reaches_server_everything_through_tether_serve() {
     // arrives in one read with the answer (it looks its progress handler up
     // after the answer removed it).
     assert!(seen["progress"].as_u64().unwrap() >= 2, "{seen}");
+    assert_eq!(seen["cancelled"], true, "{seen}");
+    assert!(seen["afterCancel"].as_str().unwrap().contains("again"), "{seen}");
     assert!(seen["sampling"].as_str().unwrap().contains("sampled by the front"), "{seen}");
     assert_eq!(seen["sampled"], 1, "{seen}");
     assert!(seen["elicitation"].as_str().unwrap().contains("Ada Lovelace"), "{seen}");

@@ -93,6 +93,8 @@ pub(super) enum Command {
         status_tool: bool,
         /// `--check`: start them, say how each is, and exit.
         check: bool,
+        /// `--http ADDRESS` and its companions: Streamable HTTP, not stdio.
+        http: HttpListen,
     },
     Proxy(Box<crate::cli::proxy::ProxyArgs>),
     Add(AddArgs),
@@ -366,10 +368,53 @@ fn parse_run(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     Ok(Command::Run { file, code, timeout, json })
 }
 
-/// `serve [NAME...] [--status-tool] [--check]`.
+/// Serving over Streamable HTTP: `--http [HOST:]PORT`, `--token-env VAR`,
+/// `--allow-origin ORIGIN` (repeatable).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct HttpListen {
+    /// Where to listen; `None`: serve on stdio.
+    pub(crate) address: Option<String>,
+    /// The environment variable holding the bearer token; none: one is made.
+    pub(crate) token_env: Option<String>,
+    pub(crate) origins: Vec<String>,
+}
+
+impl HttpListen {
+    /// The flags' names.
+    const FLAGS: [&'static str; 3] = ["http", "token-env", "allow-origin"];
+
+    /// Takes flag `name`'s value.
+    fn take(&mut self, name: &str, parser: &mut lexopt::Parser) -> Result<(), lexopt::Error> {
+        let value = parser.value()?.string()?;
+        match name {
+            "http" => self.address = Some(value),
+            "token-env" => self.token_env = Some(value),
+            _ => self.origins.push(value),
+        }
+        Ok(())
+    }
+
+    /// The flags without `--http` say nothing.
+    fn check(&self) -> Result<(), lexopt::Error> {
+        if self.address.is_none() && (self.token_env.is_some() || !self.origins.is_empty()) {
+            return Err("--token-env and --allow-origin go with --http".into());
+        }
+        Ok(())
+    }
+}
+
+/// `serve [NAME...] [--status-tool] [--check] [--http ADDRESS ...]`.
 fn parse_serve(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     let (mut names, mut status_tool, mut check) = (Vec::new(), false, false);
+    let mut http = HttpListen::default();
     while let Some(arg) = parser.next()? {
+        if let Long(flag) = arg {
+            if HttpListen::FLAGS.contains(&flag) {
+                let flag = flag.to_owned();
+                http.take(&flag, parser)?;
+                continue;
+            }
+        }
         match arg {
             Long("status-tool") => status_tool = true,
             Long("check") => check = true,
@@ -377,7 +422,8 @@ fn parse_serve(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
             _ => return Err(arg.unexpected()),
         }
     }
-    Ok(Command::Serve { names, status_tool, check })
+    http.check()?;
+    Ok(Command::Serve { names, status_tool, check, http })
 }
 
 /// `proxy URL [flags]`: mcp-remote's flags where tether has them.
@@ -385,6 +431,13 @@ fn parse_proxy(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     let mut args = crate::cli::proxy::ProxyArgs::default();
     let mut url = None;
     while let Some(arg) = parser.next()? {
+        if let Long(flag) = arg {
+            if HttpListen::FLAGS.contains(&flag) {
+                let flag = flag.to_owned();
+                args.http.take(&flag, parser)?;
+                continue;
+            }
+        }
         match arg {
             Long("header") => args.headers.push(parser.value()?.string()?),
             Long("transport") => args.transport = Some(parser.value()?.string()?),
@@ -408,6 +461,7 @@ fn parse_proxy(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
         }
     }
     args.url = url.ok_or("usage: tether proxy URL [flags] (see tether proxy --help)")?;
+    args.http.check()?;
     Ok(Command::Proxy(Box::new(args)))
 }
 
@@ -680,7 +734,7 @@ mod tests {
         assert!(matches!(command("run"), Command::Run { file: None, code: None, .. }));
         assert!(matches!(
             command("serve a b --status-tool"),
-            Command::Serve { ref names, status_tool: true, check: false } if names == &["a", "b"]
+            Command::Serve { ref names, status_tool: true, check: false, .. } if names == &["a", "b"]
         ));
         assert!(matches!(command("serve --check"), Command::Serve { check: true, .. }));
         let Command::Proxy(proxy) = command(

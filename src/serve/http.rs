@@ -1,0 +1,592 @@
+//! The Streamable HTTP front: `tether serve --http`. The caller's thread
+//! accepts connections; each is read on its own `serve-http-N` thread (at
+//! most `MAX_CONNECTIONS` at once), which checks the request (path, Host,
+//! Origin, bearer token), hands a JSON-RPC request to the serving's
+//! workers (`Core::submit`), and writes the answer: as JSON, or as an
+//! event stream that carries the request's news first (`streams.rs`).
+//!
+//! A client that sends `initialize` gets a session (`Mcp-Session-Id`),
+//! which is one `Link`: its capabilities, its requests under way, its
+//! streams. At most `MAX_SESSIONS` live at once; a new one takes the place
+//! of the one idle longest, if it has been idle a while. A 2026-07-28
+//! client needs no session: its requests share one stateless link, and its
+//! `subscriptions/listen` is a request stream held open.
+//!
+//! Every bound is here: connections, sessions, a request's size and the
+//! time it may take to arrive, frames waiting on a stream. Stopping shuts
+//! every connection, so that each thread ends and is joined.
+
+use std::collections::HashMap;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use serde_json::{json, Value};
+
+use super::http_wire::{self, Conn, HttpRequest, Incoming};
+use super::link::{Link, Links, Outlet};
+use super::streams::{Piece, Streams};
+use super::{Core, ServeOptions};
+use crate::jsonrpc::{Message, Request};
+use crate::protocol::{MODERN_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::sync::lock;
+use crate::url::WebUrl;
+
+/// Where MCP is served.
+pub(super) const PATH: &str = "/mcp";
+/// Connections read at once; past this one is answered 503.
+const MAX_CONNECTIONS: usize = 64;
+/// Sessions kept at once.
+const MAX_SESSIONS: usize = 32;
+/// A session idle this long may give its place to a new one.
+const SESSION_IDLE: Duration = Duration::from_secs(300);
+/// The largest request body.
+const MAX_BODY: usize = 4 * 1024 * 1024;
+/// How long a kept connection waits for its next request.
+const CONNECTION_IDLE: Duration = Duration::from_secs(30);
+/// How long a request may take to arrive, once begun.
+const REQUEST_WAIT: Duration = Duration::from_secs(10);
+/// How often a stream that waits looks whether the serving stopped.
+const TICK: Duration = Duration::from_millis(500);
+/// A quiet stream gets a comment this often (a client gone is found so).
+const QUIET: Duration = Duration::from_secs(15);
+
+/// A request refused: its status and why.
+type Refusal = (u16, &'static str);
+
+/// One session: its link and its streams.
+struct Session {
+    link: Arc<Link>,
+    streams: Arc<Streams>,
+    used: Instant,
+}
+
+pub(super) struct Front<'a> {
+    core: &'a Core<'a>,
+    links: &'a Links,
+    options: &'a ServeOptions,
+    listener: &'a TcpListener,
+    /// Listening on loopback: the Host header must name loopback too.
+    loopback: bool,
+    sessions: Mutex<HashMap<String, Session>>,
+    /// The link every stateless (2026-07-28) client shares.
+    stateless: (Arc<Link>, Arc<Streams>),
+    /// The connections being read, to shut when stopping.
+    open: Mutex<HashMap<u64, TcpStream>>,
+    active: AtomicUsize,
+}
+
+/// How a request leaves its connection.
+enum After {
+    /// Ready for the connection's next request.
+    Next,
+    /// The connection closes.
+    Close,
+}
+
+impl<'a> Front<'a> {
+    pub(super) fn new(
+        core: &'a Core<'a>,
+        links: &'a Links,
+        options: &'a ServeOptions,
+        listener: &'a TcpListener,
+    ) -> Front<'a> {
+        let loopback = listener.local_addr().is_ok_and(|address| address.ip().is_loopback());
+        let streams = Arc::new(Streams::default());
+        let link = Arc::new(Link::new(Outlet::Streams(Arc::clone(&streams))));
+        {
+            let mut peer = lock(&link.peer);
+            peer.stateless = true;
+            peer.ready = true;
+        }
+        links.add(&link);
+        Front {
+            core,
+            links,
+            options,
+            listener,
+            loopback,
+            sessions: Mutex::new(HashMap::new()),
+            stateless: (link, streams),
+            open: Mutex::new(HashMap::new()),
+            active: AtomicUsize::new(0),
+        }
+    }
+
+    /// Accepts connections until `stopped`; then closes every one and every
+    /// session, and returns once each connection's thread has ended.
+    pub(super) fn accept_all(&self, stopped: &AtomicBool) -> std::io::Result<()> {
+        let accepted = std::thread::scope(|scope| {
+            let mut number = 0u64;
+            let outcome = loop {
+                let stream = match self.listener.accept() {
+                    Ok((stream, _)) => stream,
+                    Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(err) => break Err(err),
+                };
+                if stopped.load(Ordering::SeqCst) {
+                    break Ok(());
+                }
+                if self.active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
+                    let mut stream = stream;
+                    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                    let _ = http_wire::respond(
+                        &mut stream,
+                        503,
+                        &[("Retry-After", "1")],
+                        b"too many connections",
+                        false,
+                    );
+                    continue;
+                }
+                number += 1;
+                if let Ok(clone) = stream.try_clone() {
+                    lock(&self.open).insert(number, clone);
+                }
+                self.active.fetch_add(1, Ordering::SeqCst);
+                let spawned = std::thread::Builder::new()
+                    .name(format!("serve-http-{number}"))
+                    .spawn_scoped(scope, move || {
+                        self.connection(stream, stopped);
+                        lock(&self.open).remove(&number);
+                        self.active.fetch_sub(1, Ordering::SeqCst);
+                    });
+                if let Err(err) = spawned {
+                    log::warn!("cannot read a connection: {err}");
+                    lock(&self.open).remove(&number);
+                    self.active.fetch_sub(1, Ordering::SeqCst);
+                }
+            };
+            // Every connection ends: reads wake, streams close.
+            for stream in lock(&self.open).values() {
+                let _ = stream.shutdown(Shutdown::Both);
+            }
+            for (_, session) in lock(&self.sessions).drain() {
+                self.end(&session);
+            }
+            self.stateless.1.close_all();
+            outcome
+        });
+        self.links.remove(&self.stateless.0);
+        self.stateless.0.close();
+        accepted
+    }
+
+    /// Ends a session: its streams close, its calls are given up.
+    fn end(&self, session: &Session) {
+        session.streams.close_all();
+        session.link.close();
+        self.links.remove(&session.link);
+    }
+
+    /// One connection's requests, until it closes or the serving stops.
+    fn connection(&self, stream: TcpStream, stopped: &AtomicBool) {
+        let mut conn = Conn::new(stream);
+        while !stopped.load(Ordering::SeqCst) {
+            match conn.read_request(CONNECTION_IDLE, REQUEST_WAIT, MAX_BODY) {
+                Incoming::Closed => return,
+                Incoming::Refused(status, why) => {
+                    let _ =
+                        http_wire::respond(&mut conn.stream, status, &[], why.as_bytes(), false);
+                    return;
+                }
+                Incoming::Request(request) => {
+                    let keep = request.keep_alive;
+                    match self.exchange(&mut conn.stream, &request, stopped) {
+                        Ok(After::Next) if keep => {}
+                        Ok(_) | Err(_) => return,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Answers one HTTP request.
+    fn exchange(
+        &self,
+        stream: &mut TcpStream,
+        request: &HttpRequest,
+        stopped: &AtomicBool,
+    ) -> std::io::Result<After> {
+        let keep = request.keep_alive;
+        if request.path != PATH {
+            return plain(stream, 404, &format!("MCP is served at {PATH}"), keep);
+        }
+        if let Some(why) = self.refusal(request) {
+            let (status, text) = why;
+            let headers: &[(&str, &str)] =
+                if status == 401 { &[("WWW-Authenticate", "Bearer")] } else { &[] };
+            http_wire::respond(stream, status, headers, text.as_bytes(), keep)?;
+            return Ok(After::Next);
+        }
+        if let Some(version) = request.header("mcp-protocol-version") {
+            if version != MODERN_PROTOCOL_VERSION && !SUPPORTED_PROTOCOL_VERSIONS.contains(&version)
+            {
+                let text = format!("protocol version {version:?} is not served");
+                return rpc_refusal(stream, 400, -32600, &text, keep);
+            }
+        }
+        match request.method.as_str() {
+            "POST" => self.post(stream, request, stopped),
+            "GET" => self.get(stream, request, stopped),
+            "DELETE" => self.delete(stream, request),
+            _ => {
+                http_wire::respond(
+                    stream,
+                    405,
+                    &[("Allow", "GET, POST, DELETE")],
+                    b"MCP takes GET, POST and DELETE",
+                    keep,
+                )?;
+                Ok(After::Next)
+            }
+        }
+    }
+
+    /// Why a request is refused before it is read: a Host or Origin not
+    /// allowed (DNS rebinding, another site's page), or no bearer token.
+    fn refusal(&self, request: &HttpRequest) -> Option<Refusal> {
+        if self.loopback {
+            let host = request.header("host").unwrap_or("");
+            let named = WebUrl::parse(&format!("http://{host}/"));
+            if !named.is_some_and(|url| url.is_loopback()) {
+                return Some((403, "the Host header does not name this machine"));
+            }
+        }
+        if let Some(origin) = request.header("origin") {
+            let allowed = WebUrl::parse(origin).is_some_and(|url| url.is_loopback())
+                || self.options.allowed_origins.iter().any(|allowed| allowed == origin);
+            if !allowed {
+                return Some((403, "requests from this origin are not taken"));
+            }
+        }
+        if let Some(token) = &self.options.bearer_token {
+            let given = request.header("authorization").and_then(|value| {
+                let (scheme, credentials) = value.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| credentials.trim())
+            });
+            if !given.is_some_and(|given| same_secret(given.as_bytes(), token.as_bytes())) {
+                return Some((401, "a bearer token is required"));
+            }
+        }
+        None
+    }
+
+    /// A POST: one JSON-RPC message.
+    fn post(
+        &self,
+        stream: &mut TcpStream,
+        request: &HttpRequest,
+        stopped: &AtomicBool,
+    ) -> std::io::Result<After> {
+        let keep = request.keep_alive;
+        let json = request
+            .header("content-type")
+            .is_none_or(|kind| kind.to_ascii_lowercase().starts_with("application/json"));
+        if !json {
+            return plain(stream, 415, "MCP messages are application/json", keep);
+        }
+        if request.body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'[') {
+            return rpc_refusal(stream, 400, -32600, "batches are not served", keep);
+        }
+        let message = match Message::parse(&request.body) {
+            Ok(message) => message,
+            Err(why) => return rpc_refusal(stream, 400, -32700, &why.to_string(), keep),
+        };
+        let stateless = request.header("mcp-protocol-version") == Some(MODERN_PROTOCOL_VERSION)
+            || match &message {
+                Message::Request(asked) => {
+                    asked.method == "server/discover" || is_modern(asked.params.as_ref())
+                }
+                Message::Notification(told) => is_modern(told.params.as_ref()),
+                Message::Response(_) => false,
+            };
+        let opens = matches!(&message, Message::Request(asked) if asked.method == "initialize");
+        let (link, streams, new_session) = if stateless {
+            (Arc::clone(&self.stateless.0), Arc::clone(&self.stateless.1), None)
+        } else if opens {
+            match self.open_session() {
+                Some((id, link, streams)) => (link, streams, Some(id)),
+                None => {
+                    let text = "too many sessions; end one (DELETE) first";
+                    return rpc_refusal(stream, 503, -32000, text, keep);
+                }
+            }
+        } else {
+            match self.session(request) {
+                Ok((link, streams)) => (link, streams, None),
+                Err((status, text)) => return rpc_refusal(stream, status, -32001, text, keep),
+            }
+        };
+        let asked = match message {
+            Message::Request(asked) => asked,
+            told => {
+                self.core.hear(&link, told);
+                http_wire::respond(stream, 202, &[], b"", keep)?;
+                return Ok(After::Next);
+            }
+        };
+        let takes_events =
+            request.header("accept").is_some_and(|accept| accept.contains("text/event-stream"));
+        let session_header = new_session.as_deref().map(|id| ("Mcp-Session-Id", id));
+        let headers: Vec<(&str, &str)> = session_header.into_iter().collect();
+        if asked.method == "subscriptions/listen" {
+            if !takes_events {
+                return plain(stream, 406, "subscriptions/listen needs text/event-stream", keep);
+            }
+            let pieces = streams.open_post(&asked.id, true);
+            link.listen(&asked.id, asked.params.as_ref());
+            let streamed = self.stream_events(stream, &headers, &pieces, stopped);
+            link.stop_listening(&asked.id);
+            return streamed;
+        }
+        let events = takes_events && has_news(&asked);
+        let id = asked.id.clone();
+        let pieces = streams.open_post(&id, events);
+        self.core.submit(&link, asked);
+        let answered = if events {
+            self.stream_events(stream, &headers, &pieces, stopped)
+        } else {
+            self.answer_json(stream, &headers, &pieces, stopped, keep)
+        };
+        streams.close_post(&id);
+        answered
+    }
+
+    /// Writes a request's stream (its news, then its answer) as events.
+    fn stream_events(
+        &self,
+        stream: &mut TcpStream,
+        headers: &[(&str, &str)],
+        pieces: &Receiver<Piece>,
+        stopped: &AtomicBool,
+    ) -> std::io::Result<After> {
+        http_wire::start_events(stream, headers)?;
+        let mut quiet_since = Instant::now();
+        while !stopped.load(Ordering::SeqCst) {
+            match pieces.recv_timeout(TICK) {
+                Ok(piece) => {
+                    if !piece.bytes.is_empty() {
+                        http_wire::event(stream, &piece.bytes)?;
+                    }
+                    if piece.last {
+                        break;
+                    }
+                    quiet_since = Instant::now();
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if quiet_since.elapsed() >= QUIET {
+                        http_wire::keep_alive(stream)?;
+                        quiet_since = Instant::now();
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        Ok(After::Close)
+    }
+
+    /// Waits for a request's answer alone and writes it as JSON.
+    fn answer_json(
+        &self,
+        stream: &mut TcpStream,
+        headers: &[(&str, &str)],
+        pieces: &Receiver<Piece>,
+        stopped: &AtomicBool,
+        keep: bool,
+    ) -> std::io::Result<After> {
+        while !stopped.load(Ordering::SeqCst) {
+            match pieces.recv_timeout(TICK) {
+                Ok(piece) if piece.last => {
+                    if piece.bytes.is_empty() {
+                        // Cancelled: no answer, as MCP says.
+                        http_wire::respond(stream, 202, headers, b"", keep)?;
+                    } else {
+                        let mut with_type = headers.to_vec();
+                        with_type.push(("Content-Type", "application/json"));
+                        http_wire::respond(stream, 200, &with_type, &piece.bytes, keep)?;
+                    }
+                    return Ok(After::Next);
+                }
+                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        Ok(After::Close)
+    }
+
+    /// A GET: the session's own stream, for what concerns no request.
+    fn get(
+        &self,
+        stream: &mut TcpStream,
+        request: &HttpRequest,
+        stopped: &AtomicBool,
+    ) -> std::io::Result<After> {
+        let keep = request.keep_alive;
+        if request.header("mcp-protocol-version") == Some(MODERN_PROTOCOL_VERSION) {
+            let text = "a 2026-07-28 client listens with subscriptions/listen";
+            http_wire::respond(stream, 405, &[("Allow", "POST")], text.as_bytes(), keep)?;
+            return Ok(After::Next);
+        }
+        if !request.header("accept").is_some_and(|accept| accept.contains("text/event-stream")) {
+            return plain(stream, 406, "the stream is text/event-stream", keep);
+        }
+        let (_, streams) = match self.session(request) {
+            Ok(found) => found,
+            Err((status, text)) => return rpc_refusal(stream, status, -32001, text, keep),
+        };
+        let (number, pieces) = streams.open_general();
+        let streamed = self.stream_events(stream, &[], &pieces, stopped);
+        streams.close_general(number);
+        streamed
+    }
+
+    /// A DELETE: the client ends its session.
+    fn delete(&self, stream: &mut TcpStream, request: &HttpRequest) -> std::io::Result<After> {
+        let keep = request.keep_alive;
+        let id = request.header("mcp-session-id").unwrap_or("");
+        let Some(session) = lock(&self.sessions).remove(id) else {
+            return rpc_refusal(stream, 404, -32001, "no such session", keep);
+        };
+        self.end(&session);
+        http_wire::respond(stream, 200, &[], b"", keep)?;
+        Ok(After::Next)
+    }
+
+    /// A new session, in place of the one idle longest when there are too
+    /// many; `None` when every one is in use.
+    fn open_session(&self) -> Option<(String, Arc<Link>, Arc<Streams>)> {
+        let id = session_id()?;
+        let streams = Arc::new(Streams::default());
+        let link = Arc::new(Link::new(Outlet::Streams(Arc::clone(&streams))));
+        let evicted = {
+            let mut sessions = lock(&self.sessions);
+            let mut evicted = None;
+            if sessions.len() >= MAX_SESSIONS {
+                let idlest = sessions
+                    .iter()
+                    .filter(|(_, session)| session.used.elapsed() >= SESSION_IDLE)
+                    .min_by_key(|(_, session)| session.used)
+                    .map(|(id, _)| id.clone())?;
+                evicted = sessions.remove(&idlest);
+            }
+            let session = Session {
+                link: Arc::clone(&link),
+                streams: Arc::clone(&streams),
+                used: Instant::now(),
+            };
+            sessions.insert(id.clone(), session);
+            evicted
+        };
+        if let Some(evicted) = evicted {
+            log::info!("ended the session idle longest, for a new one");
+            self.end(&evicted);
+        }
+        self.links.add(&link);
+        Some((id, link, streams))
+    }
+
+    /// The session a request names.
+    fn session(&self, request: &HttpRequest) -> Result<(Arc<Link>, Arc<Streams>), Refusal> {
+        let Some(id) = request.header("mcp-session-id") else {
+            return Err((400, "Mcp-Session-Id is missing: send initialize first"));
+        };
+        let mut sessions = lock(&self.sessions);
+        let session = sessions.get_mut(id).ok_or((404, "no such session: initialize again"))?;
+        session.used = Instant::now();
+        Ok((Arc::clone(&session.link), Arc::clone(&session.streams)))
+    }
+}
+
+/// A request that may have news before its answer (progress, or a
+/// server's question): answered as an event stream when the client takes
+/// one. What tether answers itself at once is plain JSON.
+fn has_news(request: &Request) -> bool {
+    !matches!(
+        request.method.as_str(),
+        "initialize"
+            | "server/discover"
+            | "ping"
+            | "logging/setLevel"
+            | "tools/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "prompts/list"
+    )
+}
+
+/// True when `params` carries 2026-07-28's `_meta` (a stateless request).
+fn is_modern(params: Option<&Value>) -> bool {
+    params
+        .and_then(|params| params.get("_meta"))
+        .and_then(|meta| meta.get("io.modelcontextprotocol/protocolVersion"))
+        .is_some()
+}
+
+/// A session id: 128 random bits, in hex.
+fn session_id() -> Option<String> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 16];
+    ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
+/// Compares two secrets in time that does not depend on where they differ.
+fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    given.len() == expected.len()
+        && given.iter().zip(expected).fold(0u8, |differ, (a, b)| differ | (a ^ b)) == 0
+}
+
+fn plain(stream: &mut TcpStream, status: u16, text: &str, keep: bool) -> std::io::Result<After> {
+    http_wire::respond(stream, status, &[("Content-Type", "text/plain")], text.as_bytes(), keep)?;
+    Ok(After::Next)
+}
+
+/// A refusal as a JSON-RPC error with no id.
+fn rpc_refusal(
+    stream: &mut TcpStream,
+    status: u16,
+    code: i64,
+    text: &str,
+    keep: bool,
+) -> std::io::Result<After> {
+    let body =
+        json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
+    let body = serde_json::to_vec(&body).unwrap_or_default();
+    http_wire::respond(stream, status, &[("Content-Type", "application/json")], &body, keep)?;
+    Ok(After::Next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::RequestId;
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abd", b"abc"));
+        assert!(!same_secret(b"ab", b"abc"));
+    }
+
+    #[test]
+    fn session_ids_are_long_and_differ() {
+        let (a, b) = (session_id().unwrap(), session_id().unwrap());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn what_has_news() {
+        let request = |method: &str| Request {
+            id: RequestId::Number(1),
+            method: method.into(),
+            params: None,
+        };
+        assert!(has_news(&request("tools/call")));
+        assert!(has_news(&request("completion/complete")));
+        assert!(!has_news(&request("tools/list")));
+    }
+}

@@ -1,0 +1,261 @@
+//! `tether serve --http` (issue 24): a real `tether` process serving
+//! Streamable HTTP on 127.0.0.1, spoken to over real sockets by the
+//! TypeScript and Python SDKs' clients and by requests written here.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::{config_dir, misbehave_entry, tether_bin, wait_exit, Tag, TempDir};
+
+/// `tether serve --http 0`, with the address and token it printed.
+struct HttpServe {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    address: String,
+    url: String,
+    token: String,
+    _dir: TempDir,
+}
+
+impl HttpServe {
+    fn start(servers: Value, args: &[&str]) -> HttpServe {
+        let dir = config_dir(servers);
+        let mut child = Command::new(tether_bin())
+            .arg("--config-dir")
+            .arg(dir.path())
+            .args(["serve", "--http", "0"])
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (sender, lines) = crossbeam_channel::unbounded();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = sender.send(line);
+            }
+        });
+        let (mut url, mut token) = (String::new(), String::new());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while url.is_empty() || token.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = lines.recv_timeout(left) else {
+                child.kill().ok();
+                child.wait().ok();
+                panic!("tether serve --http said no address and token");
+            };
+            if let Some(rest) = line.strip_prefix("tether: serving MCP at ") {
+                url = rest.trim().to_owned();
+            }
+            if let Some((_, rest)) = line.split_once("TOKEN\"): ") {
+                token = rest.trim().to_owned();
+            }
+        }
+        let address = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+        HttpServe { child, address, url, token, _dir: dir }
+    }
+
+    /// One request on its own connection: the status, the head, the body.
+    fn exchange(&self, head: &str, body: &[u8]) -> (u16, String, String) {
+        let mut stream = TcpStream::connect(&self.address).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut request = head.replace("{address}", &self.address).replace("{token}", &self.token);
+        request.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
+        stream.write_all(request.as_bytes()).unwrap();
+        let _ = stream.write_all(body);
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        let status = head.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
+        (status, head.to_owned(), body.to_owned())
+    }
+
+    /// A POST of `message` with the token (and `extra` header lines).
+    fn post(&self, message: &Value, extra: &str) -> (u16, String, String) {
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {{address}}\r\nAuthorization: Bearer {{token}}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{extra}"
+        );
+        self.exchange(&head, message.to_string().as_bytes())
+    }
+
+    /// SIGTERM, and how long the exit took.
+    fn stop(mut self) -> (Option<i32>, Duration) {
+        let began = Instant::now();
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let code = wait_exit(&mut self.child, Duration::from_secs(10));
+        (code, began.elapsed())
+    }
+}
+
+impl Drop for HttpServe {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+           "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                      "clientInfo": {"name": "raw", "version": "1"}}})
+}
+
+fn session_of(head: &str) -> String {
+    head.lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id").then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session in {head}"))
+}
+
+// What guards the port: the bearer token, Host and Origin (DNS
+// rebinding), the path, sessions, batches and the size of a body; each
+// refused with its status before anything reaches a server. Then a
+// session's call, its end, and SIGTERM: no process left.
+#[test]
+fn the_http_front_guards_its_port_and_serves_a_session() {
+    let tag = Tag::new();
+    let serve = HttpServe::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
+    let body = initialize().to_string();
+    let init = body.as_bytes();
+    let plain = "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n";
+    assert_eq!(serve.exchange(plain, init).0, 401, "no token");
+    let wrong = format!("{plain}Authorization: Bearer x{{token}}\r\n");
+    assert_eq!(serve.exchange(&wrong, init).0, 401, "a wrong token");
+    let evil_origin = serve.post(&initialize(), "Origin: http://evil.example\r\n");
+    assert_eq!(evil_origin.0, 403, "{evil_origin:?}");
+    let rebinding = "POST /mcp HTTP/1.1\r\nHost: evil.example\r\nAuthorization: Bearer {token}\r\n";
+    assert_eq!(serve.exchange(rebinding, init).0, 403, "a foreign Host");
+    let elsewhere = "POST /other HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n";
+    assert_eq!(serve.exchange(elsewhere, init).0, 404);
+    let huge = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {{address}}\r\nAuthorization: Bearer {{token}}\r\n\
+         Content-Length: {}\r\n",
+        64 * 1024 * 1024
+    );
+    let (status, _, _) = serve.exchange(&huge, b"");
+    assert_eq!(status, 413, "a body past the limit is refused before it is read");
+    let batch = serve.post(&json!([initialize()]), "");
+    assert_eq!(batch.0, 400, "{batch:?}");
+    let tools = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    assert_eq!(serve.post(&tools, "").0, 400, "no session");
+    assert_eq!(serve.post(&tools, "Mcp-Session-Id: nope\r\n").0, 404, "an unknown session");
+    let get = "GET /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\
+               Accept: text/event-stream\r\nMcp-Session-Id: nope\r\n";
+    assert_eq!(serve.exchange(get, b"").0, 404);
+
+    // A session: initialize, a call answered as an event stream, its end.
+    let (status, head, answer) = serve.post(&initialize(), "Origin: http://localhost:3000\r\n");
+    assert_eq!(status, 200, "{head}\n{answer}");
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["result"]["serverInfo"]["name"], "tether");
+    let session = format!("Mcp-Session-Id: {}\r\n", session_of(&head));
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(serve.post(&initialized, &session).0, 202);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, _, listed) = serve.post(&tools, &session);
+        if listed.contains("fx__echo") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no fx__echo: {listed}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "fx__echo", "arguments": {"text": "over http"}}});
+    let (status, head, events) = serve.post(&call, &session);
+    assert_eq!(status, 200);
+    assert!(head.contains("text/event-stream"), "{head}");
+    let data = events.lines().find_map(|line| line.strip_prefix("data: ")).unwrap();
+    let answered: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(answered["result"]["content"][0]["text"], "over http", "{events}");
+    let delete = format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: {{address}}\r\nAuthorization: Bearer {{token}}\r\n{session}"
+    );
+    assert_eq!(serve.exchange(&delete, b"").0, 200);
+    assert_eq!(serve.post(&tools, &session).0, 404, "the ended session is gone");
+
+    let (code, took) = serve.stop();
+    assert_eq!(code, Some(128 + libc::SIGTERM), "exit code");
+    assert!(took < Duration::from_millis(500), "exit took {took:?}");
+    tag.assert_gone();
+}
+
+// At most 32 sessions live at once: the 33rd `initialize` is refused (503)
+// while every session is fresh, and the port is still served after.
+#[test]
+fn sessions_are_bounded() {
+    let serve = HttpServe::start(json!({}), &[]);
+    for n in 0..32 {
+        let (status, head, _) = serve.post(&initialize(), "");
+        assert_eq!(status, 200, "session {n}: {head}");
+    }
+    let (status, _, body) = serve.post(&initialize(), "");
+    assert_eq!(status, 503, "{body}");
+    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping",
+                      "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
+    let (status, _, body) = serve.post(&ping, "MCP-Protocol-Version: 2026-07-28\r\n");
+    assert_eq!(status, 200, "a stateless request needs no session: {body}");
+    serve.stop();
+}
+
+// The TypeScript SDK's Client over Streamable HTTP in front of `tether
+// serve --http`, with server-everything behind it: tools, a call with
+// progress, cancellation, sampling and elicitation answered by the client
+// (asked on the call's own stream), resources and prompts.
+#[test]
+fn the_typescript_sdk_reaches_server_everything_over_http() {
+    let argv = crate::interop_setup::everything_server();
+    let serve =
+        HttpServe::start(json!({"everything": {"command": argv[0], "args": argv[1..]}}), &[]);
+    let out = crate::interop_setup::node_script(
+        "serve-front.mjs",
+        &["--url", &serve.url, &serve.token],
+        Duration::from_secs(120),
+    );
+    let seen: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
+    eprintln!("the SDK saw over HTTP: {seen}");
+    let tools: Vec<&str> =
+        seen["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(tools.contains(&"everything__echo"), "{tools:?}");
+    assert!(seen["echo"].as_str().unwrap().contains("hi there"), "{seen}");
+    assert!(seen["progress"].as_u64().unwrap() >= 2, "{seen}");
+    assert_eq!(seen["cancelled"], true, "{seen}");
+    assert!(seen["afterCancel"].as_str().unwrap().contains("again"), "{seen}");
+    assert!(seen["sampling"].as_str().unwrap().contains("sampled by the front"), "{seen}");
+    assert!(seen["elicitation"].as_str().unwrap().contains("Ada Lovelace"), "{seen}");
+    assert!(seen["resources"].as_u64().unwrap() > 0, "{seen}");
+    assert!(seen["prompt"].as_u64().unwrap() > 0, "{seen}");
+    let (code, took) = serve.stop();
+    assert_eq!(code, Some(128 + libc::SIGTERM));
+    assert!(took < Duration::from_millis(500), "exit took {took:?}");
+}
+
+// The Python SDK's Client (2026-07-28 first) over Streamable HTTP: served
+// without a session, statelessly.
+#[test]
+fn the_python_sdk_client_is_served_over_http() {
+    let python = crate::interop_setup::python_server("stdio").remove(0);
+    let demo = crate::support::fixture("demo-server");
+    let serve = HttpServe::start(json!({"demo": {"command": demo}}), &[]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/python/serve_front.py");
+    let mut command = Command::new(python);
+    command.arg(script).args(["--url", &serve.url, &serve.token]);
+    let (output, _) = crate::support::run_command(command, None, Duration::from_secs(60));
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let seen: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
+    assert!(seen["tools"].as_array().unwrap().contains(&json!("demo__count_words")), "{seen}");
+    assert_eq!(seen["text"], json!(["3 words, 5 characters"]));
+    serve.stop();
+}
