@@ -53,6 +53,11 @@ pub(super) struct ClientIdentity {
     /// Registered by tether (dynamic registration): registered again once
     /// when the server no longer knows it.
     registered: bool,
+    /// The redirect URI it was registered with: a sign-in whose redirect
+    /// listener cannot have it (its port is taken) registers again, since
+    /// a server may hold a client to the URI it registered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    redirect_uri: Option<String>,
 }
 
 /// How the client authenticates at the token endpoint.
@@ -141,12 +146,33 @@ impl OAuth {
         let Some(handler) = handler else {
             return self.sign_in_as_machine(working, &discovered, scope);
         };
+        // The listener may take the port the kept client was registered
+        // with, so that the registration still fits.
+        if let Some(earlier) = working.client.as_ref().and_then(|c| c.redirect_uri.as_deref()) {
+            handler.prefer_redirect_uri(earlier);
+        }
         let redirect_uri = handler.redirect_uri();
         let mut registered_again = false;
         loop {
             // A configured client wins over one kept from an earlier run.
             let configured = self.settings.client_id.as_deref();
-            let kept = working.client.clone().filter(|c| configured.is_none_or(|id| c.id == id));
+            let mut kept =
+                working.client.clone().filter(|c| configured.is_none_or(|id| c.id == id));
+            let moved = kept.as_ref().is_some_and(|client| {
+                client.registered
+                    && client.redirect_uri.as_ref().is_some_and(|uri| *uri != redirect_uri)
+            });
+            if moved && !registered_again {
+                // Registered with another redirect URI (its port was taken
+                // this time): a server may refuse this one, and the refusal
+                // reaches only the browser. Registered again, once.
+                log::info!(
+                    "the sign-in listens at {redirect_uri}, not where the client was registered; \
+                     registering again"
+                );
+                registered_again = true;
+                kept = None;
+            }
             let client = match kept {
                 Some(client) => client,
                 None => {
@@ -302,6 +328,7 @@ impl OAuth {
             secret: self.settings.client_secret.clone(),
             method,
             registered: false,
+            redirect_uri: None,
         }))
     }
 
@@ -319,6 +346,7 @@ impl OAuth {
                 secret: None,
                 method: ClientAuth::None,
                 registered: false,
+                redirect_uri: None,
             });
         }
         let Some(endpoint) = &server.registration_endpoint else {
@@ -361,7 +389,13 @@ impl OAuth {
             (_, None) => ClientAuth::None,
         };
         log::info!("registered with the authorization server as client {id}");
-        Ok(ClientIdentity { id: id.to_owned(), secret, method, registered: true })
+        Ok(ClientIdentity {
+            id: id.to_owned(),
+            secret,
+            method,
+            registered: true,
+            redirect_uri: Some(redirect_uri.to_owned()),
+        })
     }
 
     /// The authorization request through the handler, then the code for tokens.

@@ -54,6 +54,14 @@ pub trait AuthorizationHandler: Send + Sync {
     /// # Errors
     /// The sign-in was cancelled or could not be completed.
     fn authorize(&self, url: &str) -> Result<String, Error>;
+
+    /// The redirect URI the kept client was registered with, said before
+    /// [`AuthorizationHandler::redirect_uri`] is asked: a handler that
+    /// picks its own port may listen there again, so that the registration
+    /// still fits (otherwise the client is registered again).
+    fn prefer_redirect_uri(&self, uri: &str) {
+        let _ = uri;
+    }
 }
 
 /// A token the host gets by its own means (a keychain, a company's SSO

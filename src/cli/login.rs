@@ -186,6 +186,9 @@ pub(super) struct TerminalSignIn {
     settings: OAuthSettings,
     /// How long the person may take.
     wait: Duration,
+    /// The port of the kept client's redirect URI, tried first when no
+    /// port is configured.
+    preferred_port: Mutex<Option<u16>>,
 }
 
 impl TerminalSignIn {
@@ -205,6 +208,7 @@ impl TerminalSignIn {
             servers,
             settings: OAuthSettings::default(),
             wait: SIGN_IN_WAIT,
+            preferred_port: Mutex::new(None),
         }
     }
 
@@ -220,7 +224,20 @@ impl TerminalSignIn {
     fn handler(&self) -> Result<&LoopbackHandler, Error> {
         self.handler
             .get_or_init(|| {
-                LoopbackHandler::new("the server", &self.settings)
+                let configured =
+                    self.settings.callback_port.is_some() || self.settings.callback_url.is_some();
+                let preferred = (*lock(&self.preferred_port)).filter(|_| !configured);
+                let earlier = preferred.and_then(|port| {
+                    let mut settings = self.settings.clone();
+                    settings.callback_port = Some(port);
+                    LoopbackHandler::new("the server", &settings)
+                        .inspect_err(|err| {
+                            log::warn!("{err}; listening on another port (registering again)")
+                        })
+                        .ok()
+                });
+                earlier
+                    .map_or_else(|| LoopbackHandler::new("the server", &self.settings), Ok)
                     .map(|mut handler| {
                         handler.wait = self.wait;
                         handler
@@ -250,6 +267,13 @@ impl AuthorizationHandler for TerminalSignIn {
             None => "the server".to_owned(),
         };
         self.handler()?.authorize_as(&label, url)
+    }
+
+    fn prefer_redirect_uri(&self, uri: &str) {
+        // Only a loopback callback of tether's own shape.
+        if uri.starts_with("http://127.0.0.1:") && uri.ends_with("/callback") {
+            *lock(&self.preferred_port) = port_of(uri);
+        }
     }
 }
 

@@ -561,6 +561,109 @@ fn tether_proxy_signs_in_in_the_background_and_serves_the_remote_server() {
     tag.assert_gone();
 }
 
+// Issue 24: the sign-in's redirect listener takes the port the kept client
+// was registered with; when another program holds it, the listener takes
+// another port and the client is registered again (a strict server refuses
+// an unregistered redirect URI, and only the browser would hear of it).
+// Before: the second sign-in sent the new URI with the old client and
+// waited for a redirect that never came.
+#[cfg(feature = "serve")]
+#[test]
+fn the_redirect_uri_is_remembered_and_a_taken_port_registers_again() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--exact-redirect"]);
+    let dir = TempDir::new();
+    let store = dir.path().join("mcp-auth.json");
+    let check = |dir: &std::path::Path| {
+        let visits = dir.join("browser.log");
+        let mut command = Command::new(crate::support::tether_bin());
+        command
+            .arg("--config-dir")
+            .arg(dir)
+            .args(["proxy", &server.url, "--check", "--auth-timeout", "15"])
+            .env(
+                "BROWSER",
+                format!("{} --log {}", fixture("fake-browser").display(), visits.display()),
+            )
+            .env_remove("RUST_LOG");
+        run_command(command, None, WITHIN).0
+    };
+    // The kept client and its redirect URI; the tokens forgotten, so that
+    // the next run signs in again with the same client.
+    let forget_tokens = || -> String {
+        let mut kept: Value = serde_json::from_slice(&std::fs::read(&store).unwrap()).unwrap();
+        let mut record = &mut kept;
+        while record.get("client").is_none() {
+            record = record.as_object_mut().unwrap().values_mut().next().unwrap();
+        }
+        let uri = record["client"]["redirectUri"].as_str();
+        let uri = uri.unwrap_or_else(|| panic!("no redirect URI kept: {record}")).to_owned();
+        for field in ["accessToken", "refreshToken", "expiresAt"] {
+            record.as_object_mut().unwrap().remove(field);
+        }
+        std::fs::write(&store, kept.to_string()).unwrap();
+        uri
+    };
+    let first = check(dir.path());
+    assert_eq!(first.status.code(), Some(0), "{}", stderr_of(&first));
+    assert_eq!(server.requests_to("/register").len(), 1);
+    let registered = forget_tokens();
+    let port: u16 =
+        registered.rsplit(':').next().unwrap().split('/').next().unwrap().parse().unwrap();
+
+    // Its port is free: listened on again, no new registration.
+    let again = check(dir.path());
+    assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
+    assert_eq!(server.requests_to("/register").len(), 1, "the same client, the same port");
+    assert_eq!(forget_tokens(), registered);
+
+    // Its port is taken: another port, registered again, signed in.
+    let holder = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let moved = check(dir.path());
+    assert_eq!(moved.status.code(), Some(0), "{}", stderr_of(&moved));
+    assert_eq!(server.requests_to("/register").len(), 2, "registered again");
+    assert_ne!(forget_tokens(), registered);
+    drop(holder);
+    drop(server);
+    tag.assert_gone();
+}
+
+// Issue 24: the remote server behind `tether proxy` forgets its session
+// every two requests (404): each time tether opens a new one and sends the
+// request again, so every call the client in front makes is answered. Once
+// the server is gone, a call is answered with an error.
+#[cfg(feature = "serve")]
+#[test]
+fn tether_proxy_recovers_a_session_the_server_forgot() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--expire-sessions-after", "2"]);
+    let dir = TempDir::new();
+    let visits = dir.path().join("browser.log");
+    let browser = format!("{} --log {}", fixture("fake-browser").display(), visits.display());
+    let env = [("BROWSER", browser.as_str())];
+    let mut front = crate::serve::Front::spawn(dir.path(), &["proxy", &server.url], &env);
+    front.initialize(json!({}));
+    front.tools_with("whoami");
+    for id in 2..8 {
+        let called = front.request(id, "tools/call", json!({"name": "whoami", "arguments": {}}));
+        let text = called["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+        assert!(text.starts_with("client-"), "call {id}: {called}");
+    }
+    let opened = server
+        .requests_to("/mcp")
+        .iter()
+        .filter(|entry| entry["rpc_method"] == "initialize")
+        .count();
+    assert!(opened >= 3, "the sessions expired and were opened again: {opened}");
+    assert_eq!(server.requests_to("/authorize").len(), 1, "one sign-in for all sessions");
+    // The server gone: the call is answered with an error, never silence.
+    drop(server);
+    let failed = front.request(9, "tools/call", json!({"name": "whoami", "arguments": {}}));
+    assert!(failed["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{failed}");
+    assert_eq!(front.close().0, Some(0));
+    tag.assert_gone();
+}
+
 // Issue 24: five `tether proxy` processes started together on an expired,
 // rotating refresh token make one refresh request between them and open
 // no browser.
