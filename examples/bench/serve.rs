@@ -1,4 +1,5 @@
-//! `bench serve N TETHER <server-cmd> [args…]`: the same echo calls made
+//! `bench serve N TETHER [--arg NAME] <server-cmd> [args…]`: the same echo
+//! calls (the `echo` tool, its text in argument NAME, `text` by default) made
 //! directly with tether's `Client` and through `tether serve` (another
 //! `Client` in front of a `tether serve` process serving that server), in
 //! one run: the latency `serve` adds per call (p50 and p99), throughput at 1
@@ -14,9 +15,17 @@ use serde_json::json;
 use tether::{CallOptions, Client, ClientOptions, EraChoice, StdioCommand, Transport};
 
 const IN_FLIGHT: usize = 16;
+/// The echo tool's argument that holds the text.
+static ARGUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 pub(crate) fn serve(n: usize, args: &[String]) {
-    let (tether, server) = args.split_first().expect("bench serve N TETHER SERVER...");
+    let (tether, mut server) = args.split_first().expect("bench serve N TETHER SERVER...");
+    let mut argument = "text".to_owned();
+    if server.first().map(String::as_str) == Some("--arg") {
+        argument.clone_from(&server[1]);
+        server = &server[2..];
+    }
+    ARGUMENT.set(argument).unwrap();
     let config = std::env::temp_dir().join(format!("tether-bench-serve-{}", std::process::id()));
     std::fs::create_dir_all(&config).unwrap();
     let entry = json!({"mcpServers": {"echo": {"command": server[0], "args": &server[1..]}}});
@@ -124,7 +133,10 @@ fn strs(words: &[String]) -> Vec<&str> {
 
 fn call(client: &Client, tool: &str, i: usize) {
     let text = format!("hello-{i}");
-    let result = client.call_tool(tool, json!({"text": text}), &CallOptions::default()).unwrap();
+    let mut arguments = serde_json::Map::new();
+    arguments.insert(ARGUMENT.get().unwrap().clone(), json!(text));
+    let arguments = serde_json::Value::Object(arguments);
+    let result = client.call_tool(tool, arguments, &CallOptions::default()).unwrap();
     assert!(result.to_text().contains(&text), "{:?}", result.raw);
 }
 

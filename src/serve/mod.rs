@@ -26,6 +26,7 @@ mod answer;
 mod http;
 mod http_wire;
 mod link;
+mod queue;
 mod streams;
 
 use std::io::{Read, Write};
@@ -34,8 +35,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use serde_json::json;
+
+use crossbeam_channel::{bounded, Receiver};
 
 use crate::client::CancelHandle;
 use crate::error::Error;
@@ -46,6 +48,7 @@ use crate::jsonrpc::{Frame, Message, Request, RequestId, RpcError};
 use crate::sync::lock;
 use answer::Answerer;
 use link::{Link, LinkHost, Links, Outlet, Route};
+use queue::Queue;
 
 /// Requests answered at once.
 const WORKERS: usize = 8;
@@ -205,18 +208,18 @@ impl Downstream {
         options: &ServeOptions,
         front: impl FnOnce(&Core<'_>) -> T,
     ) -> Result<T, Error> {
-        let (queue, requests) = bounded::<Job>(WAITING_REQUESTS);
+        let jobs = Queue::new(WAITING_REQUESTS);
         let ended = AtomicBool::new(false);
         let answerer = Answerer { hub, options, resource_servers: Mutex::new(Default::default()) };
-        let core = Core { hub, links: &self.links, queue };
+        let core = Core { hub, links: &self.links, jobs: &jobs };
         let named = |name: String| std::thread::Builder::new().name(name);
         std::thread::scope(|scope| {
             let mut threads = Vec::with_capacity(WORKERS + 2);
             for n in 0..WORKERS {
-                let (requests, answerer) = (requests.clone(), &answerer);
+                let (jobs, answerer) = (&jobs, &answerer);
                 threads.push(
                     named(format!("serve-worker-{n}"))
-                        .spawn_scoped(scope, move || work(&requests, answerer)),
+                        .spawn_scoped(scope, move || work(jobs, answerer)),
                 );
             }
             let (links, ended_flag) = (&*self.links, &ended);
@@ -228,13 +231,12 @@ impl Downstream {
                 named("serve-restarts".into())
                     .spawn_scoped(scope, move || restart_stopped(hub, ended_flag)),
             );
-            drop(requests);
             let failed_early = threads.iter().any(Result::is_err);
             let outcome = if failed_early { None } else { Some(front(&core)) };
             // The clients are gone: nothing more is asked; what runs is
             // given up.
             ended.store(true, Ordering::Relaxed);
-            drop(core);
+            jobs.close();
             for link in self.links.all() {
                 for cancel in lock(&link.in_flight).values() {
                     cancel.cancel();
@@ -268,7 +270,7 @@ struct Job {
 struct Core<'a> {
     hub: &'a Hub,
     links: &'a Links,
-    queue: Sender<Job>,
+    jobs: &'a Queue<Job>,
 }
 
 impl Core<'_> {
@@ -276,9 +278,8 @@ impl Core<'_> {
     /// once when every worker is taken and the queue is full.
     fn submit(&self, link: &Arc<Link>, request: Request) {
         self.links.touch(link);
-        if let Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) =
-            self.queue.try_send(Job { link: Arc::clone(link), request })
-        {
+        let job = Job { link: Arc::clone(link), request };
+        if let Err(job) = self.jobs.push(job, Duration::ZERO) {
             let busy = RpcError {
                 code: -32000,
                 message: "tether is busy: too many requests at once".into(),
@@ -375,8 +376,8 @@ fn heard(hub: &Hub, link: &Link, method: &str, params: Option<&serde_json::Value
 }
 
 /// A worker: answers requests until the queue closes.
-fn work(requests: &Receiver<Job>, answerer: &Answerer<'_>) {
-    while let Ok(Job { link, request }) = requests.recv() {
+fn work(jobs: &Queue<Job>, answerer: &Answerer<'_>) {
+    while let Some(Job { link, request }) = jobs.pop() {
         let cancel = CancelHandle::new();
         lock(&link.in_flight).insert(request.id.clone(), cancel.clone());
         let outcome = answerer.answer(&link, &request, &cancel);
