@@ -212,6 +212,8 @@ fn with_config(
         .with_host(Arc::new(terminal::TerminalHost::new(roots.clone())))
         .with_log_sink(Arc::new(LogFile::new(files.config_dir.join("mcp.log"))))
         .with_token_store(&store)
+        // Each server's era is found once, not at every run.
+        .with_era_file(&files.config_dir.join("eras.json"))
         // A one-shot command has its answer: a server that does not
         // exit when its input ends (many do not) gets SIGTERM soon.
         .with_shutdown_grace(ONE_SHOT_GRACE);

@@ -9,25 +9,26 @@
 //! among them means the handshake, none means no common version (never a
 //! fallback on a guess). Any other error reply (even another modern one:
 //! a dual-era server may still take the handshake), an HTTP 4xx, a result
-//! that is not a `DiscoverResult`, or on stdio silence until the probe's
-//! wait runs out makes it a handshake-era server (on stdio, where a probe
-//! may go unanswered). A -32022 to
-//! `initialize` after a probe that timed out is a slow modern server: it is
-//! probed once more. Network failures and 5xx are no verdict: they fail the
-//! start as before.
+//! that is not a `DiscoverResult` makes it a handshake-era server. On
+//! stdio, where a probe may go unanswered, the order of the answers decides
+//! (`detect_by_order`): after a moment `initialize` goes out beside the
+//! probe, and the first answer the server gives (it reads in order) says
+//! its era, never how long it took to start. A -32022 to `initialize` after
+//! an unanswered probe is a modern server: it is probed once more. Network
+//! failures and 5xx are no verdict: they fail the start as before.
 //!
-//! The era belongs to the server process (stdio: found again by every new
-//! connection) or its URL (HTTP: remembered in the options' `EraMemory`,
-//! which a hub shares among its servers, so a reconnect to a handshake-era
-//! server skips the probe; forgotten as soon as the handshake is refused).
-//! An entry may pin the era (`"protocol"`).
+//! The era is remembered under the transport's key (a URL, a command line)
+//! in the options' `EraMemory`, which a hub shares among its servers (and
+//! keeps in a file across runs when given one), so a reconnect to a
+//! handshake-era server skips the probe; forgotten as soon as the
+//! handshake is refused. An entry may pin the era (`"protocol"`).
 
 use std::time::{Duration, Instant};
 
-use super::probe::{ProbeWait, Verdict, UNSUPPORTED_PROTOCOL_VERSION};
+use super::probe::{ProbeWait, Verdict, PROBE_WAIT, UNSUPPORTED_PROTOCOL_VERSION};
 use super::session::Session;
 use super::stateless::StatelessSession;
-use super::Client;
+use super::{CancelHandle, Client};
 use crate::error::Error;
 use crate::jsonrpc::METHOD_NOT_FOUND;
 use crate::protocol::{Era, EraChoice, ServerInfo, MODERN_PROTOCOL_VERSION};
@@ -104,6 +105,9 @@ impl Client {
     /// the handshake proves the server modern after all.
     fn detect(&self, deadline: Instant) -> Result<ServerInfo, Error> {
         let known = self.endpoint.era_key().and_then(|key| self.options.eras.recall(key));
+        if known != Some(Era::Legacy) && self.endpoint.traits().probe_may_go_unanswered {
+            return self.detect_by_order(deadline);
+        }
         let mut probed_in_time = false;
         let mut probe_refusal = None;
         if known != Some(Era::Legacy) {
@@ -155,6 +159,98 @@ impl Client {
         }
     }
 
+    /// On stdio, where a handshake-era server may leave the probe
+    /// unanswered: the probe alone for a moment, then `initialize` beside
+    /// it. A server reads its input in order, so the first answer it gives
+    /// decides the era, however long it takes to start: a modern server
+    /// answers the probe before it reads `initialize`, a handshake-era one
+    /// that ignores the probe answers `initialize`. Neither request is ever
+    /// cancelled on the wire; the one that lost is forgotten.
+    fn detect_by_order(&self, deadline: Instant) -> Result<ServerInfo, Error> {
+        let (answers, answered) = crossbeam_channel::bounded::<Answer>(2);
+        let (probe_cancel, handshake_cancel) = (CancelHandle::new(), CancelHandle::new());
+        let server = self.router.server().to_owned();
+        std::thread::scope(|scope| {
+            let probing = {
+                let (answers, cancel) = (answers.clone(), probe_cancel.clone());
+                std::thread::Builder::new().name(format!("{server}-probe")).spawn_scoped(
+                    scope,
+                    move || {
+                        let verdict = self.probe_with(deadline, ProbeWait::Whole, Some(cancel));
+                        let _ = answers.send(Answer::Probe(verdict));
+                    },
+                )
+            };
+            probing.map_err(Error::Io)?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if let Ok(Answer::Probe(verdict)) = answered.recv_timeout((left / 2).min(PROBE_WAIT)) {
+                // Answered alone: the handshake follows if it says so.
+                return match verdict? {
+                    Verdict::Modern(info) => Ok(info),
+                    Verdict::Legacy { refusal, .. } => match self.handshake(deadline) {
+                        Ok(info) => Ok(info),
+                        Err(_) if refusal.is_some() => Err(Error::Rpc(refusal.expect("checked"))),
+                        Err(error) => Err(error),
+                    },
+                };
+            }
+            log::debug!("{server}: no answer to server/discover yet; sending initialize too");
+            let handshaking = {
+                let (answers, cancel) = (answers.clone(), handshake_cancel.clone());
+                std::thread::Builder::new().name(format!("{server}-handshake")).spawn_scoped(
+                    scope,
+                    move || {
+                        let info = self.initialize_exchange(deadline, Some(cancel));
+                        let _ = answers.send(Answer::Handshake(info));
+                    },
+                )
+            };
+            drop(answers);
+            if let Err(err) = handshaking {
+                probe_cancel.cancel();
+                return Err(Error::Io(err));
+            }
+            let mut probe_refusal = None;
+            let mut probe_done = false;
+            while let Ok(answer) = answered.recv() {
+                match answer {
+                    Answer::Probe(Ok(Verdict::Modern(info))) => {
+                        handshake_cancel.cancel();
+                        return Ok(info);
+                    }
+                    Answer::Probe(verdict) => {
+                        probe_done = true;
+                        if let Ok(Verdict::Legacy { refusal, .. }) = verdict {
+                            probe_refusal = refusal;
+                        }
+                    }
+                    Answer::Handshake(Ok(info)) => {
+                        probe_cancel.cancel();
+                        self.finish_handshake(&info, deadline)?;
+                        return Ok(info);
+                    }
+                    Answer::Handshake(Err(error)) => {
+                        if !probe_done {
+                            // A refusal: the server is up and reading. A
+                            // modern one has the probe's answer on its way.
+                            let left = deadline.saturating_duration_since(Instant::now());
+                            let wait = (left / 2).min(PROBE_WAIT);
+                            if let Ok(Answer::Probe(Ok(verdict))) = answered.recv_timeout(wait) {
+                                match verdict {
+                                    Verdict::Modern(info) => return Ok(info),
+                                    Verdict::Legacy { refusal, .. } => probe_refusal = refusal,
+                                }
+                            }
+                            probe_cancel.cancel();
+                        }
+                        return Err(probe_refusal.map_or(error, Error::Rpc));
+                    }
+                }
+            }
+            Err(Error::Protocol("the era probe ended without an answer".into()))
+        })
+    }
+
     /// From now on every request carries the stateless `_meta`; list
     /// changes come on a `subscriptions/listen` stream, acknowledged before
     /// the start ends (as the handshake era's GET stream is open by then).
@@ -168,4 +264,10 @@ impl Client {
         self.router.stateless().adopt();
         self.start_listening(info, deadline);
     }
+}
+
+/// What came first in [`Client::detect_by_order`].
+enum Answer {
+    Probe(Result<Verdict, Error>),
+    Handshake(Result<ServerInfo, Error>),
 }

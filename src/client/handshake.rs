@@ -6,18 +6,31 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::{CallOptions, Client};
+use super::{CallOptions, CancelHandle, Client};
 use crate::error::Error;
 use crate::host;
 use crate::jsonrpc::Frame;
 use crate::protocol::{ServerInfo, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::transport::outbox::Closed;
+use crate::transport::SessionKind;
 
 impl Client {
     /// The `initialize` handshake: `initialize`, a revision tether speaks,
     /// then `notifications/initialized` and whatever the transport's session
     /// needs before the first request.
     pub(super) fn handshake(&self, deadline: Instant) -> Result<ServerInfo, Error> {
+        let info = self.initialize_exchange(deadline, None)?;
+        self.finish_handshake(&info, deadline)?;
+        Ok(info)
+    }
+
+    /// `initialize` and its answer, judged; given up (never cancelled on
+    /// the wire, as the spec has it) when `cancel` is.
+    pub(super) fn initialize_exchange(
+        &self,
+        deadline: Instant,
+        cancel: Option<CancelHandle>,
+    ) -> Result<ServerInfo, Error> {
         let timeout = deadline.saturating_duration_since(Instant::now());
         let params = json!({
             "protocolVersion": LATEST_PROTOCOL_VERSION,
@@ -28,6 +41,7 @@ impl Client {
             timeout: Some(timeout),
             max_total_timeout: Some(timeout),
             deadline: Some(deadline),
+            cancel,
             ..CallOptions::default()
         };
         let result = self
@@ -38,9 +52,19 @@ impl Client {
             let _ = self.close();
             return Err(Error::UnsupportedProtocol(info.protocol_version));
         }
+        Ok(info)
+    }
+
+    /// `notifications/initialized`, and whatever the transport's session
+    /// needs before the first request.
+    pub(super) fn finish_handshake(
+        &self,
+        info: &ServerInfo,
+        deadline: Instant,
+    ) -> Result<(), Error> {
         let initialized = Frame::notification("notifications/initialized", None);
         let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
-        outlet.begin_session(initialized, &info.protocol_version, deadline)?;
-        Ok(info)
+        outlet.set_session_kind(SessionKind::Handshake);
+        outlet.begin_session(initialized, &info.protocol_version, deadline)
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use super::{CallOptions, Client};
+use super::{CallOptions, CancelHandle, Client};
 use crate::error::Error;
 use crate::host::{self, Host};
 use crate::jsonrpc::RpcError;
@@ -21,9 +21,10 @@ pub(super) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// Refusals only a stateless server sends: a header that does not match
 /// its body, a client capability it needs.
 const MODERN_REFUSALS: [i64; 2] = [-32020, -32021];
-/// The most a stdio probe waits for an answer before the handshake is
-/// tried: a handshake-era server may ignore what comes before `initialize`.
-const PROBE_WAIT: Duration = Duration::from_secs(5);
+/// The most a stdio probe waits alone before `initialize` is sent beside
+/// it: a handshake-era server may ignore what comes before `initialize`.
+/// Which answer comes first decides the era, not this wait (`era.rs`).
+pub(super) const PROBE_WAIT: Duration = Duration::from_secs(1);
 
 /// How much of the time left a probe may wait.
 #[derive(Clone, Copy)]
@@ -61,6 +62,17 @@ impl Client {
         deadline: Instant,
         wait: ProbeWait,
     ) -> Result<Verdict, Error> {
+        self.probe_with(deadline, wait, None)
+    }
+
+    /// [`Client::probe_within`], given up (silently: nothing may reach a
+    /// handshake-era server before `initialize`) when `cancel` is.
+    pub(super) fn probe_with(
+        &self,
+        deadline: Instant,
+        wait: ProbeWait,
+        cancel: Option<CancelHandle>,
+    ) -> Result<Verdict, Error> {
         let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
         outlet.set_session_kind(SessionKind::Stateless { version: MODERN_PROTOCOL_VERSION });
         let may_go_unanswered = self.endpoint.traits().probe_may_go_unanswered;
@@ -73,6 +85,7 @@ impl Client {
             timeout: Some(wait),
             max_total_timeout: Some(wait),
             deadline: Some(Instant::now() + wait),
+            cancel,
             ..CallOptions::default()
         };
         let meta = self.request_meta(MODERN_PROTOCOL_VERSION);
@@ -129,10 +142,9 @@ impl Client {
                 Verdict::Legacy { timed_out: false, why, refusal: None }
             }
             Err(Error::Timeout(_)) if may_go_unanswered && Instant::now() < deadline => {
-                // Said at warning level: every start of this server pays it.
-                log::warn!(
-                    "{}: no answer to server/discover in {:.1} s; trying initialize \
-                     (\"protocol\": \"legacy\" in the entry skips the probe)",
+                // No warning: a server slow to start is no news.
+                log::debug!(
+                    "{}: no answer to server/discover in {:.1} s",
                     self.router.server(),
                     wait.as_secs_f64()
                 );

@@ -175,6 +175,16 @@ pub(crate) fn lock_within(path: &Path, wait: Duration) -> Result<Lock, String> {
     }
 }
 
+/// Writes a file only the user reads (tether's own state, such as the
+/// servers' eras), whole or not at all, making its folder if need be.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    if let Some(folder) = path.parent().filter(|folder| !folder.as_os_str().is_empty()) {
+        create_private_dir(folder)
+            .map_err(|err| format!("cannot make {}: {err}", folder.display()))?;
+    }
+    write_atomically(path, bytes, true)
+}
+
 /// Writes a temporary file beside `path`, syncs it, and renames it over `path`.
 fn write_atomically(path: &Path, bytes: &[u8], private: bool) -> Result<(), String> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

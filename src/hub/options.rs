@@ -30,6 +30,9 @@ pub struct HubOptions {
     pub reload: Option<ConfigLoader>,
     /// Sees each call a codemode script makes, and may deny it.
     pub call_hook: Option<Arc<dyn CallHook>>,
+    /// Where the era each server was found to speak is kept across runs
+    /// (the CLI's `eras.json`); without it, only while the hub lives.
+    pub era_file: Option<std::path::PathBuf>,
     /// What every connection is lent: who has a person sign in to remote
     /// servers (without one, a server that wants OAuth fails with
     /// [`Error::LoginRequired`], `needs_login`), where sign-ins are kept, the
@@ -46,6 +49,7 @@ impl Default for HubOptions {
             log_sink: None,
             reload: None,
             call_hook: None,
+            era_file: None,
             lent: FromHost::default(),
         }
     }
@@ -61,6 +65,14 @@ impl HubOptions {
     /// `mcp__server__tool` (the default) or `server__tool`.
     pub fn with_name_style(mut self, name_style: NameStyle) -> HubOptions {
         self.name_style = name_style;
+        self
+    }
+
+    /// Keeps the era each server speaks in `path` across runs, so that it
+    /// is found once (a stdio server slow to start, a handshake-era server
+    /// that ignores the probe), not at every start.
+    pub fn with_era_file(mut self, path: &std::path::Path) -> HubOptions {
+        self.era_file = Some(path.to_owned());
         self
     }
 

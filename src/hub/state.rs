@@ -183,9 +183,9 @@ impl Shared {
                 next_start_id: 0,
             }),
             settled: Condvar::new(),
+            eras: options.era_file.as_deref().map_or_else(EraMemory::default, EraMemory::kept_in),
             options,
             events: Events::new(),
-            eras: EraMemory::default(),
         }
     }
 

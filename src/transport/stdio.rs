@@ -75,6 +75,9 @@ pub(crate) struct StdioEndpoint {
     stderr: StderrWatch,
     /// Who reads stdout: the reader thread or a waiting caller.
     reading: Arc<Reading>,
+    /// The command line that names this server across runs: its era is
+    /// remembered under it.
+    era_key: String,
 }
 
 /// The child, ended exactly once by whoever comes first: the reader when the
@@ -141,8 +144,13 @@ pub(crate) fn spawn(
     };
     let reading = Arc::new(Reading::new(server, Pipe::new(stdout), Arc::downgrade(&inbox)));
     inbox.attach_reading(Arc::clone(&reading) as Arc<dyn SharedRead>);
-    let endpoint =
-        StdioEndpoint { process: Arc::clone(&process), reader: Mutex::new(None), stderr, reading };
+    let endpoint = StdioEndpoint {
+        process: Arc::clone(&process),
+        reader: Mutex::new(None),
+        stderr,
+        reading,
+        era_key: era_key(command),
+    };
     let reading = Arc::clone(&endpoint.reading);
     let reader = NamedThread::spawn_with_stack(format!("{server}-reader"), READER_STACK, {
         let server = server.to_owned();
@@ -220,6 +228,10 @@ impl Endpoint for StdioEndpoint {
         Some(self.stderr.text(wait_for_end))
     }
 
+    fn era_key(&self) -> Option<&str> {
+        Some(&self.era_key)
+    }
+
     fn traits(&self) -> Traits {
         Traits {
             name: "stdio",
@@ -229,6 +241,15 @@ impl Endpoint for StdioEndpoint {
             ..Traits::default()
         }
     }
+}
+
+/// `stdio:` and the program, its arguments and its folder as JSON: the
+/// same command line is the same server (its environment, which may hold
+/// secrets, is left out).
+fn era_key(command: &StdioCommand) -> String {
+    let cwd = command.cwd.as_ref().map(|cwd| cwd.display().to_string());
+    let named = serde_json::json!([command.program, command.args, cwd]);
+    format!("stdio:{named}")
 }
 
 impl Drop for StdioEndpoint {

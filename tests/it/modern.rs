@@ -447,3 +447,47 @@ fn a_round_asking_for_too_many_inputs_is_refused_before_the_host_is_asked() {
     client.close().unwrap();
     tag.assert_gone_within(Duration::from_secs(3));
 }
+
+// Issue 26 (item 1): the era does not depend on how fast a server starts.
+// A dual-era server that reads nothing for 2.5 s of a 4 s start is modern,
+// as it is when it starts at once. Before: the probe gave up after half the
+// start, `initialize` went out, and the slow server was the handshake era.
+#[test]
+fn a_dual_era_server_slow_to_start_is_modern_as_when_idle() {
+    let tag = Tag::new();
+    for delay in ["0", "2500"] {
+        let flags = ["--era", "dual", "--start-delay", delay];
+        let client = Client::connect("dual", &misbehave(&tag, &flags), quick(4_000)).unwrap();
+        assert_eq!(client.era(), Era::Modern, "started after {delay} ms");
+        client.close().unwrap();
+    }
+    tag.assert_gone();
+}
+
+// Issue 26 (item 1): a handshake-era server that ignores the probe costs
+// the wait once; its era is kept in the config folder's `eras.json`, so
+// the next run does not probe. A slow start says nothing on stderr.
+#[test]
+fn a_handshake_server_that_ignores_the_probe_is_known_on_the_next_run() {
+    let tag = Tag::new();
+    let within = Duration::from_secs(20);
+    let dir = config_dir(json!({
+        "old": misbehave_entry(&tag, &["--probe", "silent"]),
+        "slow": misbehave_entry(&tag, &["--era", "modern", "--start-delay", "1500"]),
+    }));
+    let (first, took_first) = run_tether(dir.path(), &["list"], within);
+    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(!stderr.contains("server/discover"), "no word of the probe: {stderr}");
+    let kept = std::fs::read_to_string(dir.path().join("eras.json")).unwrap();
+    let kept: Value = serde_json::from_str(&kept).unwrap();
+    let eras: Vec<&str> = kept.as_object().unwrap().values().filter_map(Value::as_str).collect();
+    assert!(eras.contains(&"legacy") && eras.contains(&"modern"), "{kept}");
+    let only_old = config_dir(json!({"old": misbehave_entry(&tag, &["--probe", "silent"])}));
+    std::fs::copy(dir.path().join("eras.json"), only_old.path().join("eras.json")).unwrap();
+    let (second, took_second) = run_tether(only_old.path(), &["list"], within);
+    assert_eq!(second.status.code(), Some(0));
+    eprintln!("first run {took_first:?}, then {took_second:?}");
+    assert!(took_second < Duration::from_millis(900), "probed again: {took_second:?}");
+    tag.assert_gone();
+}
