@@ -899,3 +899,27 @@ fn a_worker_retries_after_each_pause() {
     assert_eq!(posts_of(&http_log(&client), "tools/list").len(), 3);
     client.close().unwrap();
 }
+
+// Issue 26 (item 2): a URL on this machine where nothing listens fails at
+// once: a refused connection is not retried (nothing there changes in the
+// time a retry waits). Before: 1.28 s of retry pauses.
+#[test]
+fn a_refused_loopback_url_fails_at_once() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let dir = crate::support::config_dir(json!({"gone": {"url": url}}));
+    let began = Instant::now();
+    let (output, _) = crate::support::run_tether(dir.path(), &["list"], Duration::from_secs(20));
+    let took = began.elapsed();
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(out.contains("connection refused"), "{out}");
+    eprintln!("a refused loopback URL: `tether list` took {took:?}");
+    assert!(took < Duration::from_millis(500), "took {took:?}");
+    let client = Client::connect(
+        "gone",
+        &Transport::Http(HttpTarget::new(&url, HttpKind::Streamable)),
+        ClientOptions::default(),
+    );
+    assert!(client.is_err());
+    assert!(began.elapsed() - took < Duration::from_millis(100), "the library too");
+}

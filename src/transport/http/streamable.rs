@@ -143,6 +143,9 @@ impl HttpTransport {
                             status: None,
                             message: format!("cannot reach {}: {why}", redact_url(&url)),
                         })),
+                        None if super::wire::refused_here(&err, &url) => {
+                            Attempt::Refused(super::wire::network_words(&err))
+                        }
                         None => Attempt::Unreachable(super::wire::network_words(&err)),
                     }
                 }

@@ -29,6 +29,9 @@ pub(super) enum Attempt {
     /// like a transient failure; when the last try fails too, the connection
     /// is lost and the next call reconnects.
     Unreachable(String),
+    /// Nothing listens there, on this machine: no try can mend it in the
+    /// time a retry waits, so the connection is lost at once.
+    Refused(String),
     /// Try again at once, not counted as a retry (the session was renewed).
     Again,
     /// Not for a caller's own thread (a session renewal or a sign-in may
@@ -94,6 +97,11 @@ impl HttpTransport {
                 Attempt::Again => continue,
                 Attempt::HandOff => return Ok(Posted::HandedOff),
                 _ if self.is_closing() || by.gave_up() => return Ok(Posted::Done),
+                Attempt::Refused(why) => {
+                    let message = format!("cannot reach {}: {why}", redact_url(&self.target.url));
+                    self.lost(CloseReason::Unreachable(message.clone()));
+                    return Err(Error::Http { status: None, message });
+                }
                 // A worker has the time for every retry (and for declaring
                 // the server unreachable only after them).
                 _ if repeatable && by.waits() => return Ok(Posted::ToRetry),
@@ -507,6 +515,13 @@ pub(super) fn tls_failure(err: &ureq::Error) -> Option<String> {
         _ => "",
     };
     Some(format!("the TLS handshake failed: {tls}{hint}"))
+}
+
+/// True when `err` is a connection refused by this machine: nothing
+/// listens at the port, and a retry a moment later would find the same.
+pub(crate) fn refused_here(err: &ureq::Error, url: &str) -> bool {
+    matches!(err, ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused)
+        && crate::url::WebUrl::parse(url).is_some_and(|url| url.is_loopback())
 }
 
 /// A network failure as a person says it: "connection refused", not
