@@ -4,7 +4,7 @@
 //! SIGTERM and SIGHUP at any moment (during start, a call, or the shutdown
 //! itself) end every server's process group before tether exits.
 
-use std::io::{self, IsTerminal, Read};
+use std::io::{self, IsTerminal};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,9 +50,14 @@ pub(super) fn run(
         Command::Prompts { server, json } => {
             browse::prompts(config, server.as_deref(), json, signals)
         }
-        Command::Prompt { server, name, arguments, json } => {
+        Command::Prompt { server, name, arguments, pairs, json } => {
             // MCP prompt arguments are strings: say so before asking.
-            let arguments = read_arguments(arguments.as_deref()).and_then(|arguments| {
+            let arguments = if pairs.is_empty() {
+                super::arguments::from_json(arguments.as_deref())
+            } else {
+                super::arguments::from_pairs(&pairs, &json!({}))
+            };
+            let arguments = arguments.and_then(|arguments| {
                 match arguments.as_object().and_then(|map| map.iter().find(|(_, v)| !v.is_string()))
                 {
                     Some((key, value)) => Err(format!(
@@ -87,8 +92,9 @@ pub(super) fn run(
             eprintln!("error: this tether was built without serving (the \"serve\" cargo feature)");
             EXIT_USAGE
         }
-        Command::Call { server, tool, arguments, timeout, json } => {
-            call(config, &server, &tool, arguments.as_deref(), timeout, json, signals)
+        Command::Call { server, tool, arguments, pairs, timeout, json } => {
+            let given = Given { json: arguments.as_deref(), pairs: &pairs };
+            call(config, &server, &tool, given, timeout, json, signals)
         }
         _ => unreachable!("only server commands are routed here"),
     };
@@ -237,21 +243,32 @@ fn tools(
     }
 }
 
+/// A call's arguments as the command line gave them.
+struct Given<'a> {
+    json: Option<&'a str>,
+    pairs: &'a [String],
+}
+
 fn call(
     config: Config,
     server: &str,
     tool: &str,
-    arguments: Option<&str>,
+    given: Given<'_>,
     timeout: Option<Duration>,
     json: bool,
     signals: &SignalWatch,
 ) -> u8 {
-    let arguments = match read_arguments(arguments) {
-        Ok(arguments) => arguments,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return EXIT_USAGE;
-        }
+    // JSON is read before anything starts; `key=value` words need the
+    // tool's schema, once the server is up.
+    let arguments = match given.pairs {
+        [] => match super::arguments::from_json(given.json) {
+            Ok(arguments) => Some(arguments),
+            Err(message) => {
+                eprintln!("error: {message}");
+                return EXIT_USAGE;
+            }
+        },
+        _ => None,
     };
     let config = match only_server(&config, server) {
         Ok(config) => config,
@@ -281,6 +298,27 @@ fn call(
     if progress::available() {
         options.progress = Some(Arc::new(show_progress));
     }
+    let arguments = match arguments {
+        Some(arguments) => arguments,
+        None => {
+            let schema = hub
+                .tools()
+                .into_iter()
+                .find(|entry| {
+                    Config::same_name(&entry.server, &name)
+                        && (entry.tool.name == tool || entry.qualified_name == tool)
+                })
+                .map(|entry| entry.tool.input_schema)
+                .unwrap_or_else(|| json!({}));
+            match super::arguments::from_pairs(given.pairs, &schema) {
+                Ok(arguments) => arguments,
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    return EXIT_USAGE;
+                }
+            }
+        }
+    };
     let answer = hub.call_server_tool(&name, tool, arguments, &options);
     progress::clear();
     match answer {
@@ -364,30 +402,6 @@ fn report_call_error(err: &Error, hub: &tether::Hub, name: &str, tool: &str) -> 
         _ => {}
     }
     code
-}
-
-fn read_arguments(arguments: Option<&str>) -> Result<Value, String> {
-    let text = match arguments {
-        None => return Ok(json!({})),
-        Some("-") => {
-            let mut text = String::new();
-            io::stdin()
-                .read_to_string(&mut text)
-                .map_err(|err| format!("cannot read the arguments from stdin: {err}"))?;
-            // Nothing on stdin means no arguments.
-            if text.trim().is_empty() {
-                return Ok(json!({}));
-            }
-            text
-        }
-        Some(text) => text.to_owned(),
-    };
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|err| format!("the arguments are not valid JSON: {err}"))?;
-    if !value.is_object() {
-        return Err("the arguments must be a JSON object, like {\"text\": \"hi\"}".to_owned());
-    }
-    Ok(value)
 }
 
 /// A JSON array of the items an iterator makes, each made as it is written.

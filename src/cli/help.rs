@@ -18,7 +18,7 @@ Servers:
   get NAME [--json]               one server's entry as resolved (secrets redacted)
   tools [SERVER] [--signatures] [--json]
                                   the tools as the model sees them
-  call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]
+  call SERVER TOOL [ARGS_JSON|-|KEY=VALUE...] [--timeout S] [--json]
   call mcp__SERVER__TOOL [ARGS_JSON|-]
                                   call one tool (ARGS_JSON defaults to {}; - reads stdin)
   run [FILE|-] [-e CODE] [--timeout S] [--json]
@@ -31,7 +31,7 @@ Servers:
   read SERVER URI [-o PATH] [--raw] [--json]
                                   read a resource: text to stdout, binary to a file
   prompts [SERVER] [--json]       the prompts servers offer
-  prompt SERVER NAME [ARGS_JSON|-] [--json]
+  prompt SERVER NAME [ARGS_JSON|-|KEY=VALUE...] [--json]
                                   get a prompt with its arguments filled in
 
 Configuration:
@@ -134,12 +134,17 @@ Example:
     (
         "call",
         "\
-Usage: tether call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]
-       tether call mcp__SERVER__TOOL [ARGS_JSON|-] [--timeout S] [--json]
+Usage: tether call SERVER TOOL [ARGS_JSON|-|KEY=VALUE...] [--timeout S] [--json]
+       tether call mcp__SERVER__TOOL [ARGS_JSON|-|KEY=VALUE...] [--timeout S] [--json]
 
 Starts only SERVER and calls one tool. TOOL is the server's own name for it;
 the qualified name that `tether tools` prints works alone. ARGS_JSON is a JSON
 object and defaults to {}; - reads it from stdin (empty stdin means {}).
+Or give the arguments as words, each made the type the tool's schema says:
+  k=v        v as a number, boolean, array or object where the schema says so,
+             else text (n=3 is 3 for an integer, \"3\" for a string)
+  k:=JSON    the JSON value as written (tags:='[\"a\", \"b\"]')
+  k=@FILE    the file's text;  k=@-  stdin's text
 Prints the result's text; images and other blocks as one-line notes.
 
 Options:
@@ -151,6 +156,7 @@ Exit: 0 done, 1 the tool reported an error, 2 bad usage or unknown tool,
 3 the server failed.
 
 Example:
+  tether call fs read_text_file path=README.md
   tether call fs read_text_file '{\"path\": \"README.md\"}'
   echo '{\"text\": \"hi\"}' | tether call mcp__demo__count_words -
 ",
@@ -326,10 +332,11 @@ Example:
     (
         "prompt",
         "\
-Usage: tether prompt SERVER NAME [ARGS_JSON|-] [--json]
+Usage: tether prompt SERVER NAME [ARGS_JSON|-|KEY=VALUE...] [--json]
 
 Gets one prompt with its arguments filled in (a JSON object whose values are
-strings, as MCP requires; - reads it from stdin) and prints its messages.
+strings, as MCP requires; - reads it from stdin; or KEY=VALUE words, KEY=@FILE
+for a file's text) and prints its messages.
 `tether prompts SERVER` lists a server's prompts and their arguments.
 
 Options:

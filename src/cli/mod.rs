@@ -10,6 +10,7 @@
 mod output;
 
 mod args;
+mod arguments;
 mod browse;
 mod connect;
 mod escape;

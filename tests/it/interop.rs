@@ -644,3 +644,36 @@ fn issue_10_python_sdk_asks_and_announces_statelessly() {
     assert!(asked.iter().all(|ask| ask.contains("What is your name?")), "{asked:?}");
     hub.shutdown();
 }
+
+// Issue 26 (item 8): `key=value` words typed by a real server's schema:
+// server-everything's `get-sum` takes two numbers, so `a=2 b=3` are numbers;
+// a word of the wrong type is refused before the call, naming the type.
+#[test]
+fn key_value_arguments_take_server_everythings_schema() {
+    let argv = interop_setup::everything_server();
+    let dir =
+        crate::support::config_dir(json!({"everything": {"command": argv[0], "args": argv[1..]}}));
+    let within = Duration::from_secs(60);
+    let (summed, _) = crate::support::run_tether(
+        dir.path(),
+        &["call", "everything", "get-sum", "a=2", "b=3.5"],
+        within,
+    );
+    let out = String::from_utf8_lossy(&summed.stdout);
+    assert_eq!(summed.status.code(), Some(0), "{}", String::from_utf8_lossy(&summed.stderr));
+    assert!(out.contains("5.5"), "{out}");
+    let (echoed, _) = crate::support::run_tether(
+        dir.path(),
+        &["call", "mcp__everything__echo", "message=42"],
+        within,
+    );
+    assert!(String::from_utf8_lossy(&echoed.stdout).contains("Echo: 42"));
+    let (refused, _) = crate::support::run_tether(
+        dir.path(),
+        &["call", "everything", "get-sum", "a=two", "b=3"],
+        within,
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("a: the tool takes number, not \"two\""), "{said}");
+}

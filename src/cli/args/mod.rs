@@ -66,12 +66,18 @@ pub(super) enum Command {
         server: String,
         name: String,
         arguments: Option<String>,
+        /// `key=value` words, in place of `arguments`.
+        pairs: Vec<String>,
         json: bool,
     },
     Call {
         server: String,
         tool: String,
+        /// A JSON object, or `-` for stdin.
         arguments: Option<String>,
+        /// `key=value` words (`k:=JSON`, `k=@FILE`, `k=@-`), in place of
+        /// `arguments`, typed by the tool's schema.
+        pairs: Vec<String>,
         timeout: Option<Duration>,
         json: bool,
     },
@@ -308,23 +314,31 @@ fn parse_fetch(parser: &mut lexopt::Parser, command: &str) -> Result<Command, le
                 output = Some(PathBuf::from(parser.value()?))
             }
             Long("json") => json = true,
-            Value(word) if positional.len() < 3 => positional.push(word.string()?),
+            Value(word) if positional.len() < 3 || command == "prompt" => {
+                positional.push(word.string()?)
+            }
             _ => return Err(arg.unexpected()),
         }
+    }
+    const PROMPT_USAGE: &str =
+        "usage: tether prompt SERVER NAME [ARGS_JSON|-|key=value...] [--json]";
+    if command == "prompt" && positional.len() >= 2 {
+        let rest = positional.split_off(2);
+        let (arguments, pairs) = split_arguments(rest, PROMPT_USAGE)?;
+        let name = positional.pop().expect("two words");
+        let server = positional.pop().expect("two words");
+        return Ok(Command::Prompt { server, name, arguments, pairs, json });
     }
     let mut positional = positional.into_iter();
     match (command, positional.next(), positional.next(), positional.next()) {
         ("read", Some(server), Some(uri), None) if !(raw && output.is_some()) => {
             Ok(Command::Read { server, uri, output, raw, json })
         }
-        ("prompt", Some(server), Some(name), arguments) => {
-            Ok(Command::Prompt { server, name, arguments, json })
-        }
         ("read", ..) => Err(
             "usage: tether read SERVER URI [-o|--output PATH] [--raw] [--json] (not -o with --raw)"
                 .into(),
         ),
-        _ => Err("usage: tether prompt SERVER NAME [ARGS_JSON|-] [--json]".into()),
+        _ => Err(PROMPT_USAGE.into()),
     }
 }
 
@@ -472,24 +486,56 @@ fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
         match arg {
             Long("timeout") => timeout = Some(timeout_flag(parser)?),
             Long("json") => json = true,
-            Value(word) if positional.len() < 3 => positional.push(word.string()?),
+            Value(word) => positional.push(word.string()?),
             _ => return Err(arg.unexpected()),
         }
     }
+    const USAGE: &str = "usage: tether call SERVER TOOL [ARGS_JSON|-|key=value...] [--timeout S] \
+                         [--json]\n       tether call mcp__SERVER__TOOL [ARGS_JSON|-|key=value...]";
     // `call mcp__SERVER__TOOL [ARGS]`: the qualified name `tools` prints.
-    if let Some((server, tool)) = positional.first().and_then(|first| split_qualified(first)) {
-        let arguments = positional.get(1).filter(|next| is_arguments(next)).cloned();
-        if positional.len() == 1 || (positional.len() == 2 && arguments.is_some()) {
-            return Ok(Command::Call { server, tool, arguments, timeout, json });
+    let qualified = positional.first().and_then(|first| split_qualified(first));
+    let (server, tool, rest) = match qualified {
+        Some((server, tool))
+            if positional.len() == 1 || is_arguments(&positional[1]) || is_pair(&positional[1]) =>
+        {
+            (server, tool, positional.split_off(1))
         }
-    }
-    let mut positional = positional.into_iter();
-    let (Some(server), Some(tool)) = (positional.next(), positional.next()) else {
-        return Err("usage: tether call SERVER TOOL [ARGS_JSON|-] [--timeout S] [--json]\n       \
-                    tether call mcp__SERVER__TOOL [ARGS_JSON|-]"
-            .into());
+        _ => {
+            if positional.len() < 2 {
+                return Err(USAGE.into());
+            }
+            let rest = positional.split_off(2);
+            let tool = positional.pop().expect("two words");
+            (positional.pop().expect("two words"), tool, rest)
+        }
     };
-    Ok(Command::Call { server, tool, arguments: positional.next(), timeout, json })
+    let (arguments, pairs) = split_arguments(rest, USAGE)?;
+    Ok(Command::Call { server, tool, arguments, pairs, timeout, json })
+}
+
+/// A call's words after its tool: one JSON object (or `-`), or
+/// `key=value` words.
+fn split_arguments(
+    rest: Vec<String>,
+    usage: &str,
+) -> Result<(Option<String>, Vec<String>), lexopt::Error> {
+    match rest.as_slice() {
+        [] => Ok((None, Vec::new())),
+        // One word that is no pair is JSON (or `-`), and said so if not.
+        [one] if !is_pair(one) => Ok((rest.into_iter().next(), Vec::new())),
+        _ => match rest.iter().find(|word| !is_pair(word)) {
+            Some(word) => Err(format!(
+                "{word:?} is neither JSON arguments nor key=value (k=v, k:=JSON, k=@FILE, \
+                 k=@-)\n{usage}"
+            )
+            .into()),
+            None => Ok((None, rest)),
+        },
+    }
+}
+
+fn is_pair(word: &str) -> bool {
+    crate::cli::arguments::is_pair(word)
 }
 
 /// `mcp__SERVER__TOOL` as (SERVER, the qualified name): the hub maps the
@@ -769,7 +815,7 @@ mod tests {
             Command::Read { output: Some(ref path), .. } if path == &PathBuf::from("out/")
         ));
         assert!(refused("read fx x://a -o f --raw").contains("usage: tether read"));
-        let Command::Prompt { server, name, arguments, json } =
+        let Command::Prompt { server, name, arguments, json, .. } =
             command("prompt fx greet {\"who\":1} --json")
         else {
             panic!()
@@ -778,11 +824,15 @@ mod tests {
         assert_eq!(arguments.as_deref(), Some("{\"who\":1}"));
         assert!(refused("read fx").contains("usage: tether read"));
         assert!(refused("prompt fx greet --raw").contains("--raw"));
+        let Command::Prompt { pairs, .. } = command("prompt fx greet who=Ada mood=@-") else {
+            panic!()
+        };
+        assert_eq!(pairs, ["who=Ada", "mood=@-"]);
     }
 
     #[test]
     fn call() {
-        let Command::Call { server, tool, arguments, timeout, json } =
+        let Command::Call { server, tool, arguments, timeout, json, .. } =
             command("call fx echo - --timeout 2.5 --json")
         else {
             panic!()
@@ -805,6 +855,19 @@ mod tests {
             ("fx", "mcp__fx__echo", Some("{}"))
         );
         assert!(matches!(command("call mcp__fx__echo"), Command::Call { arguments: None, .. }));
+        let Command::Call { tool, pairs, arguments: None, .. } =
+            command("call mcp__fx__echo n=3 tags:=[1] --json")
+        else {
+            panic!()
+        };
+        assert_eq!(tool, "mcp__fx__echo");
+        assert_eq!(pairs, ["n=3", "tags:=[1]"]);
+        let Command::Call { server, pairs, .. } = command("call fx echo text=hi") else { panic!() };
+        assert_eq!((server.as_str(), pairs), ("fx", vec!["text=hi".to_owned()]));
+        assert!(
+            refused("call fx echo text=hi oops").contains("neither JSON arguments nor key=value")
+        );
+        assert!(refused("call fx echo {} {}").contains("neither JSON"));
         assert!(refused("call fx echo --timeout 0").contains("above 0 and below 10000000"));
         assert!(refused("call fx echo --timeout 1e9").contains("above 0 and below 10000000"));
         assert!(refused("call fx echo --timeout soon").contains("soon"));
