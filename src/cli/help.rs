@@ -116,6 +116,10 @@ them: the qualified name (mcp__SERVER__TOOL), the exposure, and the first line
 of the description. What a server offers can depend on the client: some
 declare more tools when tether runs on a terminal (elicitation, roots).
 
+SERVER may also be a server that is not configured: its URL, or --stdio CMD
+(a command line, quoted as one word) in its place. It runs for this command
+alone, named after its package or host, and nothing is written.
+
 Options:
       --server NAME   the same as SERVER
       --signatures    each tool a script can call, as the TypeScript-style
@@ -147,6 +151,10 @@ Or give the arguments as words, each made the type the tool's schema says:
   k=@FILE    the file's text;  k=@-  stdin's text
 Prints the result's text; images and other blocks as one-line notes.
 
+SERVER may also be a server that is not configured: its URL, or --stdio CMD
+(a command line, quoted as one word) in its place. It runs for this command
+alone, named after its package or host, and nothing is written.
+
 Options:
       --timeout S   the whole call's ceiling in seconds, start included
                     (progress from the server does not extend it)
@@ -157,6 +165,8 @@ Exit: 0 done, 1 the tool reported an error, 2 bad usage or unknown tool,
 
 Example:
   tether call fs read_text_file path=README.md
+  tether call --stdio \"npx -y @modelcontextprotocol/server-everything\" get-sum a=2 b=3
+  tether call https://mcp.example.com/mcp search query=tether
   tether call fs read_text_file '{\"path\": \"README.md\"}'
   echo '{\"text\": \"hi\"}' | tether call mcp__demo__count_words -
 ",

@@ -9,6 +9,7 @@
 #[macro_use]
 mod output;
 
+mod adhoc;
 mod args;
 mod arguments;
 mod browse;
@@ -169,13 +170,27 @@ fn run() -> ExitCode {
 /// The commands that read the configuration: `get`, `login`, `logout`, and
 /// those that talk to servers.
 fn with_config(
-    command: Command,
+    mut command: Command,
     files: &ConfigFiles,
     roots: Vec<Root>,
     signals: &mut signals::SignalWatch,
 ) -> u8 {
-    let config =
+    let mut config =
         ConfigLoader::new().config_dir(&files.config_dir).project_dir(&files.project_dir).load();
+    // A URL or `--stdio CMD` where a server's name goes: an entry for this
+    // run, trusted as the user's own command line.
+    if let Some(server) = command.server_mut().filter(|word| adhoc::is_adhoc(word)) {
+        match adhoc::entry(server, &config) {
+            Ok(entry) => {
+                server.clone_from(&entry.name);
+                config = config.with_server(entry);
+            }
+            Err(message) => {
+                eprintln!("error: {}", escape::escaped(&message));
+                return EXIT_USAGE;
+            }
+        }
+    }
     if config.off {
         // Off means off: no file was read and no server is started.
         if !matches!(

@@ -478,3 +478,44 @@ fn shapes_a_new_user_tries() {
     assert!(out.contains("nothing to trust"), "{out}");
     assert!(!config.path().join("trusted-projects.json").exists());
 }
+
+// Issue 26 (item 7): ad-hoc servers. A command line after `--stdio`, or a
+// URL, where a server's name goes: started for this one run, named after
+// its program or host, trusted as the user's own command line, and no
+// configuration written.
+#[test]
+fn an_ad_hoc_server_is_a_command_line_or_a_url() {
+    let dir = TempDir::new();
+    let demo = fixture("demo-server").display().to_string();
+    let (tools, _) = run_tether(dir.path(), &["tools", "--stdio", &demo], WITHIN);
+    assert_eq!(tools.status.code(), Some(0), "{}", stderr_of(&tools));
+    assert!(stdout_of(&tools).contains("mcp__demo-server__count_words"), "{}", stdout_of(&tools));
+    let (called, _) = run_tether(
+        dir.path(),
+        &["call", "--stdio", &demo, "count_words", "text=to be or not"],
+        WITHIN,
+    );
+    assert_eq!(stdout_of(&called), "4 words, 12 characters\n", "{}", stderr_of(&called));
+    let quoted = format!("'{demo}' --unused-flag-is-fine");
+    let (prompted, _) = run_tether(dir.path(), &["prompts", "--stdio", &quoted], WITHIN);
+    assert_eq!(prompted.status.code(), Some(0), "{}", stderr_of(&prompted));
+    assert!(!dir.path().join("mcp.json").exists(), "nothing is written");
+
+    let tag = Tag::new();
+    let (mut server, url) = crate::support::start_url_fixture("http-server", &tag, &[]);
+    let (echoed, _) = run_tether(dir.path(), &["call", &url, "echo", "text=over http"], WITHIN);
+    assert_eq!(stdout_of(&echoed), "over http\n", "{}", stderr_of(&echoed));
+    let (listed, _) = run_tether(dir.path(), &["tools", &url], WITHIN);
+    assert!(stdout_of(&listed).contains("mcp__127-0-0-1-"), "{}", stdout_of(&listed));
+    drop(server.stdin.take());
+    let _ = server.wait();
+
+    let (refused, _) = run_tether(dir.path(), &["call", "http://example.com/mcp", "x"], WITHIN);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr_of(&refused).contains("plain http to another machine"),
+        "{}",
+        stderr_of(&refused)
+    );
+    tag.assert_gone();
+}

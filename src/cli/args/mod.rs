@@ -144,6 +144,20 @@ pub(super) enum Command {
 }
 
 impl Command {
+    /// The server field of a command that names one (for an ad-hoc server,
+    /// replaced by its entry's name).
+    pub(super) fn server_mut(&mut self) -> Option<&mut String> {
+        match self {
+            Command::Call { server, .. }
+            | Command::Read { server, .. }
+            | Command::Prompt { server, .. } => Some(server),
+            Command::Tools { server, .. }
+            | Command::Resources { server, .. }
+            | Command::Prompts { server, .. } => server.as_mut(),
+            _ => None,
+        }
+    }
+
     /// The one server this command works with, when it names one.
     pub(super) fn server(&self) -> Option<&str> {
         match self {
@@ -290,6 +304,7 @@ fn parse_listing(parser: &mut lexopt::Parser, command: &str) -> Result<Command, 
     while let Some(arg) = parser.next()? {
         match arg {
             Long("server") if server.is_none() => server = Some(parser.value()?.string()?),
+            Long("stdio") if server.is_none() => server = Some(stdio_server(parser)?),
             Value(name) if server.is_none() => server = Some(name.string()?),
             Long("json") => json = true,
             Long("signatures") if command == "tools" => signatures = true,
@@ -307,8 +322,10 @@ fn parse_listing(parser: &mut lexopt::Parser, command: &str) -> Result<Command, 
 /// `prompt SERVER NAME [ARGS_JSON] [--json]`.
 fn parse_fetch(parser: &mut lexopt::Parser, command: &str) -> Result<Command, lexopt::Error> {
     let (mut positional, mut raw, mut json, mut output) = (Vec::new(), false, false, None);
+    let mut stdio = None;
     while let Some(arg) = parser.next()? {
         match arg {
+            Long("stdio") if stdio.is_none() => stdio = Some(stdio_server(parser)?),
             Long("raw") if command == "read" => raw = true,
             Short('o') | Long("output") if command == "read" => {
                 output = Some(PathBuf::from(parser.value()?))
@@ -322,6 +339,10 @@ fn parse_fetch(parser: &mut lexopt::Parser, command: &str) -> Result<Command, le
     }
     const PROMPT_USAGE: &str =
         "usage: tether prompt SERVER NAME [ARGS_JSON|-|key=value...] [--json]";
+    // `--stdio CMD` is the server: the words after it shift.
+    if let Some(stdio) = stdio {
+        positional.insert(0, stdio);
+    }
     if command == "prompt" && positional.len() >= 2 {
         let rest = positional.split_off(2);
         let (arguments, pairs) = split_arguments(rest, PROMPT_USAGE)?;
@@ -481,14 +502,19 @@ fn parse_proxy(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
 
 fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     let mut positional = Vec::new();
-    let (mut timeout, mut json) = (None, false);
+    let (mut timeout, mut json, mut stdio) = (None, false, None);
     while let Some(arg) = parser.next()? {
         match arg {
             Long("timeout") => timeout = Some(timeout_flag(parser)?),
             Long("json") => json = true,
+            Long("stdio") if stdio.is_none() => stdio = Some(stdio_server(parser)?),
             Value(word) => positional.push(word.string()?),
             _ => return Err(arg.unexpected()),
         }
+    }
+    // `--stdio CMD` is the server: the words after it shift.
+    if let Some(stdio) = stdio {
+        positional.insert(0, stdio);
     }
     const USAGE: &str = "usage: tether call SERVER TOOL [ARGS_JSON|-|key=value...] [--timeout S] \
                          [--json]\n       tether call mcp__SERVER__TOOL [ARGS_JSON|-|key=value...]";
@@ -536,6 +562,15 @@ fn split_arguments(
 
 fn is_pair(word: &str) -> bool {
     crate::cli::arguments::is_pair(word)
+}
+
+/// `--stdio CMD`: an ad-hoc server, handed on in the server field.
+fn stdio_server(parser: &mut lexopt::Parser) -> Result<String, lexopt::Error> {
+    let line = parser.value()?.string()?;
+    if line.trim().is_empty() {
+        return Err("--stdio needs a command, like --stdio \"npx -y pkg\"".into());
+    }
+    Ok(format!("{}{line}", crate::cli::adhoc::STDIO))
 }
 
 /// `mcp__SERVER__TOOL` as (SERVER, the qualified name): the hub maps the
