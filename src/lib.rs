@@ -79,7 +79,7 @@ mod transport;
 mod url;
 mod value_command;
 
-pub use auth::{forget_credentials, AuthorizationHandler, TokenProvider};
+pub use auth::{forget_credentials, sign_in_state, AuthorizationHandler, SignIn, TokenProvider};
 pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
 pub use codemode::{
     CallHook, ConsoleCallback, NestedCall, NestedOutcome, ParentCall, PlannedCall, ScriptError,

@@ -6,14 +6,18 @@
 
 use serde::Serialize;
 
-/// A server's state, as `status` and `tether list` show it.
+/// A server's state, as `status` and `tether list` show it. One
+/// vocabulary everywhere: [`ServerState::as_str`], its JSON and `tether
+/// list --json` say `connecting`, `connected`, `failed`, `disabled`,
+/// `untrusted`, `needsLogin`, `closed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum ServerState {
     /// Starting.
     Connecting,
     /// Connected; its tools are in the registry.
+    #[serde(rename = "connected")]
     Ready,
     /// Could not start, or its entry is invalid; see `error`.
     Failed,
@@ -28,15 +32,16 @@ pub enum ServerState {
 }
 
 impl ServerState {
-    /// The word `status` JSON uses (`ready`, `needs_login`, …).
+    /// The word for it, as its JSON and `tether list --json` say it
+    /// (`connected`, `needsLogin`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             ServerState::Connecting => "connecting",
-            ServerState::Ready => "ready",
+            ServerState::Ready => "connected",
             ServerState::Failed => "failed",
             ServerState::Disabled => "disabled",
             ServerState::Untrusted => "untrusted",
-            ServerState::NeedsLogin => "needs_login",
+            ServerState::NeedsLogin => "needsLogin",
             ServerState::Closed => "closed",
         }
     }

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 pub(crate) use challenge::Challenge;
 use discovery::Discovered;
 use flow::{ClientIdentity, Tokens};
-pub use store::forget_credentials;
 pub(crate) use store::TokenStore;
+pub use store::{forget_credentials, sign_in_state, SignIn};
 use web::Web;
 
 pub use crate::config::{EnterpriseIdentity, OAuthSettings};

@@ -148,6 +148,38 @@ impl TokenStore {
     }
 }
 
+/// What the token store keeps for one server: nothing, or a sign-in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignIn {
+    /// No sign-in is kept for this server at this URL.
+    None,
+    /// A sign-in is kept.
+    Kept {
+        /// When its access token expires, if the server said.
+        expires_at: Option<SystemTime>,
+        /// It has a refresh token: an expired access token is renewed
+        /// without a person.
+        refreshable: bool,
+        /// The scopes it was granted.
+        scopes: Vec<String>,
+    },
+}
+
+/// What `store` keeps for `server` at `url` (a sign-in for another URL
+/// under that name counts as none). Never asks any server anything.
+pub fn sign_in_state(store: &Path, server: &str, url: &str) -> SignIn {
+    let Some(record) = TokenStore::new(store, server, url).load() else { return SignIn::None };
+    match record.access_token {
+        Some(_) => SignIn::Kept {
+            expires_at: record.expires_at.map(|at| UNIX_EPOCH + Duration::from_secs(at)),
+            refreshable: record.refresh_token.is_some(),
+            scopes: record.scopes,
+        },
+        None => SignIn::None,
+    }
+}
+
 /// Forgets what is stored for `server` (tokens and registered client).
 /// Returns whether there was anything.
 ///

@@ -24,13 +24,15 @@ use super::starting::{
 use super::{browse, escape, progress, status, table};
 
 /// Runs a server command.
+/// `around`: the roots offered to servers, and the token store's path.
 pub(super) fn run(
     command: Command,
     config: Config,
     options: HubOptions,
-    roots: &[String],
+    around: (&[String], &std::path::Path),
     signals: &mut SignalWatch,
 ) -> u8 {
+    let (roots, store) = around;
     signals.options = options;
     if let Command::Call { timeout: Some(ceiling), .. }
     | Command::Run { timeout: Some(ceiling), .. } = &command
@@ -40,7 +42,12 @@ pub(super) fn run(
     }
     let signals = &*signals;
     let code = match command {
-        Command::List { names, scope, json } => list(config, &names, scope, json, roots, signals),
+        Command::List { names, scope, json, no_connect: true } => {
+            list_configured(config, &names, scope, json)
+        }
+        Command::List { names, scope, json, .. } => {
+            list(config, &names, scope, json, (roots, store), signals)
+        }
         Command::Resources { server, json } => {
             browse::resources(config, server.as_deref(), json, signals)
         }
@@ -107,9 +114,10 @@ fn list(
     names: &[String],
     scope: Option<Scope>,
     json: bool,
-    roots: &[String],
+    around: (&[String], &std::path::Path),
     signals: &SignalWatch,
 ) -> u8 {
+    let (roots, store) = around;
     let wanted = |name: &str, server_scope: Scope| {
         (names.is_empty() || names.iter().any(|wanted| Config::same_name(wanted, name)))
             && scope.is_none_or(|scope| scope == server_scope)
@@ -122,6 +130,17 @@ fn list(
     config.servers.retain(|server| wanted(&server.name, server.scope));
     config.failed.retain(|entry| wanted(&entry.name, entry.scope));
     config.untrusted.retain(|entry| wanted(&entry.name, Scope::Project));
+    // Each remote server's kept sign-in, read before anything starts.
+    let sign_ins: Vec<(String, Value)> = config
+        .servers
+        .iter()
+        .filter_map(|server| match &server.transport {
+            tether::TransportConfig::Http(http) => {
+                Some((server.name.clone(), super::get::sign_in(store, &server.name, &http.url)))
+            }
+            _ => None,
+        })
+        .collect();
     // On a terminal each row is printed as its server finishes starting;
     // otherwise (and for --json) all at once, in configuration order.
     let streaming = !json && io::stdout().is_terminal();
@@ -136,8 +155,16 @@ fn list(
     });
     let statuses = hub.status();
     if json {
-        let rows: Vec<Value> =
-            statuses.iter().map(|status| status::to_json(status, roots)).collect();
+        let rows: Vec<Value> = statuses
+            .iter()
+            .map(|status| {
+                let mut row = status::to_json(status, roots);
+                if let Some((_, sign_in)) = sign_ins.iter().find(|(name, _)| *name == status.name) {
+                    row["signIn"] = sign_in.clone();
+                }
+                row
+            })
+            .collect();
         emit_json(&rows);
     } else if statuses.is_empty() {
         eprintln!("No servers configured. Add one with: tether add NAME -- COMMAND (see tether add --help)");
@@ -155,6 +182,61 @@ fn list(
     } else {
         EXIT_TOOL_ERROR
     }
+}
+
+/// `list --no-connect`: what the configuration says of each server, with
+/// nothing started (Codex's `mcp list`): its name, whether it would start,
+/// how, from which file, and its command or URL.
+fn list_configured(config: Config, names: &[String], scope: Option<Scope>, json: bool) -> u8 {
+    for name in names {
+        if !config.knows(name) {
+            return unknown_server(&config, name);
+        }
+    }
+    let wanted = |name: &str, server_scope: Scope| {
+        (names.is_empty() || names.iter().any(|wanted| Config::same_name(wanted, name)))
+            && scope.is_none_or(|scope| scope == server_scope)
+    };
+    // name, state, transport, scope, target (or why)
+    let mut rows: Vec<[String; 5]> = Vec::new();
+    for server in config.servers.iter().filter(|server| wanted(&server.name, server.scope)) {
+        let state = if server.enabled { "enabled" } else { "disabled" };
+        let row = [server.transport_name(), server.scope.as_str()].map(str::to_owned);
+        let [transport, scope] = row;
+        rows.push([server.name.clone(), state.into(), transport, scope, server.target()]);
+    }
+    for entry in config.failed.iter().filter(|entry| wanted(&entry.name, entry.scope)) {
+        let why = entry.error.clone();
+        rows.push([
+            entry.name.clone(),
+            "invalid".into(),
+            "-".into(),
+            entry.scope.as_str().into(),
+            why,
+        ]);
+    }
+    for entry in config.untrusted.iter().filter(|entry| wanted(&entry.name, Scope::Project)) {
+        let row = [entry.name.clone(), "untrusted".into(), "-".into(), "project".into()];
+        let [name, state, transport, scope] = row;
+        rows.push([name, state, transport, scope, entry.command_line.clone()]);
+    }
+    if json {
+        let rows: Vec<Value> = rows
+            .iter()
+            .map(|[name, state, transport, scope, target]| {
+                json!({"name": name, "state": state, "transport": transport, "scope": scope,
+                       "target": target})
+            })
+            .collect();
+        emit_json(&rows);
+    } else if rows.is_empty() {
+        eprintln!("No servers configured. Add one with: tether add NAME -- COMMAND (see tether add --help)");
+    } else {
+        let shown: Vec<Vec<String>> =
+            rows.iter().map(|row| row.iter().map(|cell| escape::escaped(cell)).collect()).collect();
+        emit(&table::render(&shown));
+    }
+    EXIT_OK
 }
 
 fn tools(

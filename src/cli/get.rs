@@ -11,9 +11,13 @@ use super::escape::escaped;
 use super::output::{emit, emit_json, EXIT_OK, EXIT_USAGE};
 use super::starting::unknown_server;
 
-pub(super) fn get(config: &Config, name: &str, json: bool) -> u8 {
+pub(super) fn get(config: &Config, store: &std::path::Path, name: &str, json: bool) -> u8 {
     let value = if let Some(server) = config.server(name) {
-        resolved(server)
+        let mut value = resolved(server);
+        if let tether::TransportConfig::Http(http) = &server.transport {
+            value["signIn"] = sign_in(store, &server.name, &http.url);
+        }
+        value
     } else if let Some(untrusted) =
         config.untrusted.iter().find(|entry| Config::same_name(&entry.name, name))
     {
@@ -46,6 +50,55 @@ pub(super) fn get(config: &Config, name: &str, json: bool) -> u8 {
         EXIT_USAGE
     } else {
         EXIT_OK
+    }
+}
+
+/// What the token store keeps for a remote server, as `get` and `list
+/// --json` say it: `{"state": "none"}`, or `{"state": "kept", "expiresIn":
+/// seconds (below 0 once expired), "refreshable", "scopes"}`.
+pub(super) fn sign_in(store: &std::path::Path, server: &str, url: &str) -> Value {
+    match tether::sign_in_state(store, server, url) {
+        tether::SignIn::Kept { expires_at, refreshable, scopes } => {
+            let expires_in =
+                expires_at.map(|at| match at.duration_since(std::time::SystemTime::now()) {
+                    Ok(left) => left.as_secs() as i64,
+                    Err(past) => -(past.duration().as_secs() as i64),
+                });
+            json!({"state": "kept", "expiresIn": expires_in, "refreshable": refreshable,
+                   "scopes": scopes})
+        }
+        _ => json!({"state": "none"}),
+    }
+}
+
+/// A sign-in as `get` shows it to a person.
+fn sign_in_words(value: &Value) -> String {
+    if value["state"] != "kept" {
+        return "none (tether login NAME signs in)".into();
+    }
+    let mut words = vec!["kept".to_owned()];
+    match value["expiresIn"].as_i64() {
+        Some(left) if left >= 0 => words.push(format!("expires in {}", span(left))),
+        Some(past) => words.push(format!("expired {} ago", span(-past))),
+        None => {}
+    }
+    if value["refreshable"] == true {
+        words.push("renewed without you".into());
+    }
+    let scopes: Vec<&str> =
+        value["scopes"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    if !scopes.is_empty() {
+        words.push(format!("scopes {}", scopes.join(" ")));
+    }
+    words.join(", ")
+}
+
+fn span(seconds: i64) -> String {
+    match seconds {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s if s < 172_800 => format!("{} h", s / 3600),
+        s => format!("{} days", s / 86_400),
     }
 }
 
@@ -109,6 +162,7 @@ fn render(value: &Value) -> String {
                     rows.push(("warning".into(), text(warning)));
                 }
             }
+            ("signIn", sign_in) => rows.push(("sign-in".into(), escaped(&sign_in_words(sign_in)))),
             ("timeout" | "startTimeout", seconds) => {
                 rows.push((key.clone(), format!("{} s", text(seconds))))
             }

@@ -13,7 +13,7 @@ Usage: tether [GLOBAL OPTIONS] COMMAND [ARGS]
        tether COMMAND --help      (or: tether help COMMAND) for one command
 
 Servers:
-  list [NAME...] [-s user|project] [--json]
+  list [NAME...] [-s user|project] [--no-connect] [--json]
                                   connect the enabled servers and show each one's state
   get NAME [--json]               one server's entry as resolved (secrets redacted)
   tools [SERVER] [--signatures] [--json]
@@ -37,6 +37,8 @@ Servers:
 Configuration:
   add NAME [-s user|project] [-e K=V]... [--description TEXT] -- COMMAND [ARGS...]
   add NAME URL [-t http|sse] [-H 'K: V']... [--bearer-token-env-var VAR]
+  add NAME '{JSON}', add-json NAME JSON
+                                  add an entry given as JSON
   add                             (on a terminal) asks for each setting
   remove NAME [-s user|project]   remove a server
   enable NAME, disable NAME       turn a server on or off where it is defined
@@ -73,7 +75,7 @@ const COMMANDS: &[(&str, &str)] = &[
     (
         "list",
         "\
-Usage: tether list [NAME...] [-s|--scope user|project] [--json]
+Usage: tether list [NAME...] [-s|--scope user|project] [--no-connect] [--json]
 
 Connects the enabled servers (or only those named) and prints one row per
 server: name, state, transport, scope, command or URL, and its tools. A server
@@ -81,6 +83,7 @@ that did not connect gets its error, a hint, and the end of its stderr.
 
 Options:
   -s, --scope SCOPE   only the servers of the user or the project file
+      --no-connect    start nothing: what the configuration says of each
       --json          a JSON array, one object per server (see the README)
 
 Exit: 0 when every enabled server connected, 1 otherwise.
@@ -362,6 +365,7 @@ Example:
 Usage: tether add NAME [OPTIONS] -- COMMAND [ARGS...]
        tether add NAME [OPTIONS] URL
        tether add NAME [OPTIONS] --url URL
+       tether add NAME [OPTIONS] '{\"command\": \"npx\", \"args\": [\"-y\", \"pkg\"]}'
        tether add                (on a terminal: asks for each setting)
 
 Writes a server entry to the user file (or, with -s project, the project's
@@ -385,10 +389,29 @@ Options:
       --protocol auto|legacy|modern
                                which era of MCP to speak (default auto: probe
                                with server/discover, then fall back)
+      --include-tools A,B      offer only these tools (the entry's \"tools\")
+      --exclude-tools C,D      leave these out (hidden in \"toolExposure\")
+
+An entry given as JSON (as `tether add-json` takes it) is written as given,
+with the options added, once the loader accepts it.
 
 Example:
   tether add fs -- npx -y @modelcontextprotocol/server-filesystem .
   tether add docs https://example.com/mcp -H 'X-Api-Key: ${DOCS_KEY}'
+",
+    ),
+    (
+        "add-json",
+        "\
+Usage: tether add-json NAME JSON [-s|--scope user|project]
+
+Writes the entry JSON (one server's object, as in any client's mcpServers)
+under NAME, as `claude mcp add-json` does. Checked as the loader checks it;
+nothing that would not load is written.
+
+Example:
+  tether add-json fs '{\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-filesystem\", \".\"]}'
+  tether add-json docs '{\"type\": \"http\", \"url\": \"https://example.com/mcp\"}' -s project
 ",
     ),
     (

@@ -111,7 +111,21 @@ fn findable(program: &str) -> bool {
 fn entry_of(add: &AddArgs) -> Result<Value, String> {
     let mut entry = Map::new();
     let transport = add.transport.as_deref();
+    if let Some(text) = &add.json {
+        // The entry as JSON: the options may add to it, not compete with it.
+        if add.url.is_some() || !add.command.is_empty() || transport.is_some() {
+            return Err("give the entry as JSON, or as a URL or command, not both".into());
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(given)) => entry = given,
+            Ok(_) => {
+                return Err("the entry must be a JSON object, like {\"command\": \"npx\"}".into())
+            }
+            Err(err) => return Err(format!("the entry is not valid JSON: {err}")),
+        }
+    }
     match (&add.url, add.command.is_empty()) {
+        _ if add.json.is_some() => {}
         (Some(_), false) => return Err("give either a URL or a command, not both".into()),
         (None, false) if add.command[0].contains("://") => {
             return Err(format!(
@@ -197,6 +211,14 @@ fn entry_of(add: &AddArgs) -> Result<Value, String> {
         let era: tether::EraChoice =
             protocol.parse().map_err(|err| format!("--protocol: {err}"))?;
         entry.insert("protocol".into(), json!(era.as_str()));
+    }
+    if !add.include_tools.is_empty() {
+        entry.insert("tools".into(), json!(add.include_tools));
+    }
+    if !add.exclude_tools.is_empty() {
+        let hidden: Map<String, Value> =
+            add.exclude_tools.iter().map(|tool| (tool.clone(), json!("hidden"))).collect();
+        entry.insert("toolExposure".into(), Value::Object(hidden));
     }
     Ok(Value::Object(entry))
 }
@@ -387,6 +409,19 @@ pub(super) fn enable(
 ) -> u8 {
     if let Err(code) = check_defined(files, name, scope) {
         return code;
+    }
+    // Already so: said, and the file left alone.
+    let config = tether::ConfigLoader::new()
+        .config_dir(files.config_dir.clone())
+        .project_dir(files.project_dir.clone())
+        .load();
+    let same = |server: &tether::ServerConfig| {
+        server.enabled == enabled && scope.is_none_or(|scope| server.scope == scope)
+    };
+    if config.server(name).is_some_and(same) {
+        let state = if enabled { "enabled" } else { "disabled" };
+        outln!("Server {name:?} is already {state}; nothing changed.");
+        return EXIT_OK;
     }
     match files.set_field(scope, name, "enabled", Some(Value::Bool(enabled))) {
         Ok((_, path)) => {

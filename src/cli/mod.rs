@@ -217,7 +217,7 @@ fn with_config(
     }
     let store = files.config_dir.join("mcp-auth.json");
     match command {
-        Command::Get { name, json } => return get::get(&config, &name, json),
+        Command::Get { name, json } => return get::get(&config, &store, &name, json),
         Command::Login { name, overrides } => {
             return login::login(&config, &store, &name, &overrides)
         }
@@ -239,7 +239,7 @@ fn with_config(
         options = options.with_authorization_handler(Arc::new(login::TerminalSignIn::new(&config)));
     }
     let root_uris: Vec<String> = roots.into_iter().map(|root| root.uri).collect();
-    connect::run(command, config, options, &root_uris, signals)
+    connect::run(command, config, options, (&root_uris, &store), signals)
 }
 
 /// The folders servers may work in: `--root` folders, else the project

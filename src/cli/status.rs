@@ -25,12 +25,9 @@ pub(super) fn label(state: ServerState) -> &'static str {
     }
 }
 
-/// A state as `--json` says it: the word of [`label`], in camelCase.
+/// A state as `--json` says it: the library's word for it.
 pub(super) fn json_label(state: ServerState) -> &'static str {
-    match state {
-        ServerState::NeedsLogin => "needsLogin",
-        other => label(other),
-    }
+    state.as_str()
 }
 
 /// The status's error on one line, if it has one.

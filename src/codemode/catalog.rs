@@ -432,7 +432,7 @@ mod tests {
                 description: Some("counts words".into()),
                 instructions: None,
                 connected: true,
-                state: "ready",
+                state: "connected",
                 error: None,
             },
             ServerSummary {
@@ -440,7 +440,7 @@ mod tests {
                 description: None,
                 instructions: Some("\nRadius lookups.\nMore.".into()),
                 connected: true,
-                state: "ready",
+                state: "connected",
                 error: None,
             },
         ];

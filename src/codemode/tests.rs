@@ -46,7 +46,7 @@ impl Tools {
             description: Some("Test tools.".into()),
             instructions: None,
             connected: true,
-            state: "ready",
+            state: "connected",
             error: None,
         }];
         Tools {

@@ -35,7 +35,7 @@ pub struct HubOptions {
     pub era_file: Option<std::path::PathBuf>,
     /// What every connection is lent: who has a person sign in to remote
     /// servers (without one, a server that wants OAuth fails with
-    /// [`Error::LoginRequired`], `needs_login`), where sign-ins are kept, the
+    /// [`Error::LoginRequired`], `needsLogin`), where sign-ins are kept, the
     /// host's token providers, and a stdio server's exit grace.
     pub(super) lent: FromHost,
 }

@@ -748,3 +748,35 @@ fn tether_proxy_names_the_resource_it_is_told_or_none() {
         tag.assert_gone();
     }
 }
+
+// Issue 26 (item 5): the sign-in a remote server has, in `get` and `list
+// --json`: none before `tether login`, kept (with its expiry, whether it
+// renews itself, its scopes) after; `get` says it in words.
+#[test]
+fn get_and_list_say_whether_a_sign_in_is_kept() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &[]);
+    let dir = config_dir(json!({"web": {"url": server.url}}));
+    let tether = |args: &[&str]| with_browser(dir.path(), args, false);
+    let got = tether(&["get", "web", "--json"]);
+    let value: Value = serde_json::from_str(&stdout_of(&got)).unwrap();
+    assert_eq!(value["signIn"]["state"], "none", "{value}");
+    assert_eq!(tether(&["login", "web"]).status.code(), Some(0));
+    let got = tether(&["get", "web", "--json"]);
+    let value: Value = serde_json::from_str(&stdout_of(&got)).unwrap();
+    assert_eq!(value["signIn"]["state"], "kept", "{value}");
+    assert_eq!(value["signIn"]["refreshable"], true);
+    assert!(value["signIn"]["expiresIn"].as_i64().unwrap() > 3000, "{value}");
+    let words = stdout_of(&tether(&["get", "web"]));
+    assert!(words.contains("sign-in") && words.contains("kept, expires in"), "{words}");
+    let listed = tether(&["list", "--json"]);
+    let rows: Value = serde_json::from_str(&stdout_of(&listed)).unwrap();
+    assert_eq!(rows[0]["signIn"]["state"], "kept", "{rows}");
+    let before = server.requests_to("/mcp").len();
+    let plain = tether(&["list", "--no-connect", "--json"]);
+    let rows: Value = serde_json::from_str(&stdout_of(&plain)).unwrap();
+    assert_eq!(rows[0]["state"], "enabled", "{rows}");
+    assert_eq!(server.requests_to("/mcp").len(), before, "--no-connect asks the server nothing");
+    drop(server);
+    tag.assert_gone();
+}

@@ -259,7 +259,7 @@ fn elicitation_crosses_eras_and_a_stateless_client_is_served() {
         thread::sleep(Duration::from_millis(50));
     }
     let status = front.request(3, "tools/call", json!({"name": "tether__status", "_meta": meta}));
-    assert!(status["result"]["content"][0]["text"].as_str().unwrap().contains("modern: ready"));
+    assert!(status["result"]["content"][0]["text"].as_str().unwrap().contains("modern: connected"));
     front.close();
     tag.assert_gone();
 }

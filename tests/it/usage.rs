@@ -519,3 +519,48 @@ fn an_ad_hoc_server_is_a_command_line_or_a_url() {
     );
     tag.assert_gone();
 }
+
+// Issue 26 (item 5): what users of other clients type. An entry as JSON
+// (`add NAME '{…}'`, `add-json`), tool filters on `add`, `enable` of an
+// enabled server (said; the file untouched), `tether mcp add` (answered
+// with tether's own command), and a `--timeout` in milliseconds (refused
+// with the seconds meant).
+#[test]
+fn the_habits_of_other_clients_work_or_are_answered() {
+    let dir = TempDir::new();
+    let demo = fixture("demo-server").display().to_string();
+    let entry = json!({"command": demo}).to_string();
+    let tether = |args: &[&str]| run_tether(dir.path(), args, WITHIN).0;
+    let added = tether(&["add", "one", &entry]);
+    assert_eq!(added.status.code(), Some(0), "{}", stderr_of(&added));
+    let added = tether(&["add-json", "two", &entry, "--include-tools", "echo"]);
+    assert_eq!(added.status.code(), Some(0), "{}", stderr_of(&added));
+    let added = tether(&["add", "three", "--exclude-tools", "echo,count_words", "--", &demo]);
+    assert_eq!(added.status.code(), Some(0), "{}", stderr_of(&added));
+    let file = dir.path().join("mcp.json");
+    let written: Value = serde_json::from_str(&fs::read_to_string(&file).unwrap()).unwrap();
+    let servers = &written["mcpServers"];
+    assert_eq!(servers["one"]["command"], json!(demo));
+    assert_eq!(servers["two"]["tools"], json!(["echo"]));
+    assert_eq!(
+        servers["three"]["toolExposure"],
+        json!({"echo": "hidden", "count_words": "hidden"})
+    );
+    let tools = stdout_of(&tether(&["tools", "two"]));
+    assert!(tools.contains("mcp__two__echo") && !tools.contains("count_words"), "{tools}");
+    let refused = tether(&["add-json", "four", "[1]"]);
+    assert_eq!(refused.status.code(), Some(2));
+
+    let before = fs::read(&file).unwrap();
+    let enabled = tether(&["enable", "one"]);
+    assert_eq!(enabled.status.code(), Some(0));
+    assert!(stdout_of(&enabled).contains("already enabled"), "{}", stdout_of(&enabled));
+    assert_eq!(fs::read(&file).unwrap(), before, "the file is left alone");
+
+    let nested = tether(&["mcp", "add", "x", "--", "y"]);
+    assert_eq!(nested.status.code(), Some(2));
+    assert!(stderr_of(&nested).contains("tether add"), "{}", stderr_of(&nested));
+    let millis = tether(&["call", "one", "echo", "text=hi", "--timeout", "30000"]);
+    assert_eq!(millis.status.code(), Some(2));
+    assert!(stderr_of(&millis).contains("write --timeout 30"), "{}", stderr_of(&millis));
+}

@@ -19,10 +19,27 @@ pub(crate) struct AddArgs {
     pub(crate) url: Option<String>,
     pub(crate) transport: Option<String>,
     pub(crate) command: Vec<String>,
+    /// The whole entry as JSON (`add NAME '{…}'`, `add-json NAME '{…}'`).
+    pub(crate) json: Option<String>,
+    /// `--include-tools a,b` (the `tools` allowlist) and `--exclude-tools
+    /// c,d` (hidden in `toolExposure`).
+    pub(crate) include_tools: Vec<String>,
+    pub(crate) exclude_tools: Vec<String>,
     /// `timeout`, `startTimeout` (seconds, as given) and `protocol`.
     pub(crate) timeout: Option<String>,
     pub(crate) start_timeout: Option<String>,
     pub(crate) protocol: Option<String>,
+}
+
+/// `add-json NAME JSON [-s SCOPE]`: the entry as one JSON object.
+pub(crate) fn parse_add_json(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Error> {
+    let add = parse_add_options(parser)?;
+    if add.name.is_none() || add.json.is_none() {
+        return Err("usage: tether add-json NAME '{\"command\": \"…\", \"args\": […]}' \
+                    [-s|--scope user|project]"
+            .into());
+    }
+    Ok(add)
 }
 
 /// `add`'s options and positionals; `after_dashes` is what followed `--`
@@ -61,6 +78,8 @@ fn parse_add_options(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Err
             Long("timeout") => add.timeout = Some(parser.value()?.string()?),
             Long("start-timeout") => add.start_timeout = Some(parser.value()?.string()?),
             Long("protocol") => add.protocol = Some(parser.value()?.string()?),
+            Long("include-tools") => add.include_tools.extend(names(parser)?),
+            Long("exclude-tools") => add.exclude_tools.extend(names(parser)?),
             Long("url") if add.url.is_none() => add.url = Some(parser.value()?.string()?),
             Short('t') | Long("transport") => add.transport = Some(parser.value()?.string()?),
             Value(word) if add.name.is_none() => {
@@ -84,6 +103,15 @@ fn parse_add_options(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Err
                 add.url = Some(word.string()?);
             }
             // Not a URL tether can use, where a URL was clearly meant.
+            // `add NAME '{"command": …}'`: the entry itself, as JSON.
+            Value(word)
+                if add.command.is_empty()
+                    && add.url.is_none()
+                    && add.json.is_none()
+                    && word.to_string_lossy().trim_start().starts_with('{') =>
+            {
+                add.json = Some(word.string()?);
+            }
             Value(word) if add.command.is_empty() && url_like(&word.to_string_lossy()) => {
                 let word = word.to_string_lossy().into_owned();
                 let hint = if word.contains("://") {
@@ -105,6 +133,12 @@ fn parse_add_options(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Err
         }
     }
     Ok(add)
+}
+
+/// A comma-separated list of tool names (repeatable flags add up).
+fn names(parser: &mut lexopt::Parser) -> Result<Vec<String>, lexopt::Error> {
+    let list = parser.value()?.string()?;
+    Ok(list.split(',').map(str::trim).filter(|name| !name.is_empty()).map(str::to_owned).collect())
 }
 
 /// True for words that look like a URL but are not http(s): `ftp://…`,

@@ -36,6 +36,8 @@ pub(super) enum Command {
         names: Vec<String>,
         scope: Option<tether::Scope>,
         json: bool,
+        /// `--no-connect`: the configuration alone; nothing starts.
+        no_connect: bool,
     },
     Get {
         name: String,
@@ -209,6 +211,21 @@ pub(super) fn parse(
                         "invoke" | "exec" => Some("call"),
                         _ => None,
                     };
+                    // `claude mcp add`, `codex mcp list`: tether's are top-level.
+                    if word == "mcp" {
+                        let next = parser.raw_args()?.next();
+                        let next = next.and_then(|next| next.into_string().ok());
+                        let shown = next.as_deref().filter(|next| super::help::of(next).is_some());
+                        return Err(match shown {
+                            Some(next) => format!(
+                                "tether's commands are top-level: tether {next} … (not tether mcp {next})"
+                            ),
+                            None => "tether's commands are top-level (tether add, tether list, …); \
+                                     there is no \"mcp\" command"
+                                .to_owned(),
+                        }
+                        .into());
+                    }
                     let hint = alias
                         .or_else(|| tether::for_cli::closest(&word, &known))
                         .map(|close| format!(" (did you mean {close:?}?)"))
@@ -258,6 +275,7 @@ pub(super) fn parse(
                     "login" => parse_login(parser)?,
                     "logout" => Command::Logout { name: single_name(parser, "logout")? },
                     "add" => Command::Add(add::parse_add(parser, after_dashes)?),
+                    "add-json" => Command::Add(add::parse_add_json(parser)?),
                     "remove" => {
                         let (name, scope) = name_and_scope(parser, "remove")?;
                         Command::Remove { name, scope }
@@ -282,7 +300,7 @@ pub(super) fn parse(
 }
 
 fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
-    let (mut names, mut scope, mut json) = (Vec::new(), None, false);
+    let (mut names, mut scope, mut json, mut no_connect) = (Vec::new(), None, false, false);
     while let Some(arg) = parser.next()? {
         if let Some(flag) = scope_flag(&arg) {
             scope = Some(scope_of(flag, parser)?);
@@ -290,11 +308,12 @@ fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
         }
         match arg {
             Long("json") => json = true,
+            Long("no-connect") => no_connect = true,
             Value(name) => names.push(name.string()?),
             _ => return Err(arg.unexpected()),
         }
     }
-    Ok(Command::List { names, scope, json })
+    Ok(Command::List { names, scope, json, no_connect })
 }
 
 /// `tools`, `resources` and `prompts` take the same options:
@@ -380,6 +399,16 @@ fn timeout_flag(parser: &mut lexopt::Parser) -> Result<Duration, lexopt::Error> 
         return Err(
             "--timeout takes a number of seconds above 0 and below 10000000 (115 days)".into()
         );
+    }
+    // 30000 is 30 s in milliseconds (as Gemini's config has it), or 8 h.
+    if seconds >= 1000.0 && seconds % 1000.0 == 0.0 {
+        return Err(format!(
+            "--timeout is in seconds: {seconds} s is {:.1} hours; for {} s write --timeout {}",
+            seconds / 3600.0,
+            seconds / 1000.0,
+            seconds / 1000.0
+        )
+        .into());
     }
     Ok(Duration::from_secs_f64(seconds))
 }
@@ -766,7 +795,7 @@ mod tests {
 
     #[test]
     fn list() {
-        let Command::List { names, scope, json } = command("list a b --scope project --json")
+        let Command::List { names, scope, json, .. } = command("list a b --scope project --json")
         else {
             panic!()
         };
