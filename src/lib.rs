@@ -68,7 +68,7 @@ mod spelling;
 pub mod for_cli {
     pub use crate::clock::rfc3339;
     pub use crate::codemode::{servers_named, Named};
-    pub use crate::shell::shell_quote;
+    pub use crate::shell::{shell_quote, shell_words};
     pub use crate::spelling::closest;
 }
 #[cfg(target_os = "linux")]

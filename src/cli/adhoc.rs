@@ -1,4 +1,5 @@
-//! Ad-hoc servers: a URL, or a command line given with `--stdio`, typed
+//! Ad-hoc servers: a URL, or a command line given with `--stdio` (split as
+//! a shell splits words, never run by one), typed
 //! where a configured server's name goes (`tether call URL TOOL`, `tether
 //! tools --stdio "npx -y pkg"`). The user typed it, so it is trusted as
 //! their own command line is; it is an entry made for this one run, named
@@ -24,7 +25,12 @@ fn is_url(word: &str) -> bool {
 pub(super) fn entry(word: &str, config: &Config) -> Result<ServerConfig, String> {
     let mut server = match word.strip_prefix(STDIO) {
         Some(line) => {
-            let words = split_command(line)?;
+            let words = tether::for_cli::shell_words(line).ok_or_else(|| {
+                format!(
+                    "--stdio {line:?}: a quote does not close, or a shell operator (| & ; < > $( `) \
+                     is there; tether runs no shell: give the command itself"
+                )
+            })?;
             let (program, args) = words
                 .split_first()
                 .ok_or("--stdio needs a command, like --stdio \"npx -y pkg\"")?;
@@ -50,58 +56,6 @@ pub(super) fn entry(word: &str, config: &Config) -> Result<ServerConfig, String>
         server.name = format!("{base}-{n}");
     }
     Ok(server)
-}
-
-/// A command line's words, as a POSIX shell splits them: blanks separate,
-/// `'…'` and `"…"` quote, `\` escapes (nothing is expanded).
-fn split_command(line: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut word: Option<String> = None;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            ' ' | '\t' | '\n' => {
-                if let Some(done) = word.take() {
-                    words.push(done);
-                }
-            }
-            '\'' => {
-                let text = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => text.push(c),
-                        None => return Err(format!("an unclosed ' in {line:?}")),
-                    }
-                }
-            }
-            '"' => {
-                let text = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\' | '$' | '`')) => text.push(c),
-                            Some(c) => {
-                                text.push('\\');
-                                text.push(c);
-                            }
-                            None => return Err(format!("an unclosed \" in {line:?}")),
-                        },
-                        Some(c) => text.push(c),
-                        None => return Err(format!("an unclosed \" in {line:?}")),
-                    }
-                }
-            }
-            '\\' => match chars.next() {
-                Some(c) => word.get_or_insert_with(String::new).push(c),
-                None => return Err(format!("a \\ ends {line:?}")),
-            },
-            c => word.get_or_insert_with(String::new).push(c),
-        }
-    }
-    words.extend(word);
-    Ok(words)
 }
 
 /// A name for a command line: its package for a runner (`npx -y
@@ -197,7 +151,7 @@ mod tests {
     use super::*;
 
     fn split(line: &str) -> Vec<String> {
-        split_command(line).unwrap()
+        tether::for_cli::shell_words(line).unwrap()
     }
 
     #[test]
@@ -207,9 +161,8 @@ mod tests {
             split(r#"node "my server.js" --name 'a b' c\ d"#),
             ["node", "my server.js", "--name", "a b", "c d"]
         );
-        assert_eq!(split(r#"x "a\"b""#), ["x", "a\"b"]);
-        assert!(split_command("x 'open").is_err());
-        assert_eq!(split("  "), Vec::<String>::new());
+        assert!(tether::for_cli::shell_words("x 'open").is_none());
+        assert!(tether::for_cli::shell_words("x | y").is_none());
     }
 
     #[test]

@@ -178,7 +178,7 @@ fn split_command_line(
     if has_args || !line.trim().contains(char::is_whitespace) || Path::new(&line).exists() {
         return Ok(());
     }
-    let words = shell_words(&line).ok_or_else(|| {
+    let words = crate::shell::shell_words(&line).ok_or_else(|| {
         format!("its command {line:?} is a shell line tether cannot split (quotes or shell operators); add it by hand")
     })?;
     notes.push(format!("{name}: split the command line {line:?} into a program and its arguments"));
@@ -188,61 +188,6 @@ fn split_command_line(
         Value::Array(words[1..].iter().cloned().map(Value::String).collect()),
     );
     Ok(())
-}
-
-/// Splits a line into words as a POSIX shell does for plain words, single
-/// and double quotes and backslashes; `None` for unbalanced quotes or any
-/// shell operator (`|`, `&`, `;`, `<`, `>`, `$(`, backquotes) outside quotes.
-fn shell_words(line: &str) -> Option<Vec<String>> {
-    let mut words = Vec::new();
-    let mut word: Option<String> = None;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            ' ' | '\t' | '\n' => words.extend(word.take()),
-            '\'' => {
-                let text = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next()? {
-                        '\'' => break,
-                        other => text.push(other),
-                    }
-                }
-            }
-            '"' => {
-                let text = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next()? {
-                        '"' => break,
-                        '\\' => text.push(chars.next()?),
-                        '$' | '`' => return None,
-                        other => text.push(other),
-                    }
-                }
-            }
-            '\\' => word.get_or_insert_with(String::new).push(chars.next()?),
-            '|' | '&' | ';' | '<' | '>' | '`' | '(' | ')' => return None,
-            // `${VAR}` is tether's own expansion, kept as written; any
-            // other `$` is the shell's.
-            '$' => {
-                let text = word.get_or_insert_with(String::new);
-                if chars.next()? != '{' {
-                    return None;
-                }
-                text.push_str("${");
-                loop {
-                    let next = chars.next()?;
-                    text.push(next);
-                    if next == '}' {
-                        break;
-                    }
-                }
-            }
-            other => word.get_or_insert_with(String::new).push(other),
-        }
-    }
-    words.extend(word);
-    (!words.is_empty()).then_some(words)
 }
 
 /// The `${NAME…}` variables a text names.
@@ -389,7 +334,7 @@ mod tests {
 
 #[cfg(test)]
 mod split_tests {
-    use super::shell_words;
+    use crate::shell::shell_words;
 
     #[test]
     fn command_lines_split_as_a_shell_would_or_not_at_all() {
