@@ -48,7 +48,7 @@ Configuration:
                                   let a project's .mcp.json start its servers (or not)
   login NAME                      sign in to an HTTP server (OAuth)
   logout NAME                     forget a server's tokens and registered client
-  import FILE                     copy servers from Claude, Cursor or VS Code config
+  import [FILE]                   copy servers from Claude, Cursor, VS Code, Codex, Gemini, …
 
 Logs:
   logs [SERVER] [-n N] [-f]
@@ -530,14 +530,20 @@ Example:
     (
         "import",
         "\
-Usage: tether import FILE
+Usage: tether import [FILE]
 
-Copies the servers of another client's configuration (Claude Desktop or Code,
-Cursor: mcpServers; VS Code: servers) into the user file, and says what it
-skipped and why.
+Copies the servers of another client's configuration into the user file, and
+says what it skipped and why: Claude Desktop and Code (mcpServers; the local
+servers of ~/.claude.json are named, not copied), Cursor, Windsurf, VS Code
+(servers), Gemini CLI (httpUrl, timeout in milliseconds, includeTools and
+excludeTools), Codex (config.toml's [mcp_servers]), Zed (context_servers),
+OpenCode (mcp). Without FILE, the files found where those clients keep them
+are offered (on a terminal; otherwise listed).
 
 Example:
   tether import ~/.cursor/mcp.json
+  tether import ~/.codex/config.toml
+  tether import
 ",
     ),
     (

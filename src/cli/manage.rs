@@ -516,6 +516,63 @@ pub(super) fn trust(
     }
 }
 
+/// `tether import` with no file: the files other clients keep where they
+/// usually are, offered on a terminal (a number, several, `all`), listed
+/// otherwise.
+pub(super) fn import_found(files: &ConfigFiles) -> u8 {
+    let found = ConfigFiles::import_candidates();
+    if found.is_empty() {
+        eprintln!(
+            "error: no other client's configuration is where it usually is; name the file: \
+             tether import FILE"
+        );
+        return EXIT_USAGE;
+    }
+    let shown = |at: usize, client: &str, path: &Path| {
+        format!("  {}. {client}: {}", at + 1, super::escape::escaped(&path.display().to_string()))
+    };
+    if !io::stdin().is_terminal() {
+        eprintln!("Found these; name one: tether import FILE");
+        for (at, (client, path)) in found.iter().enumerate() {
+            eprintln!("{}", shown(at, client, path));
+        }
+        return EXIT_USAGE;
+    }
+    eprintln!("Found:");
+    for (at, (client, path)) in found.iter().enumerate() {
+        eprintln!("{}", shown(at, client, path));
+    }
+    eprint!("Import which? (numbers, all, or nothing to stop): ");
+    let _ = io::stderr().flush();
+    let mut answer = String::new();
+    if io::stdin().lock().read_line(&mut answer).is_err() {
+        return EXIT_USAGE;
+    }
+    let answer = answer.trim();
+    let picked: Vec<usize> = if answer.eq_ignore_ascii_case("all") {
+        (0..found.len()).collect()
+    } else {
+        let numbers: Option<Vec<usize>> = answer
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|word| !word.is_empty())
+            .map(|word| word.parse::<usize>().ok().filter(|n| (1..=found.len()).contains(n)))
+            .map(|n| n.map(|n| n - 1))
+            .collect();
+        match numbers {
+            Some(numbers) => numbers,
+            None => {
+                eprintln!("error: {answer:?} is not a number from the list");
+                return EXIT_USAGE;
+            }
+        }
+    };
+    let mut code = EXIT_OK;
+    for at in picked {
+        code = code.max(import(files, &found[at].1));
+    }
+    code
+}
+
 pub(super) fn import(files: &ConfigFiles, source: &Path) -> u8 {
     match files.import(source) {
         Ok(report) => {

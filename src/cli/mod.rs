@@ -134,7 +134,8 @@ fn run() -> ExitCode {
             manage::enable(&files, &name, enabled, scope, &again)
         }
         Command::Trust { dir, trusted, yes } => manage::trust(&files, dir, trusted, yes, &again),
-        Command::Import { file } => manage::import(&files, &file),
+        Command::Import { file: Some(file) } => manage::import(&files, &file),
+        Command::Import { file: None } => manage::import_found(&files),
         Command::Expose { name, mode, tool, scope } => {
             manage::expose(&files, &name, mode, tool.as_deref(), scope, &again)
         }

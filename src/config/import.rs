@@ -1,10 +1,10 @@
 //! Copying servers from other clients' configuration files.
 //!
-//! Claude Desktop, Claude Code and Cursor write `{"mcpServers": {...}}`;
-//! VS Code writes `{"servers": {...}}` (with comments allowed, and its own
-//! `${input:…}` and `${env:…}` variables). Entries are translated into this
-//! format where the meaning is the same, and skipped with a reason where it is
-//! not, so that nothing is imported half-understood.
+//! Each client's file is read into one shape first (`dialects.rs`: Claude,
+//! Cursor, VS Code with its comments and `${input:…}`/`${env:…}` variables,
+//! Gemini, Codex, Windsurf, Zed, OpenCode). Entries are then translated
+//! into this format where the meaning is the same, and skipped with a
+//! reason where it is not, so that nothing is imported half-understood.
 
 use std::path::Path;
 
@@ -37,19 +37,11 @@ pub(crate) fn import(source: &Path, target: &Path) -> Result<ImportReport, Strin
     let shown = source.display().to_string();
     let text = crate::bounded_read::read_text(source, crate::bounded_read::IMPORT_FILE_LIMIT)
         .map_err(|err| format!("cannot read {shown}: {err}"))?;
-    let document: Value = serde_json::from_str(&strip_jsonc(&text))
-        .map_err(|err| super::syntax_error(&shown, &err))?;
-    let servers = match (document.get("mcpServers"), document.get("servers")) {
-        (Some(Value::Object(servers)), _) | (_, Some(Value::Object(servers))) => servers.clone(),
-        _ => {
-            return Err(format!(
-                "{shown} has no \"mcpServers\" (Claude, Cursor) or \"servers\" (VS Code) object"
-            ))
-        }
-    };
-    let mut report = ImportReport::default();
+    let read = super::dialects::read(source, &text)?;
+    let mut report =
+        ImportReport { skipped: read.skipped, notes: read.notes, ..ImportReport::default() };
     let mut translated = Vec::new();
-    for (name, entry) in &servers {
+    for (name, entry) in &read.entries {
         match translate(name, entry, source.parent().unwrap_or(Path::new(".")), &mut report.notes) {
             // Checked as `add` checks: nothing is written that would not load.
             Ok(entry) => match super::check_entry(name, super::Scope::User, target, &entry) {

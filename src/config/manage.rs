@@ -347,4 +347,17 @@ impl ConfigFiles {
     pub fn import(&self, source: &Path) -> Result<ImportReport, Error> {
         import::import(source, &self.user_file()).map_err(Error::Config)
     }
+
+    /// Other clients' configuration files where they usually are (Claude
+    /// Code and Desktop, Cursor, VS Code, Codex, Gemini CLI, Windsurf, Zed,
+    /// OpenCode), each that exists with its client's name: what `tether
+    /// import` offers when given no file.
+    pub fn import_candidates() -> Vec<(&'static str, PathBuf)> {
+        let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
+            return Vec::new();
+        };
+        let xdg =
+            std::env::var_os("XDG_CONFIG_HOME").map_or_else(|| home.join(".config"), PathBuf::from);
+        super::dialects::usual_places(&home, &xdg)
+    }
 }

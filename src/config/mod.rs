@@ -14,6 +14,7 @@
 //! overrides `enabled`, `exposure` and `toolExposure`.
 
 mod codemode;
+mod dialects;
 mod document;
 mod entry;
 pub(crate) mod expand;

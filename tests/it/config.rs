@@ -850,3 +850,91 @@ fn the_protocol_field_is_checked_and_era_points_to_it() {
     let word = failed("bad-word").unwrap();
     assert!(word.contains("\"auto\", \"legacy\" or \"modern\""), "{word}");
 }
+
+// Issue 26 (item 4): the other clients' files, each read as its client
+// means it: Codex's TOML, Gemini's httpUrl/url/millisecond timeout and tool
+// lists, ~/.claude.json's local servers named (not dropped), Zed, OpenCode
+// and Windsurf.
+#[test]
+fn import_reads_codex_gemini_claude_code_zed_opencode_and_windsurf() {
+    let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/configs");
+    let setup = Setup::new(None, None);
+    let run_import = |file: &str| setup.run(&["import", configs.join(file).to_str().unwrap()], &[]);
+
+    let (code, out, err) = run_import("codex_config.toml");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Imported 2 servers") && out.contains("docs, linear"), "{out}");
+    let user = setup.user_file();
+    let docs = &user["mcpServers"]["docs"];
+    assert_eq!(docs["env"], json!({"DOCS_LEVEL": "2", "DOCS_API_KEY": "${DOCS_API_KEY}"}));
+    assert_eq!(docs["startTimeout"], json!(20.0));
+    assert_eq!(docs["timeout"], json!(90.0));
+    assert_eq!(docs["tools"], json!(["search", "fetch"]));
+    let linear = &user["mcpServers"]["linear"];
+    assert_eq!(linear["bearerTokenEnv"], "LINEAR_TOKEN");
+    assert_eq!(linear["headers"], json!({"X-Team": "${LINEAR_TEAM}"}));
+    assert_eq!(linear["toolExposure"], json!({"delete_issue": "hidden"}));
+    assert_eq!(linear["enabled"], false);
+
+    let setup = Setup::new(None, None);
+    let run_import = |file: &str| setup.run(&["import", configs.join(file).to_str().unwrap()], &[]);
+    let (code, out, err) = run_import("gemini_settings.json");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Imported 3 servers"), "{out}");
+    let user = setup.user_file();
+    assert_eq!(user["mcpServers"]["stream"]["type"], "http");
+    assert_eq!(user["mcpServers"]["stream"]["timeout"], json!(30.0), "30000 ms is 30 s");
+    assert_eq!(user["mcpServers"]["stream"]["tools"], json!(["search"]));
+    assert_eq!(user["mcpServers"]["events"]["type"], "sse");
+    assert_eq!(user["mcpServers"]["events"]["toolExposure"], json!({"purge": "hidden"}));
+
+    let (code, out, _) = run_import("claude_user.json");
+    assert_eq!(code, 0);
+    assert!(out.contains("Imported 1 server") && out.contains("everywhere"), "{out}");
+    assert!(
+        out.contains("Skipped notes-db: Claude Code keeps it for the folder /home/ada/notes"),
+        "{out}"
+    );
+
+    let (code, out, err) = run_import("zed_settings.json");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("postgres, newer"), "{out}");
+    assert_eq!(setup.user_file()["mcpServers"]["postgres"]["command"], "postgres-mcp");
+    let (code, out, _) = run_import("opencode.json");
+    assert_eq!(code, 0);
+    assert!(out.contains("fs, remote"), "{out}");
+    assert_eq!(setup.user_file()["mcpServers"]["fs"]["args"][0], "-y");
+    assert_eq!(setup.user_file()["mcpServers"]["remote"]["enabled"], false);
+    let (code, out, _) = run_import("windsurf_mcp_config.json");
+    assert_eq!(code, 0);
+    assert_eq!(
+        setup.user_file()["mcpServers"]["surf"]["url"],
+        "https://surf.example.com/mcp",
+        "{out}"
+    );
+}
+
+// Issue 26 (item 4): `tether import` with no file names the files other
+// clients keep where they usually are (here under a HOME made for the
+// test); without a terminal to ask on, it lists them and exits 2.
+#[test]
+fn import_without_a_file_offers_what_it_finds() {
+    let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/configs");
+    let home = TempDir::new();
+    fs::create_dir_all(home.path().join(".codex")).unwrap();
+    fs::copy(configs.join("codex_config.toml"), home.path().join(".codex/config.toml")).unwrap();
+    fs::create_dir_all(home.path().join(".gemini")).unwrap();
+    fs::copy(configs.join("gemini_settings.json"), home.path().join(".gemini/settings.json"))
+        .unwrap();
+    let setup = Setup::new(None, None);
+    let home_env = home.path().to_str().unwrap();
+    let (code, _, err) = setup
+        .run(&["import"], &[("HOME", home_env), ("XDG_CONFIG_HOME", home_env), ("CODEX_HOME", "")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("Codex:") && err.contains(".codex/config.toml"), "{err}");
+    assert!(err.contains("Gemini CLI:") && err.contains(".gemini/settings.json"), "{err}");
+    let empty = TempDir::new();
+    let (code, _, err) = setup.run(&["import"], &[("HOME", empty.path().to_str().unwrap())]);
+    assert_eq!(code, 2);
+    assert!(err.contains("tether import FILE"), "{err}");
+}

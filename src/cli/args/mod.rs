@@ -122,7 +122,8 @@ pub(super) enum Command {
         yes: bool,
     },
     Import {
-        file: PathBuf,
+        /// None: offer the files other clients keep where they usually are.
+        file: Option<PathBuf>,
     },
     Logs {
         server: Option<String>,
@@ -285,10 +286,7 @@ pub(super) fn parse(
                         Command::Enable { name, enabled: word == "enable", scope }
                     }
                     "trust" | "untrust" => parse_trust(parser, word == "trust")?,
-                    "import" => {
-                        let file = optional_value(parser)?.ok_or("usage: tether import FILE")?;
-                        Command::Import { file: file.into() }
-                    }
+                    "import" => Command::Import { file: optional_value(parser)?.map(Into::into) },
                     other => unreachable!("{other} has help but no parser"),
                 });
                 return Ok(args);
@@ -1032,9 +1030,9 @@ mod tests {
         ));
         assert!(refused("untrust --yes").contains("--yes"));
         assert!(
-            matches!(command("import c.json"), Command::Import { ref file } if file == &PathBuf::from("c.json"))
+            matches!(command("import c.json"), Command::Import { file: Some(ref file) } if file == &PathBuf::from("c.json"))
         );
-        assert!(refused("import").contains("usage: tether import"));
+        assert!(matches!(command("import"), Command::Import { file: None }));
         let Command::Expose { name, mode, tool, scope } =
             command("expose fx deferred --tool del_* -l")
         else {
