@@ -301,8 +301,14 @@ fn the_typescript_sdk_reaches_server_everything_through_tether_serve() {
         &[tether_bin(), &config],
         Duration::from_secs(120),
     );
+    assert_the_sdk_saw_everything(&out, "stdio");
+}
+
+/// What `fixtures/node/serve-front.mjs` printed, checked: the SDK's client
+/// in front of server-everything saw each thing pass through tether.
+pub fn assert_the_sdk_saw_everything(out: &str, over: &str) {
     let seen: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
-    eprintln!("the SDK saw: {seen}");
+    eprintln!("the SDK saw over {over}: {seen}");
     let tools: Vec<&str> =
         seen["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert!(tools.contains(&"everything__echo"), "{tools:?}");

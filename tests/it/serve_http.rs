@@ -223,19 +223,7 @@ fn the_typescript_sdk_reaches_server_everything_over_http() {
         &["--url", &serve.url, &serve.token],
         Duration::from_secs(120),
     );
-    let seen: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
-    eprintln!("the SDK saw over HTTP: {seen}");
-    let tools: Vec<&str> =
-        seen["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    assert!(tools.contains(&"everything__echo"), "{tools:?}");
-    assert!(seen["echo"].as_str().unwrap().contains("hi there"), "{seen}");
-    assert!(seen["progress"].as_u64().unwrap() >= 2, "{seen}");
-    assert_eq!(seen["cancelled"], true, "{seen}");
-    assert!(seen["afterCancel"].as_str().unwrap().contains("again"), "{seen}");
-    assert!(seen["sampling"].as_str().unwrap().contains("sampled by the front"), "{seen}");
-    assert!(seen["elicitation"].as_str().unwrap().contains("Ada Lovelace"), "{seen}");
-    assert!(seen["resources"].as_u64().unwrap() > 0, "{seen}");
-    assert!(seen["prompt"].as_u64().unwrap() > 0, "{seen}");
+    crate::serve::assert_the_sdk_saw_everything(&out, "HTTP");
     let (code, took) = serve.stop();
     assert_eq!(code, Some(128 + libc::SIGTERM));
     assert!(took < Duration::from_millis(500), "exit took {took:?}");
