@@ -13,7 +13,7 @@ Usage: tether [GLOBAL OPTIONS] COMMAND [ARGS]
        tether COMMAND --help      (or: tether help COMMAND) for one command
 
 Servers:
-  list [NAME...] [-s user|project] [--no-connect] [--json]
+  list [NAME...] [-s user|project|local] [--no-connect] [--json]
                                   connect the enabled servers and show each one's state
   get NAME [--json]               one server's entry as resolved (secrets redacted)
   tools [SERVER] [--signatures] [--json]
@@ -35,14 +35,14 @@ Servers:
                                   get a prompt with its arguments filled in
 
 Configuration:
-  add NAME [-s user|project] [-e K=V]... [--description TEXT] -- COMMAND [ARGS...]
+  add NAME [-s user|project|local] [-e K=V]... [--description TEXT] -- COMMAND [ARGS...]
   add NAME URL [-t http|sse] [-H 'K: V']... [--bearer-token-env-var VAR]
   add NAME '{JSON}', add-json NAME JSON
                                   add an entry given as JSON
   add                             (on a terminal) asks for each setting
-  remove NAME [-s user|project]   remove a server
+  remove NAME [-s user|project|local]   remove a server
   enable NAME, disable NAME       turn a server on or off where it is defined
-  expose NAME MODE [--tool PATTERN] [-s user|project]
+  expose NAME MODE [--tool PATTERN] [-s user|project|local]
                                   how its tools reach the model: direct, deferred, hidden, codemode
   trust [DIR] [--yes], untrust [DIR]
                                   let a project's .mcp.json start its servers (or not)
@@ -75,14 +75,14 @@ const COMMANDS: &[(&str, &str)] = &[
     (
         "list",
         "\
-Usage: tether list [NAME...] [-s|--scope user|project] [--no-connect] [--json]
+Usage: tether list [NAME...] [-s|--scope user|project|local] [--no-connect] [--json]
 
 Connects the enabled servers (or only those named) and prints one row per
 server: name, state, transport, scope, command or URL, and its tools. A server
 that did not connect gets its error, a hint, and the end of its stderr.
 
 Options:
-  -s, --scope SCOPE   only the servers of the user or the project file
+  -s, --scope SCOPE   only the servers of the user, project or local file
       --no-connect    start nothing: what the configuration says of each
       --json          a JSON array, one object per server (see the README)
 
@@ -375,7 +375,10 @@ is written. Secrets belong in variables: -H 'Authorization: Bearer ${TOKEN}'
 or --bearer-token-env-var TOKEN keep them out of the file.
 
 Options:
-  -s, --scope user|project     which file (default: user; -l means project)
+  -s, --scope user|project|local
+                               which file (default: user): user is yours everywhere,
+                               project the project's .mcp.json (shared), local
+                               yours in this project alone (-l, --local)
   -e, --env KEY=VALUE          a variable for a stdio server (repeatable)
   -H, --header 'KEY: VALUE'    a header for a remote server (also KEY=VALUE; repeatable)
   -t, --transport KIND         http or sse for a URL (default: tried in that order);
@@ -403,7 +406,7 @@ Example:
     (
         "add-json",
         "\
-Usage: tether add-json NAME JSON [-s|--scope user|project]
+Usage: tether add-json NAME JSON [-s|--scope user|project|local]
 
 Writes the entry JSON (one server's object, as in any client's mcpServers)
 under NAME, as `claude mcp add-json` does. Checked as the loader checks it;
@@ -417,13 +420,14 @@ Example:
     (
         "remove",
         "\
-Usage: tether remove NAME [-s|--scope user|project]
+Usage: tether remove NAME [-s|--scope user|project|local]
 
 Removes a server's entry. When both files define it and no scope is given,
 tether asks on a terminal and refuses without one.
 
 Options:
-  -s, --scope user|project   which file (-l means project, --user means user)
+  -s, --scope user|project|local
+                             which file (--project, --user, -l/--local)
 
 Example:
   tether remove docs
@@ -432,7 +436,7 @@ Example:
     (
         "enable",
         "\
-Usage: tether enable NAME [-s|--scope user|project]
+Usage: tether enable NAME [-s|--scope user|project|local]
 
 Sets \"enabled\": true in the file that defines the server (the project file
 when both do, unless -s says which), touching nothing else in that file.
@@ -444,7 +448,7 @@ Example:
     (
         "disable",
         "\
-Usage: tether disable NAME [-s|--scope user|project]
+Usage: tether disable NAME [-s|--scope user|project|local]
 
 Sets \"enabled\": false in the file that defines the server (the project file
 when both do, unless -s says which). A disabled server is never started.
@@ -456,7 +460,7 @@ Example:
     (
         "expose",
         "\
-Usage: tether expose NAME MODE [--tool PATTERN] [-s|--scope user|project]
+Usage: tether expose NAME MODE [--tool PATTERN] [-s|--scope user|project|local]
 
 Sets how a server's tools reach the model: direct (listed to the model),
 deferred (found through search), hidden (never shown), codemode. With --tool,
@@ -464,7 +468,8 @@ only the tools matching PATTERN (* matches any run of characters).
 
 Options:
       --tool PATTERN         one tool or a pattern instead of the whole server
-  -s, --scope user|project   which file (default: where the server is defined)
+  -s, --scope user|project|local
+                             which file (default: where the server is defined)
 
 Example:
   tether expose fs deferred --tool 'write_*'

@@ -81,11 +81,16 @@ pub(super) fn add(files: &ConfigFiles, mut add: AddArgs, again: &SameFiles) -> u
                     if program.contains('/') { "" } else { " on PATH" }
                 );
             }
-            if scope == Scope::Project {
+            match scope {
                 // A project entry starts once approved, also in a trusted project.
-                outln!(
+                Scope::Project => outln!(
                     "Project entries start once approved; review and approve with: tether trust"
-                );
+                ),
+                Scope::Local => outln!(
+                    "It is yours, for {} alone; the project's .mcp.json is left as it is.",
+                    files.project_dir.display()
+                ),
+                _ => {}
             }
             outln!("Check it with: {again} list {}", shell_quote(&name));
             EXIT_OK
@@ -329,6 +334,7 @@ fn check_defined(files: &ConfigFiles, name: &str, scope: Option<Scope>) -> Resul
         Some(scope) if !defined.contains(&scope) => {
             let file = match scope {
                 Scope::Project => files.project_file(),
+                Scope::Local => files.local_file(),
                 _ => files.user_file(),
             };
             eprintln!(
@@ -358,20 +364,29 @@ pub(super) fn remove(
             [] => return unknown(files, name),
             [only] => *only,
             _ => {
+                let words: Vec<&str> = defined.iter().map(|scope| scope.as_str()).collect();
+                let choices: Vec<String> =
+                    words.iter().map(|word| format!("({}){}", &word[..1], &word[1..])).collect();
                 let question = format!(
-                    "Server {name:?} is in both {} and {}. Remove it from (u)ser, (p)roject, or (n)either? ",
-                    files.user_file().display(),
-                    files.project_file().display()
+                    "Server {name:?} is in the {} files. Remove it from {}, or (n)either? ",
+                    words.join(" and "),
+                    choices.join(", ")
                 );
-                match ask_choice(&question) {
-                    Some('u') => Scope::User,
-                    Some('p') => Scope::Project,
-                    Some(_) => {
+                let picked = ask_choice(&question).map(|answer| {
+                    defined.iter().copied().find(|scope| scope.as_str().starts_with(answer))
+                });
+                match picked {
+                    Some(Some(scope)) => scope,
+                    Some(None) => {
                         eprintln!("Nothing removed.");
                         return EXIT_OK;
                     }
                     None => {
-                        eprintln!("error: server {name:?} is in both the user and the project file; pass -s user or -s project to say which");
+                        eprintln!(
+                            "error: server {name:?} is in the {} files; pass -s {} to say which",
+                            words.join(" and "),
+                            words.join(" or -s ")
+                        );
                         return EXIT_USAGE;
                     }
                 }

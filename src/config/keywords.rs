@@ -56,12 +56,13 @@ impl FromStr for Exposure {
 }
 
 impl Scope {
-    /// `host`, `user` or `project`.
+    /// `host`, `user`, `project` or `local`.
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Host => "host",
             Scope::User => "user",
             Scope::Project => "project",
+            Scope::Local => "local",
         }
     }
 }
@@ -69,12 +70,14 @@ impl Scope {
 impl FromStr for Scope {
     type Err = UnknownWord;
 
-    /// `user` or `project` (a host scope is never named by a person).
+    /// `user`, `project` or `local` (a host scope is never named by a
+    /// person).
     fn from_str(word: &str) -> Result<Scope, UnknownWord> {
         match word {
             "user" => Ok(Scope::User),
             "project" => Ok(Scope::Project),
-            _ => Err(unknown(word, "user, project")),
+            "local" => Ok(Scope::Local),
+            _ => Err(unknown(word, "user, project, local")),
         }
     }
 }
@@ -138,7 +141,7 @@ mod tests {
         {
             assert_eq!(exposure.as_str().parse::<Exposure>(), Ok(exposure));
         }
-        for scope in [Scope::User, Scope::Project] {
+        for scope in [Scope::User, Scope::Project, Scope::Local] {
             assert_eq!(scope.as_str().parse::<Scope>(), Ok(scope));
         }
         for kind in [HttpKind::Streamable, HttpKind::Sse] {

@@ -90,6 +90,13 @@ impl ConfigLoader {
                 }
             }
         }
+        // The user's own for this project, over both (Claude Code's order).
+        if let (Some(dir), Some(project)) = (&self.config_dir, &self.project_dir) {
+            let path = super::manage::local_file(dir, project);
+            if path.exists() {
+                config.add_file(&path, Scope::Local, &reading);
+            }
+        }
         config
     }
 }
@@ -285,7 +292,7 @@ impl Config {
     /// The `"codemode"` limits of a file: the user's (or JSON text a host
     /// parses) only, since a project file must not raise them.
     fn set_script_limits(&mut self, limits: &Value, scope: Scope, shown: &str) {
-        if scope == Scope::Project {
+        if matches!(scope, Scope::Project | Scope::Local) {
             self.warnings.push(format!(
                 "{shown}: \"codemode\" limits are read from the user's mcp.json only; ignored here"
             ));

@@ -83,19 +83,26 @@ impl ConfigFiles {
         self.project_dir.join(".mcp.json")
     }
 
+    /// `<config-dir>/local/<project>-<hash>.json`: the user's servers for
+    /// this project alone (the local scope), one file per project folder.
+    pub fn local_file(&self) -> PathBuf {
+        local_file(&self.config_dir, &self.project_dir)
+    }
+
     /// The file of a scope (host scope has none).
     fn file_of(&self, scope: Scope) -> Option<PathBuf> {
         match scope {
             Scope::User => Some(self.user_file()),
             Scope::Project => Some(self.project_file()),
+            Scope::Local => Some(self.local_file()),
             Scope::Host => None,
         }
     }
 
     /// The scopes whose file has an entry of this name (`-` and `_` equal),
-    /// project first.
+    /// the one in force first (local, project, user).
     pub fn defined_in(&self, name: &str) -> Vec<Scope> {
-        [Scope::Project, Scope::User]
+        [Scope::Local, Scope::Project, Scope::User]
             .into_iter()
             .filter(|scope| self.entry_name(*scope, name).is_some())
             .collect()
@@ -120,7 +127,13 @@ impl ConfigFiles {
             .file_of(scope)
             .ok_or_else(|| Error::Config("host servers are registered in code".into()))?;
         let shown = path.display().to_string();
-        file::edit(&path, scope == Scope::User, |document| {
+        let private = matches!(scope, Scope::User | Scope::Local);
+        file::edit(&path, private, |document| {
+            if scope == Scope::Local {
+                // Which project the file is for, for a person who opens it.
+                let project = self.project_dir.display().to_string();
+                document.insert("project".into(), Value::String(project));
+            }
             change(file::servers_mut(document, &shown)?, &shown)
         })
         .map_err(Error::Config)?;
@@ -360,4 +373,26 @@ impl ConfigFiles {
             std::env::var_os("XDG_CONFIG_HOME").map_or_else(|| home.join(".config"), PathBuf::from);
         super::dialects::usual_places(&home, &xdg)
     }
+}
+
+/// The local scope's file for `project`: named after the folder and a
+/// hash of its canonical path (as trust keys projects), so that each
+/// project has its own and a person can tell which is which.
+pub(crate) fn local_file(config_dir: &Path, project: &Path) -> PathBuf {
+    let absolute = project
+        .canonicalize()
+        .or_else(|_| std::path::absolute(project))
+        .unwrap_or_else(|_| project.to_owned());
+    let digest =
+        ring::digest::digest(&ring::digest::SHA256, absolute.as_os_str().as_encoded_bytes());
+    let hash: String = digest.as_ref()[..8].iter().map(|byte| format!("{byte:02x}")).collect();
+    let folder: String = absolute
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .take(40)
+        .collect();
+    config_dir.join("local").join(format!("{folder}-{hash}.json"))
 }

@@ -88,6 +88,11 @@ pub enum Scope {
     User,
     /// The project's `.mcp.json`.
     Project,
+    /// The user's own, for one project alone (Claude Code's local scope):
+    /// kept in the user's configuration folder (`local/`), never in the
+    /// project's file; over the project's and the user's entries of the same
+    /// name.
+    Local,
 }
 
 /// How a server's tools reach the model.

@@ -437,8 +437,8 @@ fn add_writes_both_forms_and_refuses_duplicates() {
     assert!(err.contains("bad.name"), "{err}");
     let (code, _, err) = setup.run(&["add", "both", "--url", "http://x/mcp", "--", "x"], &[]);
     assert_eq!(code, 2, "{err}");
-    // -l writes the project file and says the project needs trust.
-    let (code, out, _) = setup.run(&["add", "-l", "proj", "--", "x"], &[]);
+    // --project writes the project file and says the project needs trust.
+    let (code, out, _) = setup.run(&["add", "--project", "proj", "--", "x"], &[]);
     assert_eq!(code, 0);
     assert!(out.contains("tether trust"), "{out}");
     assert_eq!(setup.project_file(), json!({"mcpServers": {"proj": {"command": "x"}}}));
@@ -498,8 +498,8 @@ fn remove_asks_which_scope_and_refuses_without_a_terminal() {
     );
     let (code, _, err) = setup.run(&["remove", "both"], &[]);
     assert_eq!(code, 2);
-    assert!(err.contains("pass -s user or -s project"), "{err}");
-    assert_eq!(setup.run(&["remove", "both", "-l"], &[]).0, 0);
+    assert!(err.contains("pass -s project or -s user"), "{err}");
+    assert_eq!(setup.run(&["remove", "both", "--project"], &[]).0, 0);
     assert_eq!(setup.project_file(), json!({"mcpServers": {}}));
     assert_eq!(setup.user_file()["mcpServers"]["both"]["command"], "u");
     assert_eq!(setup.run(&["remove", "both"], &[]).0, 0);
@@ -679,7 +679,7 @@ fn remove_on_a_terminal_asks_which_file() {
     );
     let (code, out) = on_terminal(&setup, "remove both", "p\n");
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("(u)ser, (p)roject"), "{out}");
+    assert!(out.contains("(p)roject, (u)ser"), "{out}");
     assert_eq!(setup.project_file(), json!({"mcpServers": {}}));
     assert_eq!(setup.user_file()["mcpServers"]["both"]["command"], "u");
 }
@@ -735,7 +735,7 @@ fn expose_sets_exposure_where_the_server_is_defined_or_overrides_it_in_the_proje
     assert_eq!(entry["exposure"], "deferred");
     assert_eq!(entry["toolExposure"], json!({"keep": "direct", "delete_*": "hidden"}));
     // -l writes an override-only entry in the project file.
-    assert_eq!(setup.run(&["expose", "fx", "hidden", "-l"], &[]).0, 0);
+    assert_eq!(setup.run(&["expose", "fx", "hidden", "--project"], &[]).0, 0);
     assert_eq!(setup.project_file(), json!({"mcpServers": {"fx": {"exposure": "hidden"}}}));
     let config = ConfigLoader::new()
         .config_dir(setup.config.path())
@@ -937,4 +937,64 @@ fn import_without_a_file_offers_what_it_finds() {
     let (code, _, err) = setup.run(&["import"], &[("HOME", empty.path().to_str().unwrap())]);
     assert_eq!(code, 2);
     assert!(err.contains("tether import FILE"), "{err}");
+}
+
+// Issue 26 (item 3): the local scope, as Claude Code means it. `-s local`
+// writes the user's own file for this project (never the project's
+// .mcp.json), its entry wins over the project's and the user's of the same
+// name, it needs no trust, another project does not see it, and remove
+// asks which file when several have the server.
+#[test]
+fn the_local_scope_is_private_to_one_project_and_wins() {
+    let setup = Setup::new(
+        Some(json!({"shared": {"command": "user-version"}})),
+        Some(json!({"shared": {"command": "project-version"}})),
+    );
+    let (code, out, err) = setup.run(&["add", "-s", "local", "shared", "--", "local-version"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("alone"), "{out}");
+    let (code, _, err) = setup.run(&["add", "--local", "mine", "--", "my-tool", "--flag"], &[]);
+    assert_eq!(code, 0, "{err}");
+    // The project's file is as it was.
+    assert_eq!(
+        setup.project_file(),
+        json!({"mcpServers": {"shared": {"command": "project-version"}}})
+    );
+    let local_dir = setup.config.path().join("local");
+    let files: Vec<_> = fs::read_dir(&local_dir)
+        .unwrap()
+        .flatten()
+        .filter(|file| file.file_name().to_string_lossy().ends_with(".json"))
+        .collect();
+    assert_eq!(files.len(), 1, "one file for this project");
+    let kept: Value = serde_json::from_str(&fs::read_to_string(files[0].path()).unwrap()).unwrap();
+    assert_eq!(kept["mcpServers"]["mine"]["args"], json!(["--flag"]));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(files[0].metadata().unwrap().permissions().mode() & 0o777, 0o600);
+
+    let (_, out, _) = setup.run(&["get", "shared", "--json"], &[]);
+    let got: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(got["scope"], "local", "{got}");
+    assert_eq!(got["entry"]["command"], "local-version", "local wins: {got}");
+    // Its own entries start without trust; the project's would need it.
+    let (_, out, _) = setup.run(&["list", "--no-connect", "--json"], &[]);
+    let rows: Value = serde_json::from_str(&out).unwrap();
+    let mine = rows.as_array().unwrap().iter().find(|row| row["name"] == "mine").unwrap();
+    assert_eq!((mine["scope"].clone(), mine["state"].clone()), (json!("local"), json!("enabled")));
+
+    // Another project does not see it.
+    let elsewhere = TempDir::new();
+    let mut command = crate::support::tether_in(setup.config.path(), elsewhere.path());
+    command.args(["get", "mine"]);
+    let (output, _) = run_command(command, None, WITHIN);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
+
+    // In three files: remove needs to be told which.
+    let (code, _, err) = setup.run(&["remove", "shared"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("pass -s local or -s project or -s user"), "{err}");
+    assert_eq!(setup.run(&["remove", "shared", "-l"], &[]).0, 0);
+    // The project's entry is not approved here: the user's is in force.
+    let (_, out, _) = setup.run(&["get", "shared", "--json"], &[]);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["scope"], "user");
 }

@@ -128,10 +128,10 @@ fn add_takes_a_url_positional_and_writes_nothing_that_would_not_load() {
     assert_eq!(code, Some(0), "{err}");
     assert!(!err.contains("literal"), "{err}");
 
-    // -s project writes the project's file; the old -l still works.
+    // -s project writes the project's file; so does --project.
     let (code, _, err) = run(&["add", "-s", "project", "here", "--", "server", "--flag"]);
     assert_eq!(code, Some(0), "{err}");
-    let (code, _, err) = run(&["add", "there", "-l", "--", "server"]);
+    let (code, _, err) = run(&["add", "there", "--project", "--", "server"]);
     assert_eq!(code, Some(0), "{err}");
     let project_file: Value =
         serde_json::from_str(&fs::read_to_string(project.path().join(".mcp.json")).unwrap())

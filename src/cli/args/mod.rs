@@ -803,7 +803,7 @@ mod tests {
         );
         assert!(matches!(
             command("list --scope local"),
-            Command::List { scope: Some(Scope::Project), .. }
+            Command::List { scope: Some(Scope::Local), .. }
         ));
         assert!(refused("list --scope team").contains("--scope"));
     }
@@ -945,7 +945,8 @@ mod tests {
 
     #[test]
     fn add() {
-        let Command::Add(add) = command("add fx -l -e A=1 --env B=2 -- npx -y server --flag")
+        let Command::Add(add) =
+            command("add fx --project -e A=1 --env B=2 -- npx -y server --flag")
         else {
             panic!()
         };
@@ -1002,7 +1003,7 @@ mod tests {
         ));
         assert!(matches!(
             command("remove fx -l"),
-            Command::Remove { scope: Some(Scope::Project), .. }
+            Command::Remove { scope: Some(Scope::Local), .. }
         ));
         assert!(matches!(
             command("remove fx --user"),
@@ -1034,7 +1035,7 @@ mod tests {
         );
         assert!(matches!(command("import"), Command::Import { file: None }));
         let Command::Expose { name, mode, tool, scope } =
-            command("expose fx deferred --tool del_* -l")
+            command("expose fx deferred --tool del_* --project")
         else {
             panic!()
         };

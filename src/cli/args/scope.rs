@@ -1,10 +1,11 @@
 //! The scope options every command that picks a file shares: `-s/--scope
-//! user|project` and the older spellings other clients taught people.
+//! user|project|local` and the short spellings other clients taught people.
 
 use lexopt::prelude::*;
 
-/// A scope option: `-s/--scope user|project`, or one of the older
-/// spellings `-l`/`--local`/`--project` (project) and `--user`.
+/// A scope option: `-s/--scope user|project|local`, or one of the short
+/// spellings `--project`, `--user`, `-l`/`--local` (as Claude Code means
+/// local: the user's own, for this project alone).
 pub(crate) enum ScopeFlag {
     /// `-s`/`--scope`: the scope is the option's value.
     Valued,
@@ -14,9 +15,8 @@ pub(crate) enum ScopeFlag {
 pub(crate) fn scope_flag(arg: &lexopt::Arg) -> Option<ScopeFlag> {
     match arg {
         Short('s') | Long("scope") => Some(ScopeFlag::Valued),
-        Short('l') | Long("local") | Long("project") => {
-            Some(ScopeFlag::Fixed(tether::Scope::Project))
-        }
+        Long("project") => Some(ScopeFlag::Fixed(tether::Scope::Project)),
+        Short('l') | Long("local") => Some(ScopeFlag::Fixed(tether::Scope::Local)),
         Long("user") => Some(ScopeFlag::Fixed(tether::Scope::User)),
         _ => None,
     }
@@ -34,7 +34,5 @@ pub(crate) fn scope_of(
 }
 
 fn parse_scope(value: &str) -> Result<tether::Scope, lexopt::Error> {
-    // `local` is what Claude Code calls the project scope.
-    let value = if value == "local" { "project" } else { value };
     value.parse().map_err(|err| format!("--scope: {err}").into())
 }
