@@ -162,7 +162,8 @@ impl Message {
             // rather than its timeout.
             Err(err) if std::str::from_utf8(bytes).is_err() => {
                 let text = String::from_utf8_lossy(bytes);
-                let incoming = serde_json::from_str(&text).map_err(|_| err.to_string())?;
+                let incoming =
+                    serde_json::from_slice(text.as_bytes()).map_err(|_| err.to_string())?;
                 static SAID: crate::sync::ThrottledWarning = crate::sync::ThrottledWarning::new();
                 SAID.warn(|| {
                     "a server sent a message that is not valid UTF-8; its bad bytes read as \

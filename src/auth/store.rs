@@ -99,7 +99,7 @@ impl TokenStore {
         let text =
             crate::bounded_read::read_text(&self.path, crate::bounded_read::CONFIG_FILE_LIMIT)
                 .ok()?;
-        let document: Value = serde_json::from_str(&text).ok()?;
+        let document: Value = serde_json::from_slice(text.as_bytes()).ok()?;
         let record = document.get("servers")?.get(&self.server)?;
         let record: Record = serde_json::from_value(record.clone()).ok()?;
         (record.url == self.url).then_some(record)

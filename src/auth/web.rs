@@ -125,7 +125,10 @@ fn answer(
         response.map_err(|err| Error::Auth(format!("cannot reach {}: {err}", redact_url(url))))?;
     let status = response.status().as_u16();
     let text = response.body_mut().with_config().limit(MAX_ANSWER).read_to_string();
-    let body = text.ok().and_then(|text| serde_json::from_str(&text).ok()).unwrap_or(Value::Null);
+    let body = text
+        .ok()
+        .and_then(|text| serde_json::from_slice(text.as_bytes()).ok())
+        .unwrap_or(Value::Null);
     Ok(Answer { status, body })
 }
 

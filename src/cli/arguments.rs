@@ -45,7 +45,7 @@ pub(super) fn from_json(text: Option<&str>) -> Result<Value, String> {
         }
         Some(text) => text.to_owned(),
     };
-    let value: Value = serde_json::from_str(&text)
+    let value: Value = serde_json::from_slice(text.as_bytes())
         .map_err(|err| format!("the arguments are not valid JSON: {err}"))?;
     if !value.is_object() {
         return Err("the arguments must be a JSON object, like {\"text\": \"hi\"}".to_owned());
@@ -62,7 +62,7 @@ pub(super) fn from_pairs(pairs: &[String], schema: &Value) -> Result<Value, Stri
         let (key, raw, value) = split(pair)?;
         let property = property(schema, key)?;
         let value = if raw {
-            serde_json::from_str(value)
+            serde_json::from_slice(value.as_bytes())
                 .map_err(|err| format!("{key}:= is not valid JSON: {err}"))?
         } else {
             let text = match value.strip_prefix('@') {
@@ -154,7 +154,7 @@ fn typed(key: &str, text: String, property: Option<&Value>) -> Result<Value, Str
                 _ => None,
             },
             "null" => (word == "null" || word.is_empty()).then_some(Value::Null),
-            "array" | "object" => serde_json::from_str::<Value>(word)
+            "array" | "object" => serde_json::from_slice::<Value>(word.as_bytes())
                 .ok()
                 .filter(|value| value.is_array() == (*kind == "array") && !value.is_null()),
             _ => None,

@@ -121,7 +121,7 @@ fn entry_of(add: &AddArgs) -> Result<Value, String> {
         if add.url.is_some() || !add.command.is_empty() || transport.is_some() {
             return Err("give the entry as JSON, or as a URL or command, not both".into());
         }
-        match serde_json::from_str::<Value>(text) {
+        match serde_json::from_slice::<Value>(text.as_bytes()) {
             Ok(Value::Object(given)) => entry = given,
             Ok(_) => {
                 return Err("the entry must be a JSON object, like {\"command\": \"npx\"}".into())

@@ -198,7 +198,7 @@ fn client_info(given: &str) -> Result<(String, Option<String>), String> {
             .map_err(|err| format!("--static-oauth-client-info: cannot read {path}: {err}"))?,
         None => given.to_owned(),
     };
-    let info: Value = serde_json::from_str(&text)
+    let info: Value = serde_json::from_slice(text.as_bytes())
         .map_err(|err| format!("--static-oauth-client-info is not JSON: {err}"))?;
     let id = info
         .get("client_id")

@@ -478,9 +478,9 @@ impl<'h> Engine<'h> {
                     let text: String = shown.get(1).unwrap_or_default();
                     match kind.as_str() {
                         "string" => Ok(Some(Value::String(text))),
-                        "json" => {
-                            Ok(Some(serde_json::from_str(&text).unwrap_or(Value::String(text))))
-                        }
+                        "json" => Ok(Some(
+                            serde_json::from_slice(text.as_bytes()).unwrap_or(Value::String(text)),
+                        )),
                         "error" => Err(ScriptError {
                             kind: ScriptErrorKind::Threw,
                             message: text,

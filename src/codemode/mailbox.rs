@@ -108,7 +108,7 @@ impl Mailbox {
             return Err((ScriptErrorKind::Limit, why));
         }
         let request = match kind {
-            "tool" => match serde_json::from_str(arguments) {
+            "tool" => match serde_json::from_slice(arguments.as_bytes()) {
                 Ok(arguments) => Request::Tool { name, arguments },
                 // A lone surrogate, or nesting past the JSON reader's depth:
                 // refused, never sent as something else.
@@ -118,7 +118,7 @@ impl Mailbox {
                 }
             },
             "read" => {
-                let uri = serde_json::from_str::<Value>(arguments)
+                let uri = serde_json::from_slice::<Value>(arguments.as_bytes())
                     .ok()
                     .and_then(|value| value.get("uri").and_then(Value::as_str).map(str::to_owned))
                     .unwrap_or_default();
@@ -174,7 +174,7 @@ impl Mailbox {
                 MAX_IMAGE_BYTES >> 20
             ));
         }
-        if let Ok(block) = serde_json::from_str(block) {
+        if let Ok(block) = serde_json::from_slice(block.as_bytes()) {
             self.image_bytes += block_len(&block);
             self.images.push(block);
         }
@@ -254,7 +254,8 @@ fn catalog_functions<'js>(
         Function::new(
             ctx.clone(),
             move |ctx: Ctx<'js>, query: String, options: String| -> rquickjs::Result<String> {
-                let options: Value = serde_json::from_str(&options).unwrap_or_else(|_| json!({}));
+                let options: Value =
+                    serde_json::from_slice(options.as_bytes()).unwrap_or_else(|_| json!({}));
                 let namespace = options.get("namespace").and_then(Value::as_str);
                 let limit =
                     options.get("limit").and_then(Value::as_f64).map(|n| n.max(1.0) as usize);

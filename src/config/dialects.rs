@@ -33,7 +33,7 @@ pub(super) fn read(source: &Path, text: &str) -> Result<Read, String> {
     let document: Value = if toml {
         basic_toml::from_str(text).map_err(|err| format!("{shown}: {err}"))?
     } else {
-        serde_json::from_str(&super::import::strip_jsonc(text))
+        serde_json::from_slice(super::import::strip_jsonc(text).as_bytes())
             .map_err(|err| super::syntax_error(&shown, &err))?
     };
     let mut read = Read::default();

@@ -45,7 +45,7 @@ impl ConfigDocument {
     /// # Errors
     /// The text is not JSON.
     pub(crate) fn parse(text: &str) -> Result<ConfigDocument, serde_json::Error> {
-        serde_json::from_str(text)
+        serde_json::from_slice(text.as_bytes())
     }
 }
 

@@ -51,7 +51,7 @@ pub(crate) fn edit<T>(
     let mut document =
         match crate::bounded_read::read_text(path, crate::bounded_read::CONFIG_FILE_LIMIT) {
             Ok(text) if text.trim().is_empty() => Map::new(),
-            Ok(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(text) => match serde_json::from_slice::<Value>(text.as_bytes()) {
                 Ok(Value::Object(document)) => document,
                 Ok(_) => {
                     return Err(format!(

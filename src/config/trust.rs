@@ -46,7 +46,7 @@ pub(crate) fn approvals(config_dir: &Path, project: &Path) -> Option<BTreeMap<St
         crate::bounded_read::CONFIG_FILE_LIMIT,
     )
     .ok()?;
-    let Ok(document) = serde_json::from_str::<Value>(&text) else {
+    let Ok(document) = serde_json::from_slice::<Value>(text.as_bytes()) else {
         log::warn!("{} is not valid JSON; no project is trusted", trust_file(config_dir).display());
         return None;
     };
@@ -144,8 +144,8 @@ mod tests {
     #[test]
     fn a_digest_ignores_key_order_and_sees_any_change() {
         let a = serde_json::json!({"command": "npx", "args": ["-y", "srv"], "env": {"A": "1", "B": "2"}});
-        let b: Value = serde_json::from_str(
-            r#"{"env": {"B": "2", "A": "1"}, "args": ["-y", "srv"], "command": "npx"}"#,
+        let b: Value = serde_json::from_slice(
+            br#"{"env": {"B": "2", "A": "1"}, "args": ["-y", "srv"], "command": "npx"}"#,
         )
         .unwrap();
         assert_eq!(digest(&a), digest(&b));
