@@ -113,6 +113,68 @@ pub trait Host: Send + Sync {
     }
 }
 
+/// What an `elicitation/create` asks, read from its parameters: for a
+/// [`Host::elicit`] that shows it to a person.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Elicitation<'a> {
+    /// What to tell the person.
+    pub message: &'a str,
+    /// `form` (the default) or `url`.
+    pub mode: &'a str,
+    /// Form mode: the JSON Schema of what to ask (`requestedSchema`).
+    pub schema: Option<&'a Value>,
+    /// URL mode: the page to open.
+    pub url: Option<&'a str>,
+}
+
+impl<'a> Elicitation<'a> {
+    /// Reads an `elicitation/create` request's parameters.
+    pub fn of(params: &'a Value) -> Elicitation<'a> {
+        let text = |name: &str| params.get(name).and_then(Value::as_str);
+        Elicitation {
+            message: text("message").unwrap_or(""),
+            mode: text("mode").unwrap_or("form"),
+            schema: params.get("requestedSchema"),
+            url: text("url"),
+        }
+    }
+}
+
+/// A person's answer to an elicitation, as [`Host::elicit`] returns it
+/// ([`Elicited::into_result`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Elicited {
+    /// They answered: the form's values (`{}` in URL mode).
+    Accept(Value),
+    /// They said no.
+    Decline,
+    /// They went away without answering.
+    Cancel,
+}
+
+impl Elicited {
+    /// The result to send back: `{"action": …, "content": …}`.
+    pub fn into_result(self) -> Value {
+        match self {
+            Elicited::Accept(content) => json!({"action": "accept", "content": content}),
+            Elicited::Decline => json!({"action": "decline"}),
+            Elicited::Cancel => json!({"action": "cancel"}),
+        }
+    }
+}
+
+/// A `sampling/createMessage` result of plain text, from `model`, as
+/// [`Host::create_message`] returns it.
+pub fn sampled_text(model: &str, text: &str) -> Value {
+    json!({
+        "role": "assistant",
+        "content": {"type": "text", "text": text},
+        "model": model,
+        "stopReason": "endTurn",
+    })
+}
+
 /// A host that takes every default.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct DefaultHost;
@@ -162,6 +224,18 @@ pub(crate) fn answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn elicitations_read_and_answers_are_made() {
+        let params = json!({"message": "Name?", "requestedSchema": {"type": "object"}});
+        let asked = Elicitation::of(&params);
+        assert_eq!((asked.message, asked.mode, asked.url), ("Name?", "form", None));
+        assert_eq!(asked.schema, Some(&json!({"type": "object"})));
+        let answer = Elicited::Accept(json!({"name": "Ada"})).into_result();
+        assert_eq!(answer, json!({"action": "accept", "content": {"name": "Ada"}}));
+        assert_eq!(Elicited::Decline.into_result(), json!({"action": "decline"}));
+        assert_eq!(sampled_text("m", "hi")["content"]["text"], "hi");
+    }
 
     #[test]
     fn a_folder_root_is_a_percent_encoded_file_uri() {

@@ -92,7 +92,7 @@ pub use config::{
     UntrustedServer,
 };
 pub use error::{CloseReason, Error, Step, Timeout};
-pub use host::{DefaultHost, Host, Root};
+pub use host::{sampled_text, DefaultHost, Elicitation, Elicited, Host, Root};
 pub use hub::{
     Hub, HubOptions, LogFile, LogMessage, LogSink, Offered, RefreshReport, ServerStatus,
 };
@@ -102,8 +102,8 @@ pub use model::{
     ServersPrompt, CODEMODE, TOOL_SEARCH,
 };
 pub use protocol::{
-    Era, EraChoice, Progress, Prompt, PromptArgument, PromptResult, Resource, ResourceContents,
-    ResourceTemplate, ServerInfo, Tool, ToolResult,
+    ContentBlock, Era, EraChoice, Progress, Prompt, PromptArgument, PromptResult, Resource,
+    ResourceContents, ResourceTemplate, ServerInfo, Tool, ToolResult,
 };
 #[cfg(feature = "serve")]
 pub use serve::{Downstream, ServeOptions};

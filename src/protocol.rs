@@ -181,6 +181,19 @@ impl ToolResult {
         self.raw.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
     }
 
+    /// The content blocks, each read as its type says.
+    pub fn blocks(&self) -> impl Iterator<Item = ContentBlock<'_>> {
+        self.content().iter().map(ContentBlock::of)
+    }
+
+    /// The text of each text block, in order.
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        self.blocks().filter_map(|block| match block {
+            ContentBlock::Text(text) => text,
+            _ => None,
+        })
+    }
+
     /// The `structuredContent`, if any.
     pub fn structured_content(&self) -> Option<&Value> {
         self.raw.get("structuredContent")
@@ -209,67 +222,92 @@ impl ToolResult {
 /// A block's text, or a one-line note saying what it is.
 fn describe_block(block: &Value) -> std::borrow::Cow<'_, str> {
     use std::borrow::Cow;
-    let note = match Block::parse(block) {
-        Block::Text(Some(text)) | Block::Resource { text: Some(text), .. } => {
+    let note = match ContentBlock::of(block) {
+        ContentBlock::Text(Some(text)) | ContentBlock::Resource { text: Some(text), .. } => {
             return Cow::Borrowed(text)
         }
-        Block::Image { mime_type, data } => {
+        ContentBlock::Image { mime_type, data } => {
             format!("[image: {mime_type}, {} bytes]", decoded_size(data))
         }
-        Block::Audio { mime_type, data } => {
+        ContentBlock::Audio { mime_type, data } => {
             format!("[audio: {mime_type}, {} bytes]", decoded_size(data))
         }
-        Block::ResourceLink { uri, .. } => format!("[resource link: {uri}]"),
-        Block::Resource { uri, mime_type, .. } => {
+        ContentBlock::ResourceLink { uri, .. } => format!("[resource link: {uri}]"),
+        ContentBlock::Resource { uri, mime_type, .. } => {
             format!("[resource: {uri}, {}]", mime_type.unwrap_or("binary"))
         }
-        Block::Text(None) => "[text block without text]".to_owned(),
-        Block::Untyped => "[block without a type]".to_owned(),
-        Block::Other(kind) => format!("[{kind} block]"),
+        ContentBlock::Text(None) => "[text block without text]".to_owned(),
+        ContentBlock::Untyped => "[block without a type]".to_owned(),
+        ContentBlock::Other(kind) => format!("[{kind} block]"),
     };
     Cow::Owned(note)
 }
 
-/// One content block of a result, read once: what a terminal's text and
-/// the model's shaping both start from. Missing strings read as empty.
-pub(crate) enum Block<'a> {
+/// One content block of a tool result (or a prompt message), read as its
+/// `type` says: what a terminal's text and the model's shaping both start
+/// from, and what a host reads a result by ([`ToolResult::blocks`]).
+/// Missing strings read as empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ContentBlock<'a> {
     /// `text`; `None` when the block has no text.
     Text(Option<&'a str>),
     /// `image`, with base64 data.
-    Image { mime_type: &'a str, data: &'a str },
+    Image {
+        /// Its media type (`image/png`).
+        mime_type: &'a str,
+        /// Base64.
+        data: &'a str,
+    },
     /// `audio`, with base64 data.
-    Audio { mime_type: &'a str, data: &'a str },
+    Audio {
+        /// Its media type (`audio/wav`).
+        mime_type: &'a str,
+        /// Base64.
+        data: &'a str,
+    },
     /// `resource_link`: a pointer to a resource of the server.
-    ResourceLink { uri: &'a str, name: Option<&'a str>, description: Option<&'a str> },
+    ResourceLink {
+        /// The resource's URI (read it with `read_resource`).
+        uri: &'a str,
+        /// Its title, else its name.
+        name: Option<&'a str>,
+        /// What it is.
+        description: Option<&'a str>,
+    },
     /// `resource`: an embedded resource, with text or a base64 blob.
     Resource {
+        /// The resource's URI.
         uri: &'a str,
+        /// Its media type, if said.
         mime_type: Option<&'a str>,
+        /// Its text, for a text resource.
         text: Option<&'a str>,
+        /// Its bytes in base64, for a binary one.
         blob: Option<&'a str>,
     },
     /// A block with no `type`.
     Untyped,
-    /// A type tether does not know.
+    /// A type tether does not know (its `type`).
     Other(&'a str),
 }
 
-impl<'a> Block<'a> {
+impl<'a> ContentBlock<'a> {
     /// Reads a content block.
-    pub(crate) fn parse(block: &'a Value) -> Block<'a> {
+    pub fn of(block: &'a Value) -> ContentBlock<'a> {
         let field = |name: &str| block.get(name).and_then(Value::as_str);
-        let Some(kind) = field("type") else { return Block::Untyped };
+        let Some(kind) = field("type") else { return ContentBlock::Untyped };
         match kind {
-            "text" => Block::Text(field("text")),
-            "image" => Block::Image {
+            "text" => ContentBlock::Text(field("text")),
+            "image" => ContentBlock::Image {
                 mime_type: field("mimeType").unwrap_or(""),
                 data: field("data").unwrap_or(""),
             },
-            "audio" => Block::Audio {
+            "audio" => ContentBlock::Audio {
                 mime_type: field("mimeType").unwrap_or(""),
                 data: field("data").unwrap_or(""),
             },
-            "resource_link" => Block::ResourceLink {
+            "resource_link" => ContentBlock::ResourceLink {
                 uri: field("uri").unwrap_or(""),
                 name: field("title").or(field("name")),
                 description: field("description"),
@@ -277,14 +315,14 @@ impl<'a> Block<'a> {
             "resource" => {
                 let resource = block.get("resource").unwrap_or(&Value::Null);
                 let field = |name: &str| resource.get(name).and_then(Value::as_str);
-                Block::Resource {
+                ContentBlock::Resource {
                     uri: field("uri").unwrap_or(""),
                     mime_type: field("mimeType"),
                     text: field("text"),
                     blob: field("blob"),
                 }
             }
-            other => Block::Other(other),
+            other => ContentBlock::Other(other),
         }
     }
 }

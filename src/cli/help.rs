@@ -49,6 +49,7 @@ Configuration:
   login NAME                      sign in to an HTTP server (OAuth)
   logout NAME                     forget a server's tokens and registered client
   import [FILE]                   copy servers from Claude, Cursor, VS Code, Codex, Gemini, …
+  completion bash|zsh|fish        a completion script for the shell
 
 Logs:
   logs [SERVER] [-n N] [-f]
@@ -549,6 +550,20 @@ Example:
   tether import ~/.cursor/mcp.json
   tether import ~/.codex/config.toml
   tether import
+",
+    ),
+    (
+        "completion",
+        "\
+Usage: tether completion bash|zsh|fish
+
+Prints a completion script for the shell: commands, each command's flags,
+and the configured servers' names (read as you type; nothing starts).
+
+Example:
+  tether completion bash > ~/.local/share/bash-completion/completions/tether
+  tether completion zsh > \"${fpath[1]}/_tether\"
+  tether completion fish > ~/.config/fish/completions/tether.fish
 ",
     ),
     (

@@ -13,6 +13,7 @@ mod adhoc;
 mod args;
 mod arguments;
 mod browse;
+mod completion;
 mod connect;
 mod escape;
 mod get;
@@ -129,6 +130,7 @@ fn run() -> ExitCode {
     let files = ConfigFiles::new(config_dir, project);
     let code = match command {
         Command::Add(add) => manage::add(&files, add, &again),
+        Command::Completion { shell } => completion::completion(&shell),
         Command::Remove { name, scope } => manage::remove(&files, &name, scope, &again),
         Command::Enable { name, enabled, scope } => {
             manage::enable(&files, &name, enabled, scope, &again)

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::schema::check_schema;
 use super::{clip, floor_char_boundary};
-use crate::protocol::{decoded_size, Block, Tool, ToolResult};
+use crate::protocol::{decoded_size, ContentBlock, Tool, ToolResult};
 
 /// The image formats models accept, as MIME types.
 const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
@@ -213,13 +213,15 @@ pub fn shape_result(
 /// Shapes one content block; `images` counts the images kept so far.
 fn shape_block(server: &str, block: &Value, limits: &ResultLimits, images: &mut usize) -> Piece {
     let server = clip(server);
-    match Block::parse(block) {
-        Block::Text(Some(text)) => Piece::Content(text.to_owned()),
-        Block::Text(None) => {
+    match ContentBlock::of(block) {
+        ContentBlock::Text(Some(text)) => Piece::Content(text.to_owned()),
+        ContentBlock::Text(None) => {
             Piece::Note(format!("[text block without text from {server}, not shown]"))
         }
-        Block::Untyped => Piece::Note(format!("[block without a type from {server}, not shown]")),
-        Block::Image { mime_type, data } => {
+        ContentBlock::Untyped => {
+            Piece::Note(format!("[block without a type from {server}, not shown]"))
+        }
+        ContentBlock::Image { mime_type, data } => {
             let note = |why: &str| {
                 Piece::Note(format!(
                     "[{} image from {server}, {} bytes, not shown: {why}]",
@@ -242,12 +244,12 @@ fn shape_block(server: &str, block: &Value, limits: &ResultLimits, images: &mut 
                 Piece::Image { mime_type: mime_type.to_owned(), data: data.to_owned() }
             }
         }
-        Block::Audio { mime_type, data } => Piece::Note(format!(
+        ContentBlock::Audio { mime_type, data } => Piece::Note(format!(
             "[{} audio from {server}, {} bytes, not shown]",
             clip_or(mime_type, "unknown"),
             decoded_size(data)
         )),
-        Block::ResourceLink { uri, name, description } => {
+        ContentBlock::ResourceLink { uri, name, description } => {
             let uri = clip_or(uri, "without a URI");
             let name = name.map(clip).filter(|name| !name.is_empty());
             let description = description.map(clip).filter(|text| !text.is_empty());
@@ -258,7 +260,7 @@ fn shape_block(server: &str, block: &Value, limits: &ResultLimits, images: &mut 
             };
             Piece::Note(format!("[resource {uri} on server {server}{about}]"))
         }
-        Block::Resource { uri, mime_type, text, blob } => {
+        ContentBlock::Resource { uri, mime_type, text, blob } => {
             let uri = clip_or(uri, "without a URI");
             match (text, blob) {
                 (Some(text), _) => Piece::Content(text.to_owned()),
@@ -272,7 +274,7 @@ fn shape_block(server: &str, block: &Value, limits: &ResultLimits, images: &mut 
                 )),
             }
         }
-        Block::Other(kind) => {
+        ContentBlock::Other(kind) => {
             Piece::Note(format!("[{} block from {server}, not shown]", clip(kind)))
         }
     }

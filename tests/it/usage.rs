@@ -564,3 +564,38 @@ fn the_habits_of_other_clients_work_or_are_answered() {
     assert_eq!(millis.status.code(), Some(2));
     assert!(stderr_of(&millis).contains("write --timeout 30"), "{}", stderr_of(&millis));
 }
+
+// Issue 26 (item 10): `tether completion bash|zsh|fish`. The bash script
+// parses, completes commands, a command's flags and the configured servers'
+// names (read through `list --no-connect`); fish's and zsh's name every
+// command; another shell is refused.
+#[test]
+fn completion_scripts_complete_commands_flags_and_servers() {
+    let dir = config_dir(json!({"demo": {"command": fixture("demo-server")}}));
+    let script = stdout_of(&run_tether(dir.path(), &["completion", "bash"], WITHIN).0);
+    let file = dir.path().join("tether.bash");
+    fs::write(&file, &script).unwrap();
+    let bin_dir = std::path::Path::new(crate::support::tether_bin()).parent().unwrap().to_owned();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let complete = |words: &str, cword: usize| {
+        let program = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD={cword}; _tether; echo \"${{COMPREPLY[@]}}\"",
+            file.display()
+        );
+        let mut command = std::process::Command::new("bash");
+        command.args(["-c", &program]).env("PATH", &path).env("TETHER_CONFIG_DIR", dir.path());
+        stdout_of(&crate::support::run_command(command, None, WITHIN).0)
+    };
+    let commands = complete("tether ca", 1);
+    assert!(commands.split_whitespace().any(|word| word == "call"), "{commands}");
+    let flags = complete("tether call --ti", 2);
+    assert_eq!(flags.trim(), "--timeout", "{flags}");
+    let servers = complete("tether call d", 2);
+    assert!(servers.split_whitespace().any(|word| word == "demo"), "{servers}");
+    for shell in ["zsh", "fish"] {
+        let script = stdout_of(&run_tether(dir.path(), &["completion", shell], WITHIN).0);
+        assert!(script.contains("serve") && script.contains("import"), "{shell}: {script}");
+    }
+    let (refused, _) = run_tether(dir.path(), &["completion", "tcsh"], WITHIN);
+    assert_eq!(refused.status.code(), Some(2));
+}

@@ -121,6 +121,10 @@ pub(super) enum Command {
         /// `--yes`: approve without asking.
         yes: bool,
     },
+    Completion {
+        /// `bash`, `zsh` or `fish`.
+        shell: String,
+    },
     Import {
         /// None: offer the files other clients keep where they usually are.
         file: Option<PathBuf>,
@@ -287,6 +291,10 @@ pub(super) fn parse(
                     }
                     "trust" | "untrust" => parse_trust(parser, word == "trust")?,
                     "import" => Command::Import { file: optional_value(parser)?.map(Into::into) },
+                    "completion" => Command::Completion {
+                        shell: optional_value(parser)?
+                            .ok_or("usage: tether completion bash|zsh|fish")?,
+                    },
                     other => unreachable!("{other} has help but no parser"),
                 });
                 return Ok(args);

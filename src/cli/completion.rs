@@ -1,0 +1,164 @@
+//! `tether completion bash|zsh|fish`: a completion script for the shell,
+//! made from the help texts themselves (each command's flags are the
+//! `--long` and `-s` words its help shows), so that it never lists a
+//! command or flag tether does not have. Server names are completed from
+//! `tether list --no-connect --json` as the user types, which starts
+//! nothing.
+
+use std::collections::BTreeSet;
+
+use super::output::{EXIT_OK, EXIT_USAGE};
+
+/// The commands that take a configured server's name first.
+const TAKES_SERVER: [&str; 13] = [
+    "list",
+    "get",
+    "tools",
+    "resources",
+    "read",
+    "prompts",
+    "prompt",
+    "call",
+    "serve",
+    "remove",
+    "enable",
+    "disable",
+    "expose",
+];
+
+pub(super) fn completion(shell: &str) -> u8 {
+    let script = match shell {
+        "bash" => bash(),
+        "zsh" => format!(
+            "#compdef tether\n# tether's completion for zsh, through bash's.\nautoload -U +X \
+             bashcompinit && bashcompinit\n{}",
+            bash()
+        ),
+        "fish" => fish(),
+        other => {
+            eprintln!("error: completion for {other:?}: tether writes bash, zsh or fish");
+            return EXIT_USAGE;
+        }
+    };
+    super::output::emit(&script);
+    EXIT_OK
+}
+
+/// Every command with its flags, from the help texts.
+fn commands() -> Vec<(&'static str, Vec<String>)> {
+    super::help::commands().map(|name| (name, flags(super::help::of(name).unwrap_or("")))).collect()
+}
+
+/// The `--long` and `-s` flags a help text shows.
+fn flags(help: &str) -> Vec<String> {
+    let mut found = BTreeSet::new();
+    for word in
+        help.split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '|' | ',' | '(' | ')'))
+    {
+        let flag: String =
+            word.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+        let long = flag.len() > 2 && flag.starts_with("--") && !flag.ends_with('-');
+        let short = flag.len() == 2 && flag.starts_with('-') && flag != "--";
+        if long || short {
+            found.insert(flag);
+        }
+    }
+    found.into_iter().collect()
+}
+
+const SERVERS: &str = "tether list --no-connect --json 2>/dev/null | \
+                       sed -n 's/.*\"name\": *\"\\([^\"]*\\)\".*/\\1/p'";
+
+fn bash() -> String {
+    let commands = commands();
+    let names: Vec<&str> = commands.iter().map(|(name, _)| *name).collect();
+    let mut cases = String::new();
+    for (name, flags) in &commands {
+        let servers = if TAKES_SERVER.contains(name) { " $(__tether_servers)" } else { "" };
+        cases.push_str(&format!(
+            "        {name}) COMPREPLY=($(compgen -W \"{}{servers}\" -- \"$cur\")) ;;\n",
+            flags.join(" ")
+        ));
+    }
+    format!(
+        r#"# tether's completion for bash: source it, or put it in your completions folder
+# (tether completion bash > ~/.local/share/bash-completion/completions/tether).
+__tether_servers() {{
+    {SERVERS} | tr '\n' ' '
+}}
+_tether() {{
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" command="" i
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${{COMP_WORDS[i]}}" in
+            --config-dir|--project|--root) ((i++)) ;;
+            -*) ;;
+            *) command="${{COMP_WORDS[i]}}"; break ;;
+        esac
+    done
+    if [ -z "$command" ]; then
+        COMPREPLY=($(compgen -W "{} --config-dir --project --root --no-roots --help --version" -- "$cur"))
+        return
+    fi
+    case "$command" in
+{cases}    esac
+}}
+complete -o default -F _tether tether
+"#,
+        names.join(" ")
+    )
+}
+
+fn fish() -> String {
+    let commands = commands();
+    let names: Vec<&str> = commands.iter().map(|(name, _)| *name).collect();
+    let mut out = String::from(
+        "# tether's completion for fish \
+         (tether completion fish > ~/.config/fish/completions/tether.fish).\n",
+    );
+    out.push_str(&format!(
+        "complete -c tether -n '__fish_use_subcommand' -f -a '{}'\n",
+        names.join(" ")
+    ));
+    for option in ["config-dir", "project", "root"] {
+        out.push_str(&format!("complete -c tether -n '__fish_use_subcommand' -l {option} -r\n"));
+    }
+    for (name, flags) in &commands {
+        let when = format!("__fish_seen_subcommand_from {name}");
+        for flag in flags {
+            match flag.strip_prefix("--") {
+                Some(long) => out.push_str(&format!("complete -c tether -n '{when}' -l {long}\n")),
+                None => out.push_str(&format!(
+                    "complete -c tether -n '{when}' -s {}\n",
+                    flag.trim_start_matches('-')
+                )),
+            }
+        }
+        if TAKES_SERVER.contains(name) {
+            out.push_str(&format!("complete -c tether -n '{when}' -f -a '({SERVERS})'\n"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_come_from_the_help() {
+        let call = flags(super::super::help::of("call").unwrap());
+        assert!(call.contains(&"--timeout".to_owned()) && call.contains(&"--json".to_owned()));
+        assert!(!call.iter().any(|flag| flag == "--"));
+        let add = flags(super::super::help::of("add").unwrap());
+        assert!(add.contains(&"-e".to_owned()) && add.contains(&"--include-tools".to_owned()));
+    }
+
+    #[test]
+    fn every_shell_gets_every_command() {
+        for script in [bash(), fish()] {
+            for name in super::super::help::commands() {
+                assert!(script.contains(name), "{name}");
+            }
+        }
+    }
+}
