@@ -83,6 +83,37 @@ pub(super) fn from_pairs(pairs: &[String], schema: &Value) -> Result<Value, Stri
     Ok(Value::Object(arguments))
 }
 
+/// The arguments a schema takes, on one line: `text: string, n?: integer,
+/// mode?: "a" | "b"` (`?` for the optional ones), cut past 80 characters.
+pub(super) fn signature(schema: &Value) -> String {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut words = Vec::new();
+    for (name, property) in
+        schema.get("properties").and_then(Value::as_object).into_iter().flatten()
+    {
+        let optional = if required.contains(&name.as_str()) { "" } else { "?" };
+        let kind = match property.get("enum").and_then(Value::as_array) {
+            Some(choices) => choices.iter().map(Value::to_string).collect::<Vec<_>>().join(" | "),
+            None => match types(property).as_slice() {
+                [] => "any".to_owned(),
+                kinds => kinds.join(" | "),
+            },
+        };
+        words.push(format!("{name}{optional}: {kind}"));
+    }
+    let line = words.join(", ");
+    match line.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
+    }
+}
+
 /// `k=v` as (k, false, v), `k:=v` as (k, true, v).
 fn split(pair: &str) -> Result<(&str, bool, &str), String> {
     let Some((key, value)) = pair.split_once('=') else {
@@ -230,6 +261,14 @@ mod tests {
         assert!(err.contains("takes no argument \"nope\""), "{err}");
         let open = from_pairs(&["free=1".to_owned()], &json!({})).unwrap();
         assert_eq!(open, json!({"free": "1"}));
+    }
+
+    #[test]
+    fn signatures_say_names_types_and_what_is_optional() {
+        let schema = json!({"properties": {"text": {"type": "string"}, "n": {"type": "integer"},
+                            "mode": {"enum": ["a", "b"]}}, "required": ["text"]});
+        assert_eq!(signature(&schema), "text: string, n?: integer, mode?: \"a\" | \"b\"");
+        assert_eq!(signature(&json!({"type": "object"})), "");
     }
 
     #[test]

@@ -304,16 +304,22 @@ fn tools(
         });
         emit_json(&rows);
     } else {
+        // One server named: each tool with the arguments it takes, as a
+        // call's `key=value` words would give them.
         let rows: Vec<[String; 3]> = tools
             .iter()
             .map(|entry| {
                 let description =
                     entry.tool.description.as_deref().and_then(|text| text.lines().next());
-                [
-                    entry.qualified_name.clone(),
-                    entry.exposure.as_str().to_owned(),
-                    description.unwrap_or("").to_owned(),
-                ]
+                let name = match server {
+                    Some(_) => format!(
+                        "{}({})",
+                        entry.qualified_name,
+                        super::arguments::signature(&entry.tool.input_schema)
+                    ),
+                    None => entry.qualified_name.clone(),
+                };
+                [name, entry.exposure.as_str().to_owned(), description.unwrap_or("").to_owned()]
             })
             .collect();
         emit(&table::render(&rows));

@@ -197,6 +197,8 @@ fn tools_takes_a_server_and_a_mistyped_tool_gets_a_suggestion() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
     let out = stdout_of(&output);
     assert!(out.contains("mcp__demo__count_words") && !out.contains("mcp__fx__"), "{out}");
+    // One server named: each tool with the arguments it takes (issue 26, item 8).
+    assert!(out.contains("mcp__demo__count_words(text: string)"), "{out}");
     // A server named that cannot be reached is an error (3), as for `call`;
     // among all servers it is a warning, and the listing is partial (1).
     let down = config_dir(json!({
