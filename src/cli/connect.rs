@@ -99,9 +99,10 @@ pub(super) fn run(
             eprintln!("error: this tether was built without serving (the \"serve\" cargo feature)");
             EXIT_USAGE
         }
-        Command::Call { server, tool, arguments, pairs, timeout, json } => {
+        Command::Call { server, tool, arguments, pairs, timeout, json, max_chars, save_images } => {
             let given = Given { json: arguments.as_deref(), pairs: &pairs };
-            call(config, &server, &tool, given, timeout, json, signals)
+            let shown = Shown { json, max_chars, save_images };
+            call(config, &server, &tool, given, timeout, &shown, signals)
         }
         _ => unreachable!("only server commands are routed here"),
     };
@@ -337,13 +338,20 @@ struct Given<'a> {
     pairs: &'a [String],
 }
 
+/// How a call's result is shown: `--json`, `--max-chars`, `--save-images`.
+struct Shown {
+    json: bool,
+    max_chars: Option<usize>,
+    save_images: Option<std::path::PathBuf>,
+}
+
 fn call(
     config: Config,
     server: &str,
     tool: &str,
     given: Given<'_>,
     timeout: Option<Duration>,
-    json: bool,
+    shown: &Shown,
     signals: &SignalWatch,
 ) -> u8 {
     // JSON is read before anything starts; `key=value` words need the
@@ -410,7 +418,7 @@ fn call(
     let answer = hub.call_server_tool(&name, tool, arguments, &options);
     progress::clear();
     match answer {
-        Ok(result) => print_result(&result, json, &name, tool),
+        Ok(result) => print_result(&result, shown, &name, tool),
         Err(err) => report_call_error(&err, &hub, &name, tool),
     }
 }
@@ -429,14 +437,29 @@ fn show_progress(update: &tether::Progress) {
 
 /// Prints a tool's result; the exit code says whether the tool reported
 /// an error.
-fn print_result(result: &tether::ToolResult, json: bool, name: &str, tool: &str) -> u8 {
-    if json {
+fn print_result(result: &tether::ToolResult, shown: &Shown, name: &str, tool: &str) -> u8 {
+    if shown.json {
         emit_json(&result.raw);
     } else {
-        let text = result.to_text();
+        let mut text = result.to_text();
+        if let Some(limit) = shown.max_chars {
+            if let Some((at, _)) = text.char_indices().nth(limit) {
+                let total = text.chars().count();
+                text.truncate(at);
+                text.push_str(&format!(
+                    "\n[cut at {limit} of {total} characters; --json shows the whole result]"
+                ));
+            }
+        }
         emit_body(&text);
         if !text.ends_with('\n') {
             emit("\n");
+        }
+    }
+    if let Some(folder) = &shown.save_images {
+        if let Err(why) = save_images(result, folder) {
+            eprintln!("error: {}", escape::escaped(&why));
+            return EXIT_USAGE;
         }
     }
     if result.is_error() {
@@ -446,6 +469,35 @@ fn print_result(result: &tether::ToolResult, json: bool, name: &str, tool: &str)
     } else {
         EXIT_OK
     }
+}
+
+/// Writes each image block of `result` to `folder` (made if need be) as
+/// `image-N.EXT`, and says each file on stdout.
+fn save_images(result: &tether::ToolResult, folder: &std::path::Path) -> Result<(), String> {
+    use base64::Engine as _;
+    let mut saved = 0;
+    for block in result.blocks() {
+        let tether::ContentBlock::Image { mime_type, data } = block else { continue };
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|err| format!("image {}: its data is not base64: {err}", saved + 1))?;
+        let extension = match mime_type {
+            "image/png" => "png",
+            "image/jpeg" => "jpg",
+            "image/gif" => "gif",
+            "image/webp" => "webp",
+            "image/svg+xml" => "svg",
+            _ => "bin",
+        };
+        std::fs::create_dir_all(folder)
+            .map_err(|err| format!("cannot make {}: {err}", folder.display()))?;
+        saved += 1;
+        let path = folder.join(format!("image-{saved}.{extension}"));
+        std::fs::write(&path, bytes)
+            .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+        outln!("[image {saved} saved to {}]", escape::escaped(&path.display().to_string()));
+    }
+    Ok(())
 }
 
 /// Says why a call failed, with the server's last words when it went away

@@ -163,6 +163,9 @@ Options:
       --timeout S   the whole call's ceiling in seconds, start included
                     (progress from the server does not extend it)
       --json        the whole result as the server sent it
+      --max-chars N print at most N characters of the text (and say so)
+      --save-images DIR
+                    write each image of the result to DIR (image-1.png, …)
 
 Exit: 0 done, 1 the tool reported an error, 2 bad usage or unknown tool,
 3 the server failed.

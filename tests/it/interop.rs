@@ -676,4 +676,25 @@ fn key_value_arguments_take_server_everythings_schema() {
     assert_eq!(refused.status.code(), Some(2));
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(said.contains("a: the tool takes number, not \"two\""), "{said}");
+
+    // Issue 26 (item 10): --max-chars cuts what is printed; --save-images
+    // writes each image block to a file, named on stdout.
+    let (cut, _) = crate::support::run_tether(
+        dir.path(),
+        &["call", "everything", "echo", "message=abcdefghijklmnop", "--max-chars", "10"],
+        within,
+    );
+    let out = String::from_utf8_lossy(&cut.stdout);
+    assert!(out.starts_with("Echo: abcd\n[cut at 10 of 22 characters"), "{out}");
+    let images = dir.path().join("images");
+    let (saved, _) = crate::support::run_tether(
+        dir.path(),
+        &["call", "everything", "get-tiny-image", "--save-images", images.to_str().unwrap()],
+        within,
+    );
+    let out = String::from_utf8_lossy(&saved.stdout);
+    assert_eq!(saved.status.code(), Some(0), "{}", String::from_utf8_lossy(&saved.stderr));
+    assert!(out.contains("[image 1 saved to"), "{out}");
+    let png = std::fs::read(images.join("image-1.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG file");
 }

@@ -82,6 +82,10 @@ pub(super) enum Command {
         pairs: Vec<String>,
         timeout: Option<Duration>,
         json: bool,
+        /// `--max-chars N`: the printed text cut at N characters.
+        max_chars: Option<usize>,
+        /// `--save-images DIR`: each image block written to a file there.
+        save_images: Option<PathBuf>,
     },
     Run {
         /// The script's file, or `-` for stdin; `None` with `code`, or
@@ -538,10 +542,15 @@ fn parse_proxy(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
 fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     let mut positional = Vec::new();
     let (mut timeout, mut json, mut stdio) = (None, false, None);
+    let (mut max_chars, mut save_images) = (None, None);
     while let Some(arg) = parser.next()? {
         match arg {
             Long("timeout") => timeout = Some(timeout_flag(parser)?),
             Long("json") => json = true,
+            Long("max-chars") => {
+                max_chars = Some(number(parser, "--max-chars", "a number of characters")?)
+            }
+            Long("save-images") => save_images = Some(PathBuf::from(parser.value()?)),
             Long("stdio") if stdio.is_none() => stdio = Some(stdio_server(parser)?),
             Value(word) => positional.push(word.string()?),
             _ => return Err(arg.unexpected()),
@@ -571,7 +580,7 @@ fn parse_call(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
         }
     };
     let (arguments, pairs) = split_arguments(rest, USAGE)?;
-    Ok(Command::Call { server, tool, arguments, pairs, timeout, json })
+    Ok(Command::Call { server, tool, arguments, pairs, timeout, json, max_chars, save_images })
 }
 
 /// A call's words after its tool: one JSON object (or `-`), or
