@@ -58,6 +58,8 @@ Logs:
 Global options (before the command):
   --config-dir DIR   user configuration folder (default: $TETHER_CONFIG_DIR,
                      else $XDG_CONFIG_HOME/tether, else ~/.config/tether)
+  --config FILE      this run's servers are FILE's alone (mcpServers; not the user,
+                     project or local files)
   --project DIR      the project folder, with .mcp.json (default: the current directory)
   --root DIR         a folder the servers may work in (repeatable; default: the project folder)
   --no-roots         offer the servers no folder at all

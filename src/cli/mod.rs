@@ -105,6 +105,10 @@ fn run() -> ExitCode {
         eprint!("{}", help::GLOBAL);
         return ExitCode::from(EXIT_USAGE);
     };
+    if let Some(file) = args.config_file.as_deref().filter(|file| !file.is_file()) {
+        eprintln!("error: --config {}: no such file", escape::escaped(&file.display().to_string()));
+        return ExitCode::from(EXIT_USAGE);
+    }
     // How to run tether again on the same files, for the hints.
     let again = manage::SameFiles::new(args.config_dir.as_deref(), args.project.as_deref());
     let Some(config_dir) = args.config_dir.or_else(tether::default_config_dir) else {
@@ -163,7 +167,8 @@ fn run() -> ExitCode {
                     return ExitCode::from(EXIT_SERVER);
                 }
             };
-            let code = with_config(command, &files, roots, &mut signals);
+            let code =
+                with_config(command, &files, args.config_file.as_deref(), roots, &mut signals);
             signals.stop().unwrap_or(code)
         }
     };
@@ -175,11 +180,16 @@ fn run() -> ExitCode {
 fn with_config(
     mut command: Command,
     files: &ConfigFiles,
+    only_file: Option<&std::path::Path>,
     roots: Vec<Root>,
     signals: &mut signals::SignalWatch,
 ) -> u8 {
-    let mut config =
-        ConfigLoader::new().config_dir(&files.config_dir).project_dir(&files.project_dir).load();
+    let mut loader =
+        ConfigLoader::new().config_dir(&files.config_dir).project_dir(&files.project_dir);
+    if let Some(file) = only_file {
+        loader = loader.only_file(file);
+    }
+    let mut config = loader.load();
     // A URL or `--stdio CMD` where a server's name goes: an entry for this
     // run, trusted as the user's own command line.
     if let Some(server) = command.server_mut().filter(|word| adhoc::is_adhoc(word)) {

@@ -24,6 +24,8 @@ pub struct ConfigLoader {
     project_dir: Option<PathBuf>,
     host_servers: Vec<ServerConfig>,
     environment: Option<Vec<(String, String)>>,
+    /// `--config FILE`: this file's servers alone.
+    only_file: Option<PathBuf>,
 }
 
 impl ConfigLoader {
@@ -41,6 +43,14 @@ impl ConfigLoader {
     /// The project folder (`.mcp.json`).
     pub fn project_dir(mut self, dir: impl Into<PathBuf>) -> ConfigLoader {
         self.project_dir = Some(dir.into());
+        self
+    }
+
+    /// Reads the servers of `file` alone, as the user's own (a run given
+    /// `--config FILE`): not the user's `mcp.json`, nor the project's or
+    /// the local file. The configuration folder still keeps sign-ins.
+    pub fn only_file(mut self, file: impl Into<PathBuf>) -> ConfigLoader {
+        self.only_file = Some(file.into());
         self
     }
 
@@ -72,6 +82,10 @@ impl ConfigLoader {
             approvals: None,
             checking: false,
         };
+        if let Some(file) = &self.only_file {
+            config.add_file(file, Scope::User, &reading);
+            return config;
+        }
         if let Some(dir) = &self.config_dir {
             config.add_file(&dir.join("mcp.json"), Scope::User, &reading);
         }

@@ -601,3 +601,25 @@ fn completion_scripts_complete_commands_flags_and_servers() {
     let (refused, _) = run_tether(dir.path(), &["completion", "tcsh"], WITHIN);
     assert_eq!(refused.status.code(), Some(2));
 }
+
+// Issue 26 (item 10): `--config FILE` is one run's servers, alone: the
+// user's own file is not read; a missing FILE is refused.
+#[test]
+fn config_file_is_one_runs_servers_alone() {
+    let dir = config_dir(json!({"usual": {"command": fixture("demo-server")}}));
+    let one = TempDir::new();
+    let file = one.write(
+        "servers.json",
+        &json!({"mcpServers": {"only": {"command": fixture("demo-server")}}}).to_string(),
+    );
+    let file = file.to_str().unwrap();
+    let (listed, _) = run_tether(dir.path(), &["--config", file, "list", "--no-connect"], WITHIN);
+    let out = stdout_of(&listed);
+    assert!(out.contains("only") && !out.contains("usual"), "{out}");
+    let (called, _) =
+        run_tether(dir.path(), &["--config", file, "call", "only", "echo", "text=hi"], WITHIN);
+    assert_eq!(stdout_of(&called), "hi\n", "{}", stderr_of(&called));
+    let (missing, _) = run_tether(dir.path(), &["--config", "/nonexistent.json", "list"], WITHIN);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr_of(&missing).contains("no such file"));
+}

@@ -17,6 +17,8 @@ use scope::{scope_flag, scope_of};
 #[derive(Debug, Default)]
 pub(super) struct Args {
     pub(super) config_dir: Option<PathBuf>,
+    /// `--config FILE`: this run's servers are that file's alone.
+    pub(super) config_file: Option<PathBuf>,
     pub(super) project: Option<PathBuf>,
     /// `--root DIR`, in order; empty means the project folder.
     pub(super) roots: Vec<PathBuf>,
@@ -196,6 +198,7 @@ pub(super) fn parse(
     while let Some(arg) = parser.next()? {
         match arg {
             Long("config-dir") => args.config_dir = Some(parser.value()?.into()),
+            Long("config") => args.config_file = Some(parser.value()?.into()),
             Long("project") => args.project = Some(parser.value()?.into()),
             Long("root") => args.roots.push(parser.value()?.into()),
             Long("no-roots") => args.no_roots = true,
