@@ -106,7 +106,7 @@ pub(super) fn read(
     let output_is_folder = output.is_some_and(is_folder);
     let parts = contents.iter().filter(|item| item.text.is_some() || item.blob.is_some()).count();
     if parts > 1 && output.is_some() && !output_is_folder {
-        eprintln!("error: {uri} has {parts} parts; give -o a folder to put them in");
+        errln!("{uri} has {parts} parts; give -o a folder to put them in");
         return EXIT_USAGE;
     }
     for item in &contents {
@@ -122,8 +122,8 @@ pub(super) fn read(
             (None, Some(blob)) => match decode_base64(blob) {
                 Some(bytes) => bytes,
                 None => {
-                    eprintln!(
-                        "error: server {server:?} sent a blob that is not base64 for {}",
+                    errln!(
+                        "server {server:?} sent a blob that is not base64 for {}",
                         escape::escaped(&item.uri)
                     );
                     return EXIT_SERVER;
@@ -186,7 +186,7 @@ fn save_part(
         }
         Err(err) => {
             let target = output.unwrap_or(Path::new("."));
-            eprintln!("error: cannot save {} to {}: {err}", escape::escaped(uri), target.display());
+            errln!("cannot save {} to {}: {err}", escape::escaped(uri), target.display());
             Err(EXIT_USAGE)
         }
     }

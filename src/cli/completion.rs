@@ -36,7 +36,7 @@ pub(super) fn completion(shell: &str) -> u8 {
         ),
         "fish" => fish(),
         other => {
-            eprintln!("error: completion for {other:?}: tether writes bash, zsh or fish");
+            errln!("completion for {other:?}: tether writes bash, zsh or fish");
             return EXIT_USAGE;
         }
     };

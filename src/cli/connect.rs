@@ -77,7 +77,7 @@ pub(super) fn run(
             match arguments {
                 Ok(arguments) => browse::prompt(config, &server, &name, arguments, json, signals),
                 Err(message) => {
-                    eprintln!("error: {message}");
+                    errln!("{message}");
                     EXIT_USAGE
                 }
             }
@@ -96,7 +96,7 @@ pub(super) fn run(
         Command::Proxy(args) => super::proxy::proxy(&args, signals),
         #[cfg(not(feature = "serve"))]
         Command::Serve { .. } | Command::Proxy(_) => {
-            eprintln!("error: this tether was built without serving (the \"serve\" cargo feature)");
+            errln!("this tether was built without serving (the \"serve\" cargo feature)");
             EXIT_USAGE
         }
         Command::Call { server, tool, arguments, pairs, timeout, json, max_chars, save_images } => {
@@ -166,7 +166,7 @@ fn list(
                 row
             })
             .collect();
-        emit_json(&rows);
+        emit_json(&Value::Array(rows));
     } else if statuses.is_empty() {
         eprintln!("No servers configured. Add one with: tether add NAME -- COMMAND (see tether add --help)");
     } else if !streaming {
@@ -229,7 +229,7 @@ fn list_configured(config: Config, names: &[String], scope: Option<Scope>, json:
                        "target": target})
             })
             .collect();
-        emit_json(&rows);
+        emit_json(&Value::Array(rows));
     } else if rows.is_empty() {
         eprintln!("No servers configured. Add one with: tether add NAME -- COMMAND (see tether add --help)");
     } else {
@@ -248,8 +248,8 @@ fn tools(
     signals: &SignalWatch,
 ) -> u8 {
     if signatures && !tether::CODEMODE_AVAILABLE {
-        eprintln!(
-            "error: this tether was built without codemode (the \"codemode\" cargo feature), \
+        errln!(
+            "this tether was built without codemode (the \"codemode\" cargo feature), \
              so no script sees signatures"
         );
         return EXIT_USAGE;
@@ -360,7 +360,7 @@ fn call(
         [] => match super::arguments::from_json(given.json) {
             Ok(arguments) => Some(arguments),
             Err(message) => {
-                eprintln!("error: {message}");
+                errln!("{message}");
                 return EXIT_USAGE;
             }
         },
@@ -409,7 +409,7 @@ fn call(
             match super::arguments::from_pairs(given.pairs, &schema) {
                 Ok(arguments) => arguments,
                 Err(message) => {
-                    eprintln!("error: {message}");
+                    errln!("{message}");
                     return EXIT_USAGE;
                 }
             }
@@ -458,13 +458,13 @@ fn print_result(result: &tether::ToolResult, shown: &Shown, name: &str, tool: &s
     }
     if let Some(folder) = &shown.save_images {
         if let Err(why) = save_images(result, folder) {
-            eprintln!("error: {}", escape::escaped(&why));
+            errln!("{}", escape::escaped(&why));
             return EXIT_USAGE;
         }
     }
     if result.is_error() {
         // The result above is the tool's own account of it.
-        eprintln!("error: server {name:?}: the tool {:?} reported an error", escape::escaped(tool));
+        errln!("server {name:?}: the tool {:?} reported an error", escape::escaped(tool));
         EXIT_TOOL_ERROR
     } else {
         EXIT_OK

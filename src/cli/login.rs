@@ -393,7 +393,7 @@ pub(super) fn login(config: &Config, store: &Path, name: &str, overrides: &OAuth
         return super::starting::unknown_server(config, name);
     };
     let TransportConfig::Http(http) = &entry.transport else {
-        eprintln!("error: server {name:?} runs as a program (stdio); only HTTP servers sign in");
+        errln!("server {name:?} runs as a program (stdio); only HTTP servers sign in");
         return EXIT_USAGE;
     };
     let mut oauth = http.oauth.as_deref().cloned().unwrap_or_default();
@@ -407,7 +407,7 @@ pub(super) fn login(config: &Config, store: &Path, name: &str, overrides: &OAuth
     let handler = match LoopbackHandler::new(&entry.name, &oauth) {
         Ok(handler) => handler,
         Err(err) => {
-            eprintln!("error: {}", super::escape::escaped(&err.to_string()));
+            errln!("{}", super::escape::escaped(&err.to_string()));
             return EXIT_USAGE;
         }
     };

@@ -30,7 +30,7 @@ pub(super) fn logs(config_dir: &Path, server: Option<&str>, lines: usize, follow
             return follow_from(&path, 0, &matches);
         }
         Err(err) => {
-            eprintln!("error: cannot read {}: {err}", path.display());
+            errln!("cannot read {}: {err}", path.display());
             return EXIT_USAGE;
         }
     };

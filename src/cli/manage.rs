@@ -45,15 +45,13 @@ impl std::fmt::Display for SameFiles {
 pub(super) fn add(files: &ConfigFiles, mut add: AddArgs, again: &SameFiles) -> u8 {
     if add.name.is_none() {
         if !io::stdin().is_terminal() {
-            eprintln!(
-                "error: usage: tether add NAME [options] -- COMMAND [ARGS...]  (or --url URL)"
-            );
+            errln!("usage: tether add NAME [options] -- COMMAND [ARGS...]  (or --url URL)");
             return EXIT_USAGE;
         }
         match ask_add(&mut add) {
             Ok(()) => {}
             Err(err) => {
-                eprintln!("error: {err}");
+                errln!("{err}");
                 return EXIT_USAGE;
             }
         }
@@ -62,7 +60,7 @@ pub(super) fn add(files: &ConfigFiles, mut add: AddArgs, again: &SameFiles) -> u
     let entry = match entry_of(&add) {
         Ok(entry) => entry,
         Err(message) => {
-            eprintln!("error: {message}");
+            errln!("{message}");
             return EXIT_USAGE;
         }
     };
@@ -337,8 +335,8 @@ fn check_defined(files: &ConfigFiles, name: &str, scope: Option<Scope>) -> Resul
                 Scope::Local => files.local_file(),
                 _ => files.user_file(),
             };
-            eprintln!(
-                "error: server {name:?} is not in {} (it is in the {} file)",
+            errln!(
+                "server {name:?} is not in {} (it is in the {} file)",
                 file.display(),
                 defined[0].as_str()
             );
@@ -382,8 +380,8 @@ pub(super) fn remove(
                         return EXIT_OK;
                     }
                     None => {
-                        eprintln!(
-                            "error: server {name:?} is in the {} files; pass -s {} to say which",
+                        errln!(
+                            "server {name:?} is in the {} files; pass -s {} to say which",
                             words.join(" and "),
                             words.join(" or -s ")
                         );
@@ -459,7 +457,7 @@ pub(super) fn trust(
     use super::escape::escaped;
     let dir = dir.unwrap_or_else(|| files.project_dir.clone());
     if !dir.is_dir() {
-        eprintln!("error: {} is not a folder", dir.display());
+        errln!("{} is not a folder", dir.display());
         return EXIT_USAGE;
     }
     let outcome = if trusted {
@@ -498,7 +496,7 @@ pub(super) fn trust(
                         return EXIT_OK;
                     }
                     None => {
-                        eprintln!("error: trusting a project needs a yes: run it on a terminal, or pass --yes after reading the list above");
+                        errln!("trusting a project needs a yes: run it on a terminal, or pass --yes after reading the list above");
                         return EXIT_USAGE;
                     }
                 }
@@ -537,8 +535,8 @@ pub(super) fn trust(
 pub(super) fn import_found(files: &ConfigFiles) -> u8 {
     let found = ConfigFiles::import_candidates();
     if found.is_empty() {
-        eprintln!(
-            "error: no other client's configuration is where it usually is; name the file: \
+        errln!(
+            "no other client's configuration is where it usually is; name the file: \
              tether import FILE"
         );
         return EXIT_USAGE;
@@ -576,7 +574,7 @@ pub(super) fn import_found(files: &ConfigFiles) -> u8 {
         match numbers {
             Some(numbers) => numbers,
             None => {
-                eprintln!("error: {answer:?} is not a number from the list");
+                errln!("{answer:?} is not a number from the list");
                 return EXIT_USAGE;
             }
         }

@@ -55,10 +55,18 @@ pub fn main() -> ExitCode {
     if code == ExitCode::from(EXIT_OK) && OUTPUT_FAILED.load(Ordering::Relaxed) {
         return ExitCode::from(EXIT_TOOL_ERROR);
     }
+    // With --json, the errors kept are said now, as one object.
+    let exit = (0..=u8::MAX).find(|n| ExitCode::from(*n) == code).unwrap_or(EXIT_TOOL_ERROR);
+    output::finish_errors(exit);
     code
 }
 
 fn run() -> ExitCode {
+    // `--json` before a command (or a malformed one) is known: its errors
+    // are one JSON object too.
+    if std::env::args_os().skip(1).take_while(|arg| arg != "--").any(|arg| arg == "--json") {
+        output::json_errors();
+    }
     let args = match args::parse(std::env::args_os().skip(1)) {
         Ok(args) => args,
         Err(err) => {
@@ -67,7 +75,7 @@ fn run() -> ExitCode {
                 .skip(1)
                 .find(|word| help::of(word).is_some())
                 .map_or_else(|| "tether".to_owned(), |command| format!("tether {command}"));
-            eprintln!("error: {err}\nRun `{command} --help` for usage.");
+            errln!("{err}\nRun `{command} --help` for usage.");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -76,7 +84,7 @@ fn run() -> ExitCode {
         _ => None,
     };
     if let Err(err) = init_logging(args.verbosity, debug_log.as_deref()) {
-        eprintln!("error: {err}");
+        errln!("{err}");
         return ExitCode::from(EXIT_USAGE);
     }
     if args.help {
@@ -91,7 +99,7 @@ fn run() -> ExitCode {
                     ExitCode::from(EXIT_OK)
                 }
                 None => {
-                    eprintln!("error: no command {topic:?}\nRun `tether --help` for the commands.");
+                    errln!("no command {topic:?}\nRun `tether --help` for the commands.");
                     ExitCode::from(EXIT_USAGE)
                 }
             },
@@ -106,28 +114,26 @@ fn run() -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     };
     if let Some(file) = args.config_file.as_deref().filter(|file| !file.is_file()) {
-        eprintln!("error: --config {}: no such file", escape::escaped(&file.display().to_string()));
+        errln!("--config {}: no such file", escape::escaped(&file.display().to_string()));
         return ExitCode::from(EXIT_USAGE);
     }
     // How to run tether again on the same files, for the hints.
     let again = manage::SameFiles::new(args.config_dir.as_deref(), args.project.as_deref());
     let Some(config_dir) = args.config_dir.or_else(tether::default_config_dir) else {
-        eprintln!(
-            "error: no configuration folder: set HOME, TETHER_CONFIG_DIR or pass --config-dir"
-        );
+        errln!("no configuration folder: set HOME, TETHER_CONFIG_DIR or pass --config-dir");
         return ExitCode::from(EXIT_USAGE);
     };
     let project = match args.project.map_or_else(std::env::current_dir, Ok) {
         Ok(project) => project,
         Err(err) => {
-            eprintln!("error: cannot tell the current directory: {err}; pass --project");
+            errln!("cannot tell the current directory: {err}; pass --project");
             return ExitCode::from(EXIT_USAGE);
         }
     };
     let roots = match roots_of(&args.roots, args.no_roots, &project) {
         Ok(roots) => roots,
         Err(message) => {
-            eprintln!("error: {message}");
+            errln!("{message}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -163,7 +169,7 @@ fn run() -> ExitCode {
             let mut signals = match signals::SignalWatch::start() {
                 Ok(signals) => signals,
                 Err(err) => {
-                    eprintln!("error: cannot watch signals: {err}");
+                    errln!("cannot watch signals: {err}");
                     return ExitCode::from(EXIT_SERVER);
                 }
             };
@@ -199,7 +205,7 @@ fn with_config(
                 config = config.with_server(entry);
             }
             Err(message) => {
-                eprintln!("error: {}", escape::escaped(&message));
+                errln!("{}", escape::escaped(&message));
                 return EXIT_USAGE;
             }
         }
@@ -213,7 +219,7 @@ fn with_config(
                 | Command::Resources { .. }
                 | Command::Prompts { .. }
         ) {
-            eprintln!("error: MCP is turned off (TETHER_MCP=0)");
+            errln!("MCP is turned off (TETHER_MCP=0)");
             return EXIT_USAGE;
         }
         eprintln!("MCP is turned off (TETHER_MCP=0): no servers.");

@@ -1,7 +1,8 @@
 //! What the CLI writes and how it ends: stdout through [`emit`] (a closed
 //! pipe ends it quietly, a failed write is exit code 1, JSON escapes C1
 //! controls), errors through [`report`] (the error, its causes, and the
-//! exit code it maps to), the exit codes, and the flag a signal sets.
+//! exit code it maps to) and `errln!` (with `--json`, kept and said once at
+//! the end as one JSON object), the exit codes, and the flag a signal sets.
 //!
 //! Every command file writes through here, and nothing here knows any
 //! command, so that no two files of `cli/` import each other.
@@ -25,6 +26,12 @@ macro_rules! outln {
     ($($arg:tt)*) => { $crate::cli::output::emit(&format!("{}\n", format_args!($($arg)*))) };
 }
 
+/// `errln!("…")`, or with `--json` kept for the one JSON object
+/// said at the end ([`finish_errors`]).
+macro_rules! errln {
+    ($($arg:tt)*) => { $crate::cli::output::error_line(format!($($arg)*)) };
+}
+
 /// Success.
 pub(crate) const EXIT_OK: u8 = 0;
 /// The tool reported an error, or a server is not connected.
@@ -42,6 +49,42 @@ pub(crate) static OUTPUT_CLOSED: AtomicBool = AtomicBool::new(false);
 /// Set once writing a result failed otherwise (a full disk): the command
 /// did not do its job, whatever its servers said.
 pub(crate) static OUTPUT_FAILED: AtomicBool = AtomicBool::new(false);
+/// `--json`: errors are kept, and said once at the end as one JSON object.
+static JSON_ERRORS: AtomicBool = AtomicBool::new(false);
+/// The error lines kept for that object.
+static ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Makes errors one JSON object at the end (`--json`).
+pub(crate) fn json_errors() {
+    JSON_ERRORS.store(true, Ordering::SeqCst);
+}
+
+/// An error line: said now, or kept for the JSON object.
+pub(crate) fn error_line(text: String) {
+    if JSON_ERRORS.load(Ordering::SeqCst) {
+        lock(&ERRORS).push(text);
+    } else {
+        eprintln!("error: {text}");
+    }
+}
+
+/// With `--json`, the kept errors as one object on stderr:
+/// `{"error": {"code", "exit", "message", "causes"}}`, `code` a stable word
+/// for the exit code (`toolError`, `usage`, `serverFailed`, `interrupted`).
+pub(crate) fn finish_errors(exit: u8) {
+    let kept = std::mem::take(&mut *lock(&ERRORS));
+    let Some((message, causes)) = kept.split_first() else { return };
+    let code = match exit {
+        EXIT_TOOL_ERROR => "toolError",
+        EXIT_USAGE => "usage",
+        EXIT_SERVER => "serverFailed",
+        code if code >= 128 => "interrupted",
+        _ => "failed",
+    };
+    let object = serde_json::json!({"error": {"code": code, "exit": exit, "message": message,
+                                              "causes": causes}});
+    eprintln!("{object}");
+}
 
 /// Writes a server's text (a tool result, a resource, a prompt) to stdout:
 /// on a terminal with its control characters escaped (line breaks and tabs
@@ -67,7 +110,7 @@ pub(crate) fn emit(text: &str) {
         OUTPUT_CLOSED.store(true, Ordering::Relaxed);
         if err.kind() != io::ErrorKind::BrokenPipe {
             OUTPUT_FAILED.store(true, Ordering::Relaxed);
-            eprintln!("error: cannot write the output: {err}");
+            errln!("cannot write the output: {err}");
         }
     }
 }
@@ -93,7 +136,7 @@ pub(crate) fn emit_json(value: &impl serde::Serialize) {
         OUTPUT_CLOSED.store(true, Ordering::Relaxed);
         if err.kind() != io::ErrorKind::BrokenPipe {
             OUTPUT_FAILED.store(true, Ordering::Relaxed);
-            eprintln!("error: cannot write the output: {err}");
+            errln!("cannot write the output: {err}");
         }
     }
 }
@@ -138,10 +181,14 @@ pub(crate) fn report(err: &Error) -> u8 {
         return EXIT_SERVER;
     }
     // Error messages carry what servers said: escaped, never interpreted.
-    eprintln!("error: {}", escape::escaped(&err.to_string()));
+    error_line(escape::escaped(&err.to_string()));
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
-        eprintln!("  caused by: {}", escape::escaped(&cause.to_string()));
+        if JSON_ERRORS.load(Ordering::SeqCst) {
+            lock(&ERRORS).push(escape::escaped(&cause.to_string()));
+        } else {
+            eprintln!("  caused by: {}", escape::escaped(&cause.to_string()));
+        }
         source = cause.source();
     }
     exit_code_of(err)

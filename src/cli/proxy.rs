@@ -55,7 +55,7 @@ pub(super) fn proxy(args: &ProxyArgs, signals: &SignalWatch) -> u8 {
     let server = match entry(args) {
         Ok(server) => server,
         Err(message) => {
-            eprintln!("error: {message}");
+            errln!("{message}");
             return EXIT_USAGE;
         }
     };

@@ -40,8 +40,8 @@ pub(super) fn run(
     signals: &SignalWatch,
 ) -> u8 {
     if !tether::CODEMODE_AVAILABLE {
-        eprintln!(
-            "error: this tether was built without codemode (the \"codemode\" cargo feature); \
+        errln!(
+            "this tether was built without codemode (the \"codemode\" cargo feature); \
              install it with its default features"
         );
         return EXIT_USAGE;
@@ -50,7 +50,7 @@ pub(super) fn run(
     let source = match source(file, code) {
         Ok(source) => source,
         Err(message) => {
-            eprintln!("error: {message}");
+            errln!("{message}");
             return EXIT_USAGE;
         }
     };
@@ -72,7 +72,7 @@ pub(super) fn run(
         // What the starts left of the ceiling.
         limits.timeout = ceiling.saturating_sub(began.elapsed());
         if limits.timeout < Duration::from_millis(1) {
-            eprintln!("error: --timeout ran out while the servers started; pass a longer one");
+            errln!("--timeout ran out while the servers started; pass a longer one");
             return EXIT_SERVER;
         }
     }
@@ -238,12 +238,12 @@ fn exit_code(ran: &ScriptRun, hub: &Hub) -> u8 {
         let tool_error =
             ran.value.as_ref().and_then(|value| value.get("isError")) == Some(&Value::Bool(true));
         if tool_error {
-            eprintln!("error: the script returned a tool's result with \"isError\": true");
+            errln!("the script returned a tool's result with \"isError\": true");
             return EXIT_TOOL_ERROR;
         }
         return EXIT_OK;
     };
-    eprintln!("error: the script failed: {}", escape::escaped(&error.to_string()));
+    errln!("the script failed: {}", escape::escaped(&error.to_string()));
     hint(error, hub);
     match error.kind {
         ScriptErrorKind::Syntax | ScriptErrorKind::UnknownTool => EXIT_USAGE,

@@ -113,14 +113,14 @@ fn listen(address: &str, http: &HttpListen, options: &mut ServeOptions) -> Resul
         Some(name) => match std::env::var(name) {
             Ok(token) if !token.trim().is_empty() => token.trim().to_owned(),
             _ => {
-                eprintln!("error: --token-env {name}: the variable is not set, or empty");
+                errln!("--token-env {name}: the variable is not set, or empty");
                 return Err(EXIT_USAGE);
             }
         },
         None => match new_token() {
             Some(token) => token,
             None => {
-                eprintln!("error: the system gave no random numbers for a token");
+                errln!("the system gave no random numbers for a token");
                 return Err(EXIT_SERVER);
             }
         },
@@ -128,7 +128,7 @@ fn listen(address: &str, http: &HttpListen, options: &mut ServeOptions) -> Resul
     let listener = match TcpListener::bind(&address) {
         Ok(listener) => listener,
         Err(err) => {
-            eprintln!("error: cannot listen on {address}: {err}");
+            errln!("cannot listen on {address}: {err}");
             return Err(EXIT_SERVER);
         }
     };

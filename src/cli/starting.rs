@@ -56,10 +56,7 @@ pub(super) fn only_server(config: &Config, server: &str) -> Result<Config, u8> {
         if let Some(failed) =
             config.failed.iter().find(|entry| Config::same_name(&entry.name, server))
         {
-            eprintln!(
-                "error: server {server:?} has an invalid entry: {}",
-                escape::escaped(&failed.error)
-            );
+            errln!("server {server:?} has an invalid entry: {}", escape::escaped(&failed.error));
             return Err(EXIT_USAGE);
         }
         if let Some(untrusted) =
@@ -74,8 +71,8 @@ pub(super) fn only_server(config: &Config, server: &str) -> Result<Config, u8> {
                 tether::Unapproved::Added => "was added since its project was trusted",
                 _ => "is in a project that is not trusted",
             };
-            eprintln!(
-                "error: server {server:?} {why}; it would run: {}",
+            errln!(
+                "server {server:?} {why}; it would run: {}",
                 escape::escaped(&untrusted.command_line)
             );
             eprintln!("  hint: review it, and if you trust it, run: tether trust {project}");
@@ -84,7 +81,11 @@ pub(super) fn only_server(config: &Config, server: &str) -> Result<Config, u8> {
         return Err(unknown_server(config, server));
     };
     if !server_config.enabled {
-        eprintln!("error: server {:?} is disabled (\"enabled\": false); turn it on with: tether enable {}", server_config.name, server_config.name);
+        errln!(
+            "server {:?} is disabled (\"enabled\": false); turn it on with: tether enable {}",
+            server_config.name,
+            server_config.name
+        );
         return Err(EXIT_USAGE);
     }
     Ok(Config::new().with_server(server_config))
@@ -97,8 +98,8 @@ pub(super) fn report_start_failure(name: &str, status: &ServerStatus, cut_by_cei
     if INTERRUPTED.load(Ordering::SeqCst) {
         return EXIT_SERVER;
     }
-    eprintln!(
-        "error: server {name:?} failed to start: {}",
+    errln!(
+        "server {name:?} failed to start: {}",
         escape::escaped(&status::error_text(status).unwrap_or_else(|| "unknown error".into()))
     );
     let start_timed_out = status.error.as_deref().is_some_and(|error| {

@@ -31,7 +31,7 @@ pub(super) fn read(source: &Path, text: &str) -> Result<Read, String> {
     let shown = source.display().to_string();
     let toml = source.extension().is_some_and(|extension| extension == "toml");
     let document: Value = if toml {
-        basic_toml::from_str(text).map_err(|err| format!("{shown}: {err}"))?
+        from_toml(text).map_err(|err| format!("{shown}: {err}"))?
     } else {
         serde_json::from_slice(super::import::strip_jsonc(text).as_bytes())
             .map_err(|err| super::syntax_error(&shown, &err))?
@@ -93,6 +93,17 @@ pub(super) fn read(source: &Path, text: &str) -> Result<Read, String> {
         }
     }
     Ok(read)
+}
+
+/// A TOML document as JSON values (Codex's `config.toml`).
+#[cfg(feature = "toml")]
+fn from_toml(text: &str) -> Result<Value, String> {
+    basic_toml::from_str(text).map_err(|err| err.to_string())
+}
+
+#[cfg(not(feature = "toml"))]
+fn from_toml(_: &str) -> Result<Value, String> {
+    Err("this tether was built without reading TOML (the \"toml\" cargo feature)".into())
 }
 
 /// Windsurf names a remote server's URL `serverUrl`.
@@ -288,6 +299,7 @@ mod tests {
         read(Path::new(name), text).unwrap()
     }
 
+    #[cfg(feature = "toml")]
     #[test]
     fn codex_toml_becomes_entries() {
         let text = r#"

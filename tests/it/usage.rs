@@ -623,3 +623,37 @@ fn config_file_is_one_runs_servers_alone() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(stderr_of(&missing).contains("no such file"));
 }
+
+// Issue 26 (item 10): with `--json`, an error is one JSON object on stderr
+// with a stable code for its exit code (`usage`, `serverFailed`, …).
+#[test]
+fn with_json_an_error_is_one_json_object() {
+    let dir = config_dir(json!({
+        "demo": {"command": fixture("demo-server")},
+        "gone": {"url": "http://127.0.0.1:9/mcp"},
+    }));
+    let object = |args: &[&str]| -> (Option<i32>, Value) {
+        let (output, _) = run_tether(dir.path(), args, WITHIN);
+        let stderr = stderr_of(&output);
+        let line = stderr
+            .lines()
+            .find(|line| line.starts_with('{'))
+            .unwrap_or_else(|| panic!("no JSON object on stderr: {stderr}"));
+        (output.status.code(), serde_json::from_str(line).unwrap())
+    };
+    let (code, said) = object(&["call", "demo", "nosuch", "--json"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(said["error"]["code"], "usage", "{said}");
+    assert!(said["error"]["message"].as_str().unwrap().contains("no tool named"), "{said}");
+    let (code, said) = object(&["call", "gone", "x", "--json"]);
+    assert_eq!(code, Some(3));
+    assert_eq!(
+        (said["error"]["code"].clone(), said["error"]["exit"].clone()),
+        (json!("serverFailed"), json!(3))
+    );
+    let (code, said) = object(&["call", "--json"]);
+    assert_eq!((code, said["error"]["code"].clone()), (Some(2), json!("usage")));
+    // Without --json, the same error is a line.
+    let (output, _) = run_tether(dir.path(), &["call", "demo", "nosuch"], WITHIN);
+    assert!(stderr_of(&output).starts_with("error: server \"demo\": no tool named"));
+}
