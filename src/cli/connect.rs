@@ -85,7 +85,7 @@ pub(super) fn run(
         Command::Tools { server, json, signatures } => {
             tools(config, server.as_deref(), json, signatures, signals)
         }
-        Command::Run { file, code, timeout, json } => {
+        Command::Run { file, code, timeout, json, .. } => {
             super::run::run(config, file.as_deref(), code.as_deref(), timeout, json, signals)
         }
         #[cfg(feature = "serve")]

@@ -267,7 +267,7 @@ Example:
     (
         "run",
         "\
-Usage: tether run [FILE|-] [-e CODE] [--timeout S] [--json]
+Usage: tether run [FILE|-] [-e CODE] [--stdio CMD] [--url URL] [--timeout S] [--json]
 
 Runs a codemode script: JavaScript, the body of an async function, calling
 tools as `await tools.mcp__SERVER__TOOL({...})` (a `-` in a name is written
@@ -279,6 +279,9 @@ listResources, readResource, image and console: no files, network or timers.
 
 Options:
   -e, --eval CODE     the script itself
+      --stdio CMD     a server not configured, for this run (repeatable), named
+                      after its package (said on stderr)
+      --url URL       the same, a remote server named after its host
       --timeout S     the whole command's ceiling, server starts included
                       (else the script's 30 s, \"codemode\" in mcp.json)
       --json          {value, console, images, calls, error, elapsedMs}

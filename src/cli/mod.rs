@@ -198,6 +198,27 @@ fn with_config(
     let mut config = loader.load();
     // A URL or `--stdio CMD` where a server's name goes: an entry for this
     // run, trusted as the user's own command line.
+    // `run --stdio CMD --url URL`: servers for the script, named as the
+    // other commands name them.
+    if let Command::Run { adhoc: words, .. } = &command {
+        for word in words {
+            match adhoc::entry(word, &config) {
+                Ok(entry) => {
+                    eprintln!(
+                        "note: {} is the server {:?} (tools.mcp__{}__…)",
+                        escape::escaped(word.trim_start_matches(adhoc::STDIO)),
+                        entry.name,
+                        entry.name.replace('-', "_")
+                    );
+                    config = config.with_server(entry);
+                }
+                Err(message) => {
+                    errln!("{}", escape::escaped(&message));
+                    return EXIT_USAGE;
+                }
+            }
+        }
+    }
     if let Some(server) = command.server_mut().filter(|word| adhoc::is_adhoc(word)) {
         match adhoc::entry(server, &config) {
             Ok(entry) => {

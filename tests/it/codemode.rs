@@ -532,3 +532,21 @@ fn agent_loop_example() -> PathBuf {
     });
     target_dir().join("debug/examples/agent_loop")
 }
+
+// Issue 26 (item 7): `run --stdio CMD` adds a server for the run alone,
+// named after its program, which the script calls by that name.
+#[test]
+fn tether_run_takes_an_ad_hoc_server() {
+    if !tether::CODEMODE_AVAILABLE {
+        return;
+    }
+    let dir = crate::support::TempDir::new();
+    let demo = crate::support::fixture("demo-server").display().to_string();
+    let script =
+        "return (await tools.mcp__demo_server__count_words({ text: 'a b c' })).structuredContent";
+    let (code, stdout, stderr) = run(dir.path(), &["run", "--stdio", &demo, "-e", script]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), r#"{"characters":5,"words":3}"#);
+    assert!(stderr.contains("is the server \"demo-server\""), "{stderr}");
+    assert!(!dir.path().join("mcp.json").exists(), "nothing is written");
+}

@@ -97,6 +97,8 @@ pub(super) enum Command {
         code: Option<String>,
         timeout: Option<Duration>,
         json: bool,
+        /// `--stdio CMD` and `--url URL`: servers for this run alone.
+        adhoc: Vec<String>,
     },
     #[cfg_attr(not(feature = "serve"), allow(dead_code))]
     Serve {
@@ -429,8 +431,11 @@ fn timeout_flag(parser: &mut lexopt::Parser) -> Result<Duration, lexopt::Error> 
 /// `run [FILE|-] [-e CODE] [--timeout S] [--json]`.
 fn parse_run(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     let (mut file, mut code, mut timeout, mut json) = (None, None, None, false);
+    let mut adhoc = Vec::new();
     while let Some(arg) = parser.next()? {
         match arg {
+            Long("stdio") => adhoc.push(stdio_server(parser)?),
+            Long("url") => adhoc.push(parser.value()?.string()?),
             Short('e') | Long("eval") if code.is_none() => code = Some(parser.value()?.string()?),
             Short('e') | Long("eval") => return Err("-e comes once: one script a run".into()),
             Long("timeout") => timeout = Some(timeout_flag(parser)?),
@@ -442,7 +447,7 @@ fn parse_run(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     if file.is_some() && code.is_some() {
         return Err("tether run takes a FILE or -e CODE, not both".into());
     }
-    Ok(Command::Run { file, code, timeout, json })
+    Ok(Command::Run { file, code, timeout, json, adhoc })
 }
 
 /// Serving over Streamable HTTP: `--http [HOST:]PORT`, `--token-env VAR`,
@@ -846,7 +851,7 @@ mod tests {
 
     #[test]
     fn run_and_signatures() {
-        let Command::Run { file, code, timeout, json } =
+        let Command::Run { file, code, timeout, json, .. } =
             command("run -e return_1 --timeout 3 --json")
         else {
             panic!()
