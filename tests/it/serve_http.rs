@@ -23,12 +23,18 @@ struct HttpServe {
 
 impl HttpServe {
     fn start(servers: Value, args: &[&str]) -> HttpServe {
+        let mut words = vec!["serve", "--http", "0"];
+        words.extend_from_slice(args);
+        HttpServe::start_with(servers, &words)
+    }
+
+    /// `tether --config-dir DIR WORDS…`, which must serve over HTTP.
+    fn start_with(servers: Value, words: &[&str]) -> HttpServe {
         let dir = config_dir(servers);
         let mut child = Command::new(tether_bin())
             .arg("--config-dir")
             .arg(dir.path())
-            .args(["serve", "--http", "0"])
-            .args(args)
+            .args(words)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -246,4 +252,27 @@ fn the_python_sdk_client_is_served_over_http() {
     assert!(seen["tools"].as_array().unwrap().contains(&json!("demo__count_words")), "{seen}");
     assert_eq!(seen["text"], json!(["3 words, 5 characters"]));
     serve.stop();
+}
+
+// `tether proxy URL --http 0`: a remote server (the http-server fixture)
+// served again over Streamable HTTP, with its own names.
+#[test]
+fn tether_proxy_serves_a_remote_server_over_http_too() {
+    let tag = Tag::new();
+    let (mut upstream, url) = crate::support::start_url_fixture("http-server", &tag, &[]);
+    let serve = HttpServe::start_with(json!({}), &["proxy", &url, "--http", "0"]);
+    let (status, head, _) = serve.post(&initialize(), "");
+    assert_eq!(status, 200, "{head}");
+    let session = format!("Mcp-Session-Id: {}\r\n", session_of(&head));
+    let tools = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let (_, _, listed) = serve.post(&tools, &session);
+    assert!(listed.contains("\"echo\""), "{listed}");
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "echo", "arguments": {"text": "through two"}}});
+    let (_, _, events) = serve.post(&call, &session);
+    assert!(events.contains("through two"), "{events}");
+    serve.stop();
+    drop(upstream.stdin.take());
+    let _ = upstream.wait();
+    tag.assert_gone();
 }
