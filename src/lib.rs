@@ -70,6 +70,7 @@ pub mod for_cli {
     pub use crate::codemode::{servers_named, Named};
     pub use crate::shell::{shell_quote, shell_words};
     pub use crate::spelling::closest;
+    pub use crate::url::is_https_or_loopback_http;
 }
 #[cfg(target_os = "linux")]
 mod supervisor;

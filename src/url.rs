@@ -106,7 +106,7 @@ impl WebUrl {
 
 /// True for `https`, or `http` to this machine: where tether sends what a
 /// sign-in needs, and what it opens in a browser.
-pub(crate) fn is_https_or_loopback_http(url: &str) -> bool {
+pub fn is_https_or_loopback_http(url: &str) -> bool {
     WebUrl::parse(url).is_some_and(|url| url.scheme == "https" || url.is_loopback())
 }
 

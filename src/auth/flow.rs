@@ -162,6 +162,7 @@ impl OAuth {
                 client.registered
                     && client.redirect_uri.as_ref().is_some_and(|uri| *uri != redirect_uri)
             });
+            let mut earlier = None;
             if moved && !registered_again {
                 // Registered with another redirect URI (its port was taken
                 // this time): a server may refuse this one, and the refusal
@@ -171,15 +172,23 @@ impl OAuth {
                      registering again"
                 );
                 registered_again = true;
-                kept = None;
+                earlier = kept.take();
             }
             let client = match kept {
                 Some(client) => client,
-                None => {
-                    let client = self.identity(&discovered.server, &redirect_uri)?;
-                    working.client = Some(client.clone());
-                    client
-                }
+                None => match (self.identity(&discovered.server, &redirect_uri), earlier) {
+                    (Ok(client), _) => {
+                        working.client = Some(client.clone());
+                        client
+                    }
+                    // No new registration (none offered, refused): the one
+                    // kept may still be taken at this URI.
+                    (Err(err), Some(earlier)) => {
+                        log::info!("registering again failed ({err}); trying the kept client");
+                        earlier
+                    }
+                    (Err(err), None) => return Err(err),
+                },
             };
             match self.authorization_code(&discovered, &client, &scope, &redirect_uri, &*handler) {
                 Ok(tokens) => {

@@ -38,8 +38,10 @@ pub(super) fn entry(word: &str, config: &Config) -> Result<ServerConfig, String>
             ServerConfig::stdio(&command_name(&words), program, &args)
         }
         None => {
-            let (name, https, loopback) = url_name(word)?;
-            if !https && !loopback {
+            let (name, _, _) = url_name(word)?;
+            // Judged as a browser reads the URL (`http://a\\@127.0.0.1/` is
+            // host `a`), as every URL tether signs in to is.
+            if !tether::for_cli::is_https_or_loopback_http(word) {
                 return Err(format!(
                     "{word} is plain http to another machine: what tether sends would cross \
                      the network readable; use https"

@@ -149,12 +149,36 @@ fn types(property: &Value) -> Vec<&str> {
     match property.get("type") {
         Some(Value::String(kind)) => vec![kind.as_str()],
         Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).collect(),
-        _ => ["anyOf", "oneOf"]
-            .iter()
-            .filter_map(|branches| property.get(*branches).and_then(Value::as_array))
-            .flatten()
-            .flat_map(types)
-            .collect(),
+        _ => {
+            let mut kinds: Vec<&str> = ["anyOf", "oneOf", "allOf"]
+                .iter()
+                .filter_map(|branches| property.get(*branches).and_then(Value::as_array))
+                .flatten()
+                .flat_map(types)
+                .collect();
+            // An `enum` or `const` without a type: the kinds of its values.
+            let values = property
+                .get("enum")
+                .and_then(Value::as_array)
+                .map(|values| values.iter().collect::<Vec<_>>())
+                .or_else(|| property.get("const").map(|value| vec![value]))
+                .unwrap_or_default();
+            for value in values {
+                let kind = match value {
+                    Value::Number(number) if number.is_i64() || number.is_u64() => "integer",
+                    Value::Number(_) => "number",
+                    Value::Bool(_) => "boolean",
+                    Value::Null => "null",
+                    Value::Array(_) => "array",
+                    Value::Object(_) => "object",
+                    Value::String(_) => "string",
+                };
+                if !kinds.contains(&kind) {
+                    kinds.push(kind);
+                }
+            }
+            kinds
+        }
     }
 }
 
@@ -248,6 +272,8 @@ mod tests {
             json!({"n": 3, "x": 2.5, "on": true, "tags": [1, 2], "name": "42", "maybe": null})
         );
         assert_eq!(pairs(&["either=7"]).unwrap(), json!({"either": 7}));
+        let levels = json!({"properties": {"level": {"enum": [1, 2]}}});
+        assert_eq!(from_pairs(&["level=1".to_owned()], &levels).unwrap(), json!({"level": 1}));
         assert_eq!(pairs(&["n:=\"raw\""]).unwrap(), json!({"n": "raw"}));
     }
 

@@ -409,7 +409,8 @@ fn call(
             match super::arguments::from_pairs(given.pairs, &schema) {
                 Ok(arguments) => arguments,
                 Err(message) => {
-                    errln!("{message}");
+                    // It names what the server's schema says: escaped.
+                    errln!("{}", escape::escaped(&message));
                     return EXIT_USAGE;
                 }
             }

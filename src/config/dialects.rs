@@ -6,8 +6,9 @@
 //! - Claude Desktop, Cursor, Claude Code (`.mcp.json`), Windsurf
 //!   (`serverUrl`): `{"mcpServers": {…}}`; VS Code `{"servers": {…}}`.
 //! - Claude Code's `~/.claude.json`: `mcpServers` (its user scope), and
-//!   `projects.<folder>.mcpServers` (its local scope), which tether has no
-//!   place for: each is named and skipped, never dropped silently.
+//!   `projects.<folder>.mcpServers` (its local scope, kept per folder): each
+//!   is named with its folder and skipped (tether's local scope is the
+//!   current project's), never dropped silently.
 //! - Gemini CLI (`~/.gemini/settings.json`): `httpUrl` is Streamable HTTP,
 //!   `url` SSE, `timeout` milliseconds, `includeTools`/`excludeTools`.
 //! - Codex (`config.toml`, read with `basic-toml`): `[mcp_servers.NAME]`.
@@ -78,7 +79,7 @@ pub(super) fn read(source: &Path, text: &str) -> Result<Read, String> {
                         name.clone(),
                         format!(
                             "Claude Code keeps it for the folder {folder} alone (its local \
-                             scope); add it there with: tether add -s project"
+                             scope); add it in that folder with: tether add -s local"
                         ),
                     ));
                 }
@@ -127,7 +128,9 @@ fn gemini(name: &str, entry: &Value, notes: &mut Vec<String>) -> Value {
                 out.insert("url".into(), value.clone());
                 out.insert("type".into(), json!("http"));
             }
-            "url" if !fields.contains_key("httpUrl") => {
+            // `httpUrl` wins: its URL and type are the entry's.
+            "url" if fields.contains_key("httpUrl") => {}
+            "url" => {
                 out.insert("url".into(), value.clone());
                 out.entry("type").or_insert_with(|| json!("sse"));
             }

@@ -71,18 +71,32 @@ pub(super) struct Front<'a> {
     /// Listening on loopback: the Host header must name loopback too.
     loopback: bool,
     sessions: Mutex<HashMap<String, Session>>,
-    /// The link every stateless (2026-07-28) client shares.
-    stateless: (Arc<Link>, Arc<Streams>),
     /// The connections being read, to shut when stopping.
     open: Mutex<HashMap<u64, TcpStream>>,
     active: AtomicUsize,
+}
+
+/// A connection's place among those read at once, given back on drop.
+struct Slot<'a, 'b> {
+    front: &'a Front<'b>,
+    number: u64,
+}
+
+impl Drop for Slot<'_, '_> {
+    fn drop(&mut self) {
+        lock(&self.front.open).remove(&self.number);
+        self.front.active.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// How a request leaves its connection.
 enum After {
     /// Ready for the connection's next request.
     Next,
-    /// The connection closes.
+    /// Answered on an event stream: the connection closes.
+    Answered,
+    /// Ended without an answer (the serving stopped, the session ended):
+    /// the connection closes.
     Close,
 }
 
@@ -94,14 +108,6 @@ impl<'a> Front<'a> {
         listener: &'a TcpListener,
     ) -> Front<'a> {
         let loopback = listener.local_addr().is_ok_and(|address| address.ip().is_loopback());
-        let streams = Arc::new(Streams::default());
-        let link = Arc::new(Link::new(Outlet::Streams(Arc::clone(&streams))));
-        {
-            let mut peer = lock(&link.peer);
-            peer.stateless = true;
-            peer.ready = true;
-        }
-        links.add(&link);
         Front {
             core,
             links,
@@ -109,7 +115,6 @@ impl<'a> Front<'a> {
             listener,
             loopback,
             sessions: Mutex::new(HashMap::new()),
-            stateless: (link, streams),
             open: Mutex::new(HashMap::new()),
             active: AtomicUsize::new(0),
         }
@@ -124,6 +129,13 @@ impl<'a> Front<'a> {
                 let stream = match self.listener.accept() {
                     Ok((stream, _)) => stream,
                     Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                    // Out of descriptors, a connection aborted before it was
+                    // taken: the listener is still good.
+                    Err(err) if !stopped.load(Ordering::SeqCst) => {
+                        log::warn!("accepting a connection failed: {err}");
+                        std::thread::sleep(Duration::from_millis(50));
+                        continue;
+                    }
                     Err(err) => break Err(err),
                 };
                 if stopped.load(Ordering::SeqCst) {
@@ -149,9 +161,9 @@ impl<'a> Front<'a> {
                 let spawned = std::thread::Builder::new()
                     .name(format!("serve-http-{number}"))
                     .spawn_scoped(scope, move || {
+                        // The slot is given back however the thread ends.
+                        let _slot = Slot { front: self, number };
                         self.connection(stream, stopped);
-                        lock(&self.open).remove(&number);
-                        self.active.fetch_sub(1, Ordering::SeqCst);
                     });
                 if let Err(err) = spawned {
                     log::warn!("cannot read a connection: {err}");
@@ -166,11 +178,8 @@ impl<'a> Front<'a> {
             for (_, session) in lock(&self.sessions).drain() {
                 self.end(&session);
             }
-            self.stateless.1.close_all();
             outcome
         });
-        self.links.remove(&self.stateless.0);
-        self.stateless.0.close();
         accepted
     }
 
@@ -304,8 +313,17 @@ impl<'a> Front<'a> {
                 Message::Response(_) => false,
             };
         let opens = matches!(&message, Message::Request(asked) if asked.method == "initialize");
+        // A stateless request is whole in itself: it gets a link of its own,
+        // so that two clients' ids never meet.
         let (link, streams, new_session) = if stateless {
-            (Arc::clone(&self.stateless.0), Arc::clone(&self.stateless.1), None)
+            let streams = Arc::new(Streams::default());
+            let link = Arc::new(Link::new(Outlet::Streams(Arc::clone(&streams))));
+            {
+                let mut peer = lock(&link.peer);
+                peer.stateless = true;
+                peer.ready = true;
+            }
+            (link, streams, None)
         } else if opens {
             match self.open_session() {
                 Some((id, link, streams)) => (link, streams, Some(id)),
@@ -337,9 +355,17 @@ impl<'a> Front<'a> {
                 return plain(stream, 406, "subscriptions/listen needs text/event-stream", keep);
             }
             let pieces = streams.open_post(&asked.id, true);
+            // Listening: the link hears the hub's changes while it lasts.
+            if stateless {
+                self.links.add(&link);
+            }
             link.listen(&asked.id, asked.params.as_ref());
             let streamed = self.stream_events(stream, &headers, &pieces, stopped);
             link.stop_listening(&asked.id);
+            if stateless {
+                self.links.remove(&link);
+                link.close();
+            }
             return streamed;
         }
         let events = takes_events && has_news(&asked);
@@ -352,6 +378,13 @@ impl<'a> Front<'a> {
             self.answer_json(stream, &headers, &pieces, stopped, keep)
         };
         streams.close_post(&id);
+        // The client went before its answer: what it asked is given up.
+        if !matches!(answered, Ok(After::Next | After::Answered)) {
+            link.cancel_request(&id);
+        }
+        if stateless {
+            link.close();
+        }
         answered
     }
 
@@ -372,7 +405,8 @@ impl<'a> Front<'a> {
                         http_wire::event(stream, &piece.bytes)?;
                     }
                     if piece.last {
-                        break;
+                        // Answered; the stream (and its connection) ends.
+                        return Ok(After::Answered);
                     }
                     quiet_since = Instant::now();
                 }
@@ -467,7 +501,9 @@ impl<'a> Front<'a> {
             if sessions.len() >= MAX_SESSIONS {
                 let idlest = sessions
                     .iter()
-                    .filter(|(_, session)| session.used.elapsed() >= SESSION_IDLE)
+                    .filter(|(_, session)| {
+                        session.used.elapsed() >= SESSION_IDLE && !session.streams.is_busy()
+                    })
                     .min_by_key(|(_, session)| session.used)
                     .map(|(id, _)| id.clone())?;
                 evicted = sessions.remove(&idlest);

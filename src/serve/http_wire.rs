@@ -199,7 +199,8 @@ impl Conn {
                 while !self.line(deadline)?.is_empty() {}
                 return Ok(body);
             }
-            if body.len() + size > max_body {
+            // Never `body.len() + size`: a size near usize::MAX wraps.
+            if size > max_body.saturating_sub(body.len()) {
                 return Err(Incoming::Refused(413, "the request body is too large"));
             }
             body.extend(self.exactly(size, deadline)?);

@@ -106,6 +106,18 @@ impl Link {
         }
     }
 
+    /// Gives up request `id` of the client's (its client went away).
+    pub(super) fn cancel_request(&self, id: &RequestId) {
+        if let Some(cancel) = lock(&self.in_flight).get(id).cloned() {
+            cancel.cancel();
+        }
+    }
+
+    /// True once the link is closed: nothing it asked is worth answering.
+    pub(super) fn is_closed(&self) -> bool {
+        matches!(*lock(&self.out), Outlet::Closed)
+    }
+
     /// Queues one frame for the client; false when it has no way to it.
     pub(super) fn send(&self, route: Route<'_>, frame: Frame) -> bool {
         self.send_bytes(route, frame.bytes)

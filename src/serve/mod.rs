@@ -378,6 +378,10 @@ fn heard(hub: &Hub, link: &Link, method: &str, params: Option<&serde_json::Value
 /// A worker: answers requests until the queue closes.
 fn work(jobs: &Queue<Job>, answerer: &Answerer<'_>) {
     while let Some(Job { link, request }) = jobs.pop() {
+        // Its client is gone (a session ended, a connection closed).
+        if link.is_closed() {
+            continue;
+        }
         let cancel = CancelHandle::new();
         lock(&link.in_flight).insert(request.id.clone(), cancel.clone());
         let outcome = answerer.answer(&link, &request, &cancel);

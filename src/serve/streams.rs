@@ -43,6 +43,8 @@ struct Open {
     /// The GET stream, with its number (a newer GET replaces it).
     general: Option<(u64, Sender<Piece>)>,
     opened: u64,
+    /// The session ended: a stream opened now ends at once.
+    closed: bool,
 }
 
 /// One HTTP client's open streams.
@@ -56,7 +58,12 @@ impl Streams {
     /// an event stream, not just the answer.
     pub(super) fn open_post(&self, id: &RequestId, events: bool) -> Receiver<Piece> {
         let (out, stream) = bounded(STREAM_FRAMES);
-        lock(&self.open).posts.push(Post { id: id.clone(), events, out });
+        let mut open = lock(&self.open);
+        // After the session ended the sender is dropped here: the reader
+        // hears at once that no answer will come.
+        if !open.closed {
+            open.posts.push(Post { id: id.clone(), events, out });
+        }
         stream
     }
 
@@ -72,7 +79,9 @@ impl Streams {
         let mut open = lock(&self.open);
         open.opened += 1;
         let number = open.opened;
-        open.general = Some((number, out));
+        if !open.closed {
+            open.general = Some((number, out));
+        }
         (number, stream)
     }
 
@@ -84,11 +93,19 @@ impl Streams {
         }
     }
 
-    /// Closes every stream: their readers end.
+    /// Closes every stream, and any opened later: their readers end.
     pub(super) fn close_all(&self) {
         let mut open = lock(&self.open);
+        open.closed = true;
         open.posts.clear();
         open.general = None;
+    }
+
+    /// True while a stream is open (a request waits, or the GET stream is
+    /// read): the session is in use, however long ago it last asked.
+    pub(super) fn is_busy(&self) -> bool {
+        let open = lock(&self.open);
+        !open.posts.is_empty() || open.general.is_some()
     }
 
     /// Sends `bytes` where `route` says, waiting at most `wait` for room;

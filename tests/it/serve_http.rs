@@ -276,3 +276,57 @@ fn tether_proxy_serves_a_remote_server_over_http_too() {
     let _ = upstream.wait();
     tag.assert_gone();
 }
+
+// From the review of the HTTP front: a chunk size near usize::MAX is
+// refused at once (it wrapped the size check before), and two stateless
+// clients using the same request id at the same time each get their own
+// answer (they shared one link before, and got each other's).
+#[test]
+fn hostile_chunks_are_refused_and_stateless_clients_never_share_ids() {
+    let tag = Tag::new();
+    let serve = HttpServe::start(json!({"fx": misbehave_entry(&tag, &["--slow", "400"])}), &[]);
+    let began = Instant::now();
+    let chunked = "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\
+                   Transfer-Encoding: chunked\r\n";
+    let mut stream = TcpStream::connect(&serve.address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = chunked.replace("{address}", &serve.address).replace("{token}", &serve.token);
+    stream.write_all(format!("{head}\r\n1\r\nA\r\nffffffffffffffff\r\n").as_bytes()).unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(began.elapsed() < Duration::from_secs(5), "refused at once");
+
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let tools = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                           "params": {"_meta": meta}});
+        let (_, _, listed) = serve.post(&tools, "MCP-Protocol-Version: 2026-07-28\r\n");
+        if listed.contains("fx__echo") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{listed}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let answers: Vec<String> = std::thread::scope(|scope| {
+        let calls: Vec<_> = ["first", "second"]
+            .into_iter()
+            .map(|text| {
+                let (serve, meta) = (&serve, &meta);
+                scope.spawn(move || {
+                    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                      "params": {"name": "fx__echo", "arguments": {"text": text},
+                                                 "_meta": meta}});
+                    serve.post(&call, "MCP-Protocol-Version: 2026-07-28\r\n").2
+                })
+            })
+            .collect();
+        calls.into_iter().map(|call| call.join().unwrap()).collect()
+    });
+    assert!(answers[0].contains("first") && !answers[0].contains("second"), "{answers:?}");
+    assert!(answers[1].contains("second") && !answers[1].contains("first"), "{answers:?}");
+    serve.stop();
+    tag.assert_gone();
+}

@@ -512,6 +512,10 @@ fn an_ad_hoc_server_is_a_command_line_or_a_url() {
     drop(server.stdin.take());
     let _ = server.wait();
 
+    // Judged as a browser reads it: this is host `evil.example`, plain http.
+    let (sneaky, _) =
+        run_tether(dir.path(), &["call", "http://evil.example\\@localhost/mcp", "x"], WITHIN);
+    assert_eq!(sneaky.status.code(), Some(2), "{}", stderr_of(&sneaky));
     let (refused, _) = run_tether(dir.path(), &["call", "http://example.com/mcp", "x"], WITHIN);
     assert_eq!(refused.status.code(), Some(2));
     assert!(
