@@ -226,6 +226,17 @@ impl Client {
                     }
                     Answer::Handshake(Ok(info)) => {
                         probe_cancel.cancel();
+                        // A server that answered the probe did so before it
+                        // answered `initialize` (it reads in order): that
+                        // answer is already on its way to the probe thread,
+                        // which the cancellation hands it (a dual-era
+                        // server answers both; its first answer decides).
+                        if !probe_done {
+                            if let Ok(Answer::Probe(Ok(Verdict::Modern(modern)))) = answered.recv()
+                            {
+                                return Ok(modern);
+                            }
+                        }
                         self.finish_handshake(&info, deadline)?;
                         return Ok(info);
                     }

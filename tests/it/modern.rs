@@ -457,9 +457,13 @@ fn a_dual_era_server_slow_to_start_is_modern_as_when_idle() {
     let tag = Tag::new();
     for delay in ["0", "2500"] {
         let flags = ["--era", "dual", "--start-delay", delay];
+        let began = Instant::now();
         let client = Client::connect("dual", &misbehave(&tag, &flags), quick(4_000)).unwrap();
         assert_eq!(client.era(), Era::Modern, "started after {delay} ms");
+        eprintln!("connected after {:?} (start delay {delay} ms)", began.elapsed());
+        let closing = Instant::now();
         client.close().unwrap();
+        eprintln!("closed in {:?}", closing.elapsed());
     }
     tag.assert_gone();
 }
