@@ -38,7 +38,8 @@ pub(super) fn entry(word: &str, config: &Config) -> Result<ServerConfig, String>
             ServerConfig::stdio(&command_name(&words), program, &args)
         }
         None => {
-            let (name, _, _) = url_name(word)?;
+            let name = super::proxy::url_name(word)
+                .ok_or_else(|| format!("{word:?} is not an http(s) URL with a host"))?;
             // Judged as a browser reads the URL (`http://a\\@127.0.0.1/` is
             // host `a`), as every URL tether signs in to is.
             if !tether::for_cli::is_https_or_loopback_http(word) {
@@ -128,26 +129,6 @@ fn sanitized(name: &str) -> String {
     }
 }
 
-/// A URL's name (its host, `.` and `:` made `-`), and whether it is https
-/// and whether it is this machine.
-fn url_name(url: &str) -> Result<(String, bool, bool), String> {
-    let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("{url:?} is not a URL"))?;
-    let https = scheme.eq_ignore_ascii_case("https");
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host_port = authority.rsplit('@').next().unwrap_or(authority);
-    if host_port.is_empty() {
-        return Err(format!("{url:?} names no host"));
-    }
-    let host = match host_port.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(v6),
-        None => host_port.split(':').next().unwrap_or(host_port),
-    };
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host == "::1"
-        || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());
-    Ok((sanitized(host_port), https, loopback))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,12 +167,12 @@ mod tests {
         assert_eq!(name("uvx mcp-server-git==1.2"), "mcp-server-git");
         assert_eq!(name("node ./weather.js"), "weather");
         assert_eq!(
-            url_name("https://mcp.example.com/mcp").unwrap(),
-            ("mcp-example-com".into(), true, false)
+            super::super::proxy::url_name("https://mcp.example.com/mcp").unwrap(),
+            "mcp-example-com"
         );
         assert_eq!(
-            url_name("http://127.0.0.1:8080/mcp").unwrap(),
-            ("127-0-0-1-8080".into(), false, true)
+            super::super::proxy::url_name("http://127.0.0.1:8080/mcp").unwrap(),
+            "127-0-0-1-8080"
         );
     }
 }

@@ -74,9 +74,10 @@ pub(super) fn proxy(args: &ProxyArgs, signals: &SignalWatch) -> u8 {
 
 /// The entry the flags make.
 fn entry(args: &ProxyArgs) -> Result<ServerConfig, String> {
-    let web =
-        url_parts(&args.url).ok_or_else(|| format!("{:?} is not an http(s) URL", args.url))?;
-    if !web.https && !web.loopback && !args.allow_http {
+    let name =
+        url_name(&args.url).ok_or_else(|| format!("{:?} is not an http(s) URL", args.url))?;
+    // Judged as a browser reads the URL, as every sign-in URL is.
+    if !tether::for_cli::is_https_or_loopback_http(&args.url) && !args.allow_http {
         return Err(format!(
             "{} is plain http to another machine: tokens would cross the network readable; \
              use https, or pass --allow-http",
@@ -95,7 +96,7 @@ fn entry(args: &ProxyArgs) -> Result<ServerConfig, String> {
             ))
         }
     };
-    let mut server = ServerConfig::http(&web.name, &args.url, kind);
+    let mut server = ServerConfig::http(&name, &args.url, kind);
     // Time for a person's sign-in, which happens during the start.
     server.start_timeout = args.auth_timeout.unwrap_or(AUTH_TIMEOUT) + Duration::from_secs(30);
     server.tool_exposure =
@@ -124,31 +125,19 @@ fn entry(args: &ProxyArgs) -> Result<ServerConfig, String> {
     Ok(server)
 }
 
-/// What the URL is, as far as the proxy cares.
-struct UrlParts {
-    https: bool,
-    loopback: bool,
-    /// The entry's name: the host, `.` and `:` made `-` (the token store
-    /// keeps sign-ins by name and URL).
-    name: String,
-}
-
-fn url_parts(url: &str) -> Option<UrlParts> {
+/// The entry's name for a remote server's URL: its host (and port), `.`
+/// and `:` made `-` (the token store keeps sign-ins by name and URL); `None`
+/// for a URL that is not http(s) or names no host. Shared with ad-hoc URLs.
+pub(super) fn url_name(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;
-    let https = match scheme.to_ascii_lowercase().as_str() {
-        "https" => true,
-        "http" => false,
-        _ => return None,
-    };
+    if !matches!(scheme.to_ascii_lowercase().as_str(), "https" | "http") {
+        return None;
+    }
     let authority = rest.split(['/', '\\', '?', '#']).next().unwrap_or("");
     let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
     if host.is_empty() {
         return None;
     }
-    let bare = host.trim_start_matches('[').split(']').next().unwrap_or(host);
-    let bare = if host.starts_with('[') { bare } else { host.split(':').next().unwrap_or(host) };
-    let loopback = bare.eq_ignore_ascii_case("localhost")
-        || bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
     let name: String = host
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
@@ -157,7 +146,7 @@ fn url_parts(url: &str) -> Option<UrlParts> {
         .chars()
         .take(48)
         .collect();
-    Some(UrlParts { https, loopback, name: if name.is_empty() { "remote".into() } else { name } })
+    Some(if name.is_empty() { "remote".into() } else { name })
 }
 
 /// `"K: V"` (or `K:V`) with `${VAR}` expanded from the environment.
