@@ -36,6 +36,9 @@
 //! - `serve`: `bench serve N TETHER <server-cmd> [args…]`: N echo calls
 //!   directly and through a `tether serve` process in front of the same
 //!   server (see `serve.rs`).
+//! - `kept`: `bench kept N TETHER <server-cmd> [args…]`: a one-shot
+//!   `tether call` through a kept-alive session against one that starts
+//!   the server afresh (see `kept.rs`).
 //! - `ledger`: `bench ledger 0 CONFIG_DIR`: the bytes a model would read
 //!   for eight multi-step tasks, with codemode against direct exposure, on
 //!   the servers `demo`, `everything` and `wordcount` of that folder's
@@ -48,6 +51,7 @@
 //! not. The last stdout line of the call modes is one JSON object.
 
 mod fleet;
+mod kept;
 mod ledger;
 mod raw;
 mod scripts;
@@ -126,6 +130,7 @@ fn main() {
         "codemode" => return scripts::codemode(n, &server),
         "ledger" => return ledger::ledger(&server),
         "serve" => return serve::serve(n, &server),
+        "kept" => return kept::kept(n, &server),
         _ => {}
     }
     // `BENCH_ONLY`: tether alone; its time stands in for the baselines'.

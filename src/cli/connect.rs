@@ -172,12 +172,10 @@ fn list(
     } else if !streaming {
         emit(&status::render_list(&statuses));
     }
-    // An untrusted project's servers count only when asked for by name.
-    let all_connected = statuses.iter().all(|status| match status.state {
-        ServerState::Ready | ServerState::Disabled => true,
-        ServerState::Untrusted => names.is_empty(),
-        _ => false,
-    });
+    // An untrusted server is not connected, however it is asked for.
+    let all_connected = statuses
+        .iter()
+        .all(|status| matches!(status.state, ServerState::Ready | ServerState::Disabled));
     if all_connected {
         EXIT_OK
     } else {

@@ -116,6 +116,9 @@ fn resolved(server: &ServerConfig) -> Value {
     if let Some(description) = &server.description {
         value.insert("description".into(), json!(description));
     }
+    if let Some(idle) = server.keep_alive {
+        value.insert("keepAlive".into(), json!(idle.as_secs()));
+    }
     if let Some(entry) = server.redacted_entry() {
         value.insert("entry".into(), entry);
     }

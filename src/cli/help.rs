@@ -51,6 +51,10 @@ Configuration:
   import [FILE]                   copy servers from Claude, Cursor, VS Code, Codex, Gemini, …
   completion bash|zsh|fish        a completion script for the shell
 
+Kept-alive sessions:
+  sessions [--json]               the servers kept running between commands
+  sessions end NAME...|--all      end kept-alive sessions
+
 Logs:
   logs [SERVER] [-n N] [-f]
                                   the servers' log messages and stderr (mcp.log)
@@ -63,6 +67,8 @@ Global options (before the command):
   --project DIR      the project folder, with .mcp.json (default: the current directory)
   --root DIR         a folder the servers may work in (repeatable; default: the project folder)
   --no-roots         offer the servers no folder at all
+  --keep-alive       keep the command's servers running for the next commands
+                     (a kept-alive session each; ends after 15 minutes unused)
   -v, --verbose      more log output on stderr (repeat for more); RUST_LOG overrides
   -q, --quiet        only errors on stderr
   -h, --help         this text
@@ -403,6 +409,8 @@ Options:
                                with server/discover, then fall back)
       --include-tools A,B      offer only these tools (the entry's \"tools\")
       --exclude-tools C,D      leave these out (hidden in \"toolExposure\")
+      --keep-alive             keep it running between commands (\"keepAlive\": true;
+                               see tether sessions --help)
 
 An entry given as JSON (as `tether add-json` takes it) is written as given,
 with the options added, once the loader accepts it.
@@ -572,6 +580,31 @@ Example:
   tether completion bash > ~/.local/share/bash-completion/completions/tether
   tether completion zsh > \"${fpath[1]}/_tether\"
   tether completion fish > ~/.config/fish/completions/tether.fish
+",
+    ),
+    (
+        "sessions",
+        "\
+Usage: tether sessions [--json] | end NAME... | end --all
+
+A kept-alive session is a server kept running between commands by a
+background tether of yours, so that what it holds (a browser's pages, a
+REPL's variables, a slow start) lasts from one command to the next. A
+server gets one when its entry says \"keepAlive\": true (or the idle
+seconds), or when a command runs with --keep-alive; every command then
+uses the session running for that server. A session ends after its idle
+time with no command (15 minutes unless the entry says), or with
+`tether sessions end`; its server ends with it.
+
+Options:
+      --json    the sessions as one JSON array
+      --all     (with end) end every session
+
+Example:
+  tether call --keep-alive browser browser_navigate url=https://example.com
+  tether call browser browser_snapshot
+  tether sessions
+  tether sessions end browser
 ",
     ),
     (

@@ -192,6 +192,9 @@ fn entry_of(add: &AddArgs) -> Result<Value, String> {
     if let Some(description) = &add.description {
         entry.insert("description".into(), json!(description));
     }
+    if add.keep_alive {
+        entry.insert("keepAlive".into(), json!(true));
+    }
     for (option, field, given) in [
         ("--timeout", "timeout", &add.timeout),
         ("--start-timeout", "startTimeout", &add.start_timeout),

@@ -18,6 +18,8 @@ mod connect;
 mod escape;
 mod get;
 mod help;
+#[cfg(feature = "serve")]
+mod keep;
 mod login;
 mod logs;
 mod manage;
@@ -141,6 +143,19 @@ fn run() -> ExitCode {
     let code = match command {
         Command::Add(add) => manage::add(&files, add, &again),
         Command::Completion { shell } => completion::completion(&shell),
+        #[cfg(feature = "serve")]
+        Command::Sessions { end: false, json, .. } => keep::sessions::list(json),
+        #[cfg(feature = "serve")]
+        Command::Sessions { end: true, names, all, .. } => keep::sessions::end(&names, all),
+        #[cfg(feature = "serve")]
+        Command::Attach { socket } => keep::attach::attach(&socket),
+        #[cfg(not(feature = "serve"))]
+        Command::Sessions { .. } | Command::Attach { .. } | Command::Keeper { .. } => {
+            errln!(
+                "this tether was built without kept-alive sessions (the \"serve\" cargo feature)"
+            );
+            EXIT_USAGE
+        }
         Command::Remove { name, scope } => manage::remove(&files, &name, scope, &again),
         Command::Enable { name, enabled, scope } => {
             manage::enable(&files, &name, enabled, scope, &again)
@@ -173,12 +188,20 @@ fn run() -> ExitCode {
                     return ExitCode::from(EXIT_SERVER);
                 }
             };
-            let code =
-                with_config(command, &files, args.config_file.as_deref(), roots, &mut signals);
+            let run = Run { only_file: args.config_file.as_deref(), keep_alive: args.keep_alive };
+            let code = with_config(command, &files, &run, roots, &mut signals);
             signals.stop().unwrap_or(code)
         }
     };
     ExitCode::from(code)
+}
+
+/// Global options of the run that the configuration's commands read.
+struct Run<'a> {
+    /// `--config FILE`.
+    only_file: Option<&'a std::path::Path>,
+    /// `--keep-alive`.
+    keep_alive: bool,
 }
 
 /// The commands that read the configuration: `get`, `login`, `logout`, and
@@ -186,16 +209,19 @@ fn run() -> ExitCode {
 fn with_config(
     mut command: Command,
     files: &ConfigFiles,
-    only_file: Option<&std::path::Path>,
+    run: &Run<'_>,
     roots: Vec<Root>,
     signals: &mut signals::SignalWatch,
 ) -> u8 {
+    let only_file = run.only_file;
     let mut loader =
         ConfigLoader::new().config_dir(&files.config_dir).project_dir(&files.project_dir);
     if let Some(file) = only_file {
         loader = loader.only_file(file);
     }
     let mut config = loader.load();
+    // The words that made ad-hoc entries, by the entry's name.
+    let mut adhoc_words = std::collections::HashMap::new();
     // A URL or `--stdio CMD` where a server's name goes: an entry for this
     // run, trusted as the user's own command line.
     // `run --stdio CMD --url URL`: servers for the script, named as the
@@ -210,6 +236,7 @@ fn with_config(
                         entry.name,
                         entry.name.replace('-', "_")
                     );
+                    adhoc_words.insert(entry.name.clone(), word.clone());
                     config = config.with_server(entry);
                 }
                 Err(message) => {
@@ -222,6 +249,7 @@ fn with_config(
     if let Some(server) = command.server_mut().filter(|word| adhoc::is_adhoc(word)) {
         match adhoc::entry(server, &config) {
             Ok(entry) => {
+                adhoc_words.insert(entry.name.clone(), server.clone());
                 server.clone_from(&entry.name);
                 config = config.with_server(entry);
             }
@@ -264,12 +292,35 @@ fn with_config(
         Command::Logout { name } => return login::logout(&config, &store, &name),
         _ => {}
     }
-    let mut options = HubOptions::default()
-        .with_host(Arc::new(terminal::TerminalHost::new(roots.clone())))
+    let options = HubOptions::default()
         .with_log_sink(Arc::new(LogFile::new(files.config_dir.join("mcp.log"))))
         .with_token_store(&store)
         // Each server's era is found once, not at every run.
-        .with_era_file(&files.config_dir.join("eras.json"))
+        .with_era_file(&files.config_dir.join("eras.json"));
+    #[cfg(feature = "serve")]
+    if let Command::Keeper { server, socket, idle } = &command {
+        let keeping = keep::keeper::Keeping { server, socket, idle: *idle };
+        return keep::keeper::keep(config, &keeping, options, signals);
+    }
+    #[cfg(feature = "serve")]
+    {
+        let invocation = keep::Invocation {
+            config_dir: &files.config_dir,
+            project_dir: &files.project_dir,
+            only_file,
+            adhoc: &adhoc_words,
+        };
+        if let Err(code) = keep::reach(&mut config, &command, run.keep_alive, &invocation) {
+            return code;
+        }
+    }
+    #[cfg(not(feature = "serve"))]
+    if run.keep_alive {
+        errln!("this tether was built without kept-alive sessions (the \"serve\" cargo feature)");
+        return EXIT_USAGE;
+    }
+    let mut options = options
+        .with_host(Arc::new(terminal::TerminalHost::new(roots.clone())))
         // A one-shot command has its answer: a server that does not
         // exit when its input ends (many do not) gets SIGTERM soon.
         .with_shutdown_grace(ONE_SHOT_GRACE);

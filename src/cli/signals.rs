@@ -27,6 +27,9 @@ const START_SLACK: Duration = Duration::from_secs(2);
 static STOPPING: AtomicBool = AtomicBool::new(false);
 /// The signal that ended the command, once one did.
 static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+/// What to do before a signal ends the process (a keeper's socket to
+/// remove).
+static AT_EXIT: Mutex<Vec<Box<dyn FnOnce() + Send>>> = Mutex::new(Vec::new());
 /// Set once the terminal was told why tether waits for its servers.
 static SAID_SLOW: AtomicBool = AtomicBool::new(false);
 /// How long closing may take before the terminal is told why it waits.
@@ -82,6 +85,9 @@ impl SignalWatch {
                     let stop = move || {
                         if let Some(hub) = hub {
                             close(hub, None);
+                        }
+                        for then in std::mem::take(&mut *lock(&AT_EXIT)) {
+                            then();
                         }
                         std::process::exit(128 + signal);
                     };
@@ -184,6 +190,12 @@ impl SignalWatch {
             signal => Some((128 + signal) as u8),
         }
     }
+}
+
+/// Runs `then` when a signal ends the process, after its servers closed.
+#[cfg_attr(not(feature = "serve"), allow(dead_code))]
+pub(super) fn at_exit(then: impl FnOnce() + Send + 'static) {
+    lock(&AT_EXIT).push(Box::new(then));
 }
 
 /// Shuts `hub` down, on a `tether-stop` thread watched from here: past

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use super::expand::{self, Expander};
 use super::{
     Exposure, HttpConfig, HttpKind, Scope, ServerConfig, StdioConfig, TransportConfig,
-    DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT,
+    DEFAULT_KEEP_ALIVE, DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT,
 };
 use crate::protocol::EraChoice;
 use crate::spelling::closest;
@@ -43,6 +43,7 @@ pub(crate) const KNOWN_FIELDS: &[&str] = &[
     "exposure",
     "toolExposure",
     "description",
+    "keepAlive",
     // Claude Code's inverse of `enabled`.
     "disabled",
 ];
@@ -182,6 +183,7 @@ pub(crate) fn parse(
         tool_exposure: tool_exposure.unwrap_or_default(),
         description: optional_string(fields, "description")
             .map_err(|why| field("description", why))?,
+        keep_alive: keep_alive(fields).map_err(|why| field("keepAlive", why))?,
         source: context.path.map(Path::to_owned),
         secret_vars: expander.named.into_iter().collect(),
         warnings: Vec::new(),
@@ -529,6 +531,22 @@ fn optional_string(fields: &Map<String, Value>, key: &str) -> Result<Option<Stri
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text.clone())),
         Some(other) => Err(format!("must be a string, not {}", type_name(other))),
+    }
+}
+
+/// `keepAlive`: `true` (kept for [`DEFAULT_KEEP_ALIVE`] after its last
+/// use), a number of idle seconds, or `false`.
+fn keep_alive(fields: &Map<String, Value>) -> Result<Option<Duration>, String> {
+    match fields.get("keepAlive") {
+        None | Some(Value::Null | Value::Bool(false)) => Ok(None),
+        Some(Value::Bool(true)) => Ok(Some(DEFAULT_KEEP_ALIVE)),
+        Some(value) => match value.as_f64() {
+            Some(secs) if (1.0..1e7).contains(&secs) => Ok(Some(Duration::from_secs_f64(secs))),
+            _ => Err(format!(
+                "must be true, false, or the idle seconds (1 to 9999999) after which the \
+                 kept server ends, not {value}"
+            )),
+        },
     }
 }
 

@@ -141,6 +141,11 @@ pub struct ServerConfig {
     pub tool_exposure: Vec<(String, Exposure)>,
     /// One sentence: what the server is for.
     pub description: Option<String>,
+    /// `keepAlive`: the `tether` command line keeps this server running
+    /// between its commands, ending it after this long unused. Hosts of
+    /// the library keep their servers as long as their hub lives, and may
+    /// ignore it.
+    pub keep_alive: Option<Duration>,
     /// The file the entry came from, if any.
     pub source: Option<PathBuf>,
     /// The host variables the entry hands to the server (names only).
@@ -252,6 +257,8 @@ pub struct FailedEntry {
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default start timeout (cold `npx` downloads are slow).
 pub(crate) const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a `"keepAlive": true` server is kept unused.
+pub(crate) const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15 * 60);
 
 impl fmt::Debug for StdioConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -326,6 +333,7 @@ impl ServerConfig {
             exposure: Exposure::Direct,
             tool_exposure: Vec::new(),
             description: None,
+            keep_alive: None,
             source: None,
             secret_vars: Vec::new(),
             warnings: Vec::new(),

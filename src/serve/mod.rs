@@ -1,6 +1,7 @@
 //! tether as an MCP server in front of its hub (`tether serve`): the
 //! servers it connects, served as one server to the clients in front, on
-//! stdio (one client) or Streamable HTTP (`http.rs`, many).
+//! stdio (one client), Streamable HTTP (`http.rs`, many) or a Unix socket
+//! (`unix.rs`, many local ones: the CLI's kept-alive sessions).
 //!
 //! The same blocking shape as the client side. A front reads its clients
 //! on the caller's thread (HTTP: one thread per connection as well);
@@ -28,6 +29,7 @@ mod http_wire;
 mod link;
 mod queue;
 mod streams;
+mod unix;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -82,6 +84,9 @@ pub struct ServeOptions {
     /// Over HTTP: origins allowed besides loopback ones
     /// (`https://app.example`), for a browser page that may call tether.
     pub allowed_origins: Vec<String>,
+    /// Over a Unix socket: end the serving once no client has been
+    /// connected for this long.
+    pub idle_exit: Option<Duration>,
 }
 
 impl ServeOptions {
@@ -100,6 +105,13 @@ impl ServeOptions {
     /// Over HTTP, requires `Authorization: Bearer TOKEN` on every request.
     pub fn with_bearer_token(mut self, token: &str) -> ServeOptions {
         self.bearer_token = Some(token.to_owned());
+        self
+    }
+
+    /// Over a Unix socket, ends the serving once no client has been
+    /// connected for `idle`.
+    pub fn with_idle_exit(mut self, idle: Duration) -> ServeOptions {
+        self.idle_exit = Some(idle);
         self
     }
 
@@ -188,7 +200,28 @@ impl Downstream {
         served.and_then(|accepted| accepted.map_err(Error::Io))
     }
 
-    /// Ends [`Downstream::serve_http`]: no more connections are taken, the
+    /// Serves `hub` on a Unix socket: each client that connects speaks
+    /// MCP's stdio framing (a JSON-RPC message a line) and is a client of
+    /// its own, in either era. Only clients of this process's user are
+    /// served; make the socket's folder private too. Serves until
+    /// [`Downstream::stop`], or until no client has been connected for
+    /// `options`' idle time.
+    ///
+    /// # Errors
+    /// The listener cannot be read, or a serving thread cannot be started.
+    pub fn serve_unix(
+        &self,
+        hub: &Hub,
+        listener: std::os::unix::net::UnixListener,
+        options: &ServeOptions,
+    ) -> Result<(), Error> {
+        let served = self.run(hub, options, |core| {
+            unix::accept_all(core, &self.links, &listener, &self.stopped, options.idle_exit)
+        });
+        served.and_then(|accepted| accepted.map_err(Error::Io))
+    }
+
+    /// Ends [`Downstream::serve_http`] or [`Downstream::serve_unix`]: no more connections are taken, the
     /// open ones are closed, the calls under way are cancelled.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);

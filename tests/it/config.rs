@@ -84,12 +84,15 @@ fn an_untrusted_project_starts_nothing_until_trusted() {
         Some(json!({"mine": misbehave_entry(&tag, &[])})),
         Some(json!({"theirs": misbehave_entry(&tag, &["--odd-names"])})),
     );
+    // An untrusted server is not connected: 1, whether asked for by name or
+    // listed with the others (one answer for one state).
     let (code, out, _) = setup.run(&["list"], &[]);
-    assert_eq!(code, 0, "untrusted servers do not fail a plain list: {out}");
+    assert_eq!(code, 1, "{out}");
     assert!(out.contains("theirs  untrusted"), "{out}");
     assert!(out.contains("tether trust"), "{out}");
-    // Asked for by name, an untrusted server fails the listing…
     let (code, _, _) = setup.run(&["list", "theirs"], &[]);
+    assert_eq!(code, 1);
+    let (code, _, _) = setup.run(&["list", "--scope", "project"], &[]);
     assert_eq!(code, 1);
     // …and cannot be called.
     let (code, _, err) = setup.run(&["call", "theirs", "echo"], &[]);

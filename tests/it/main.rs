@@ -11,6 +11,8 @@ mod http; // remote servers against the http-server fixture: every failure path
 mod hub; // Hub: parallel start, failures recorded, registry, many callers
 mod interop; // third-party servers from npm and PyPI over stdio
 mod interop_setup; // installs those servers into target/ at pinned versions
+#[cfg(feature = "serve")]
+mod keep; // kept-alive sessions: a background tether keeping a server between commands
 mod modern; // the stateless 2026-07-28 revision: the era probe, MRTR, listen, HTTP headers
 mod network; // proxies from the environment, private CAs (caFile, SSL_CERT_FILE/DIR)
 mod reading; // stdio leader/follower: callers reading for themselves, nothing lost, bounded

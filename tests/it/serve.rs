@@ -446,3 +446,76 @@ fn a_stateless_client_hears_list_changes_on_its_listen_stream() {
     front.close();
     tag.assert_gone();
 }
+
+/// Reads one JSON line from a socket client.
+fn read_line(reader: &mut BufReader<std::os::unix::net::UnixStream>) -> Value {
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap_or_else(|err| panic!("{err}: {line:?}"))
+}
+
+// Issue 26 (item 9): the library's Unix-socket front, as a host uses it:
+// two clients at once, each its own, in both eras; stopped at once.
+#[test]
+fn a_hub_served_on_a_unix_socket_answers_each_client_and_stops() {
+    use std::os::unix::net::{UnixListener, UnixStream};
+    use tether::{Config, Downstream, Hub, HubOptions, NameStyle, ServeOptions, ServerConfig};
+
+    let tag = Tag::new();
+    let program = crate::support::fixture("misbehave").display().to_string();
+    let server = ServerConfig::stdio("fx", &program, &["--tag", &tag.0]);
+    let downstream = std::sync::Arc::new(Downstream::new());
+    let options = HubOptions::default()
+        .with_host(downstream.host())
+        .with_name_style(NameStyle::Prefixed);
+    let hub = Hub::start(Config::new().with_server(server), options);
+    let dir = TempDir::new();
+    let socket = dir.path().join("s.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let serving = {
+        let (downstream, hub) = (std::sync::Arc::clone(&downstream), hub.clone());
+        thread::spawn(move || {
+            downstream.serve_unix(&hub, listener, &ServeOptions::default().with_passthrough("fx"))
+        })
+    };
+    let connect = || {
+        let stream = UnixStream::connect(&socket).unwrap();
+        stream.set_read_timeout(Some(WITHIN)).unwrap();
+        (stream.try_clone().unwrap(), BufReader::new(stream))
+    };
+    let (mut old, mut old_in) = connect();
+    let (mut new, mut new_in) = connect();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    writeln!(old, "{initialize}").unwrap();
+    assert_eq!(read_line(&mut old_in)["id"], 1);
+    // The same id on the other connection: its own answer, statelessly.
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t2", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let call = |id: i64, text: &str, meta: Option<&Value>| {
+        let mut params = json!({"name": "echo", "arguments": {"text": text}});
+        if let Some(meta) = meta {
+            params["_meta"] = meta.clone();
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    };
+    writeln!(new, "{}", call(1, "new", Some(&meta))).unwrap();
+    writeln!(old, "{}", call(2, "old", None)).unwrap();
+    let answer = read_line(&mut new_in);
+    assert_eq!(answer["id"], 1);
+    assert_eq!(answer["result"]["content"][0]["text"], "new", "{answer}");
+    let answer = read_line(&mut old_in);
+    assert_eq!(answer["result"]["content"][0]["text"], "old", "{answer}");
+
+    let stopping = Instant::now();
+    downstream.stop();
+    serving.join().unwrap().unwrap();
+    assert!(stopping.elapsed() < Duration::from_secs(2), "{:?}", stopping.elapsed());
+    // Its clients were let go.
+    let mut rest = String::new();
+    assert_eq!(old_in.read_line(&mut rest).unwrap_or(0), 0);
+    hub.shutdown();
+    assert!(tag.live_processes().is_empty());
+}

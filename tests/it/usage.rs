@@ -37,6 +37,7 @@ const COMMANDS: &[&str] = &[
     "logout",
     "import",
     "logs",
+    "sessions",
 ];
 
 // Issue 13 (item 3): every command has its help, in both spellings, and the

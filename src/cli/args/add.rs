@@ -29,6 +29,8 @@ pub(crate) struct AddArgs {
     pub(crate) timeout: Option<String>,
     pub(crate) start_timeout: Option<String>,
     pub(crate) protocol: Option<String>,
+    /// `--keep-alive`: `"keepAlive": true`.
+    pub(crate) keep_alive: bool,
 }
 
 /// `add-json NAME JSON [-s SCOPE]`: the entry as one JSON object.
@@ -75,6 +77,7 @@ fn parse_add_options(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Err
             }
             Long("bearer-token-env-var") => add.bearer_token_env = Some(parser.value()?.string()?),
             Long("description") => add.description = Some(parser.value()?.string()?),
+            Long("keep-alive") => add.keep_alive = true,
             Long("timeout") => add.timeout = Some(parser.value()?.string()?),
             Long("start-timeout") => add.start_timeout = Some(parser.value()?.string()?),
             Long("protocol") => add.protocol = Some(parser.value()?.string()?),

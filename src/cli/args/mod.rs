@@ -24,6 +24,9 @@ pub(super) struct Args {
     pub(super) roots: Vec<PathBuf>,
     /// `--no-roots`: offer the servers no folder.
     pub(super) no_roots: bool,
+    /// `--keep-alive`: the command's servers kept running for the next
+    /// command (a kept-alive session each).
+    pub(super) keep_alive: bool,
     pub(super) verbosity: i32,
     pub(super) command: Option<Command>,
     /// `--help` (or `help`): the global help, or with `help_topic` a command's.
@@ -156,6 +159,28 @@ pub(super) enum Command {
     Logout {
         name: String,
     },
+    /// `sessions [--json]`, `sessions end NAME... | --all`.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    Sessions {
+        end: bool,
+        names: Vec<String>,
+        all: bool,
+        json: bool,
+    },
+    /// `_keeper --socket PATH --idle S SERVER`: a kept-alive session's
+    /// background process (started by tether, not typed).
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    Keeper {
+        server: String,
+        socket: PathBuf,
+        idle: Duration,
+    },
+    /// `_attach SOCKET`: a kept-alive session as a stdio server (run by
+    /// tether, not typed).
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    Attach {
+        socket: PathBuf,
+    },
 }
 
 impl Command {
@@ -169,6 +194,7 @@ impl Command {
             Command::Tools { server, .. }
             | Command::Resources { server, .. }
             | Command::Prompts { server, .. } => server.as_mut(),
+            Command::Keeper { server, .. } => Some(server),
             _ => None,
         }
     }
@@ -204,6 +230,7 @@ pub(super) fn parse(
             Long("project") => args.project = Some(parser.value()?.into()),
             Long("root") => args.roots.push(parser.value()?.into()),
             Long("no-roots") => args.no_roots = true,
+            Long("keep-alive") => args.keep_alive = true,
             Short('v') | Long("verbose") => args.verbosity += 1,
             Short('q') | Long("quiet") => args.verbosity = -1,
             Short('h') | Long("help") => args.help = true,
@@ -213,6 +240,11 @@ pub(super) fn parse(
                 if word == "help" {
                     args.help = true;
                     args.help_topic = optional_value(&mut parser)?;
+                    return Ok(args);
+                }
+                // Run by tether itself, never typed: no help, no completion.
+                if word == "_keeper" || word == "_attach" {
+                    args.command = Some(parse_internal(&mut parser, &word)?);
                     return Ok(args);
                 }
                 if super::help::of(&word).is_none() {
@@ -257,8 +289,19 @@ pub(super) fn parse(
                     args.help_topic = Some(word);
                     return Ok(args);
                 }
-                // For `add`, what follows `--` is the server's command, verbatim.
+                // `--keep-alive` where the command's flags go, too.
                 let mut rest = rest;
+                if SERVER_COMMANDS.contains(&word.as_str()) {
+                    let dashes = rest.iter().position(|arg| arg == "--").unwrap_or(rest.len());
+                    let before = rest.len();
+                    let mut at = 0;
+                    rest.retain(|arg| {
+                        at += 1;
+                        !(at <= dashes && arg == "--keep-alive")
+                    });
+                    args.keep_alive |= rest.len() != before;
+                }
+                // For `add`, what follows `--` is the server's command, verbatim.
                 let mut after_dashes = None;
                 if word == "add" {
                     if let Some(at) = rest.iter().position(|arg| arg == "--") {
@@ -300,6 +343,7 @@ pub(super) fn parse(
                     }
                     "trust" | "untrust" => parse_trust(parser, word == "trust")?,
                     "import" => Command::Import { file: optional_value(parser)?.map(Into::into) },
+                    "sessions" => parse_sessions(parser)?,
                     "completion" => Command::Completion {
                         shell: optional_value(parser)?
                             .ok_or("usage: tether completion bash|zsh|fish")?,
@@ -312,6 +356,53 @@ pub(super) fn parse(
         }
     }
     Ok(args)
+}
+
+/// The commands that start servers, which take `--keep-alive`.
+const SERVER_COMMANDS: &[&str] =
+    &["list", "tools", "resources", "read", "prompts", "prompt", "call", "run"];
+
+/// `sessions [--json]`, `sessions end NAME... | --all`.
+fn parse_sessions(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut end, mut names, mut all, mut json) = (false, Vec::new(), false, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("json") if !end => json = true,
+            Long("all") if end => all = true,
+            Value(word) if !end && names.is_empty() && (word == "end" || word == "stop") => {
+                end = true
+            }
+            Value(name) if end => names.push(name.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    if end && names.is_empty() != all {
+        return Err("usage: tether sessions end NAME... | --all".into());
+    }
+    Ok(Command::Sessions { end, names, all, json })
+}
+
+/// `_keeper --socket PATH --idle S SERVER` and `_attach SOCKET`.
+fn parse_internal(parser: &mut lexopt::Parser, word: &str) -> Result<Command, lexopt::Error> {
+    let (mut socket, mut idle, mut server) = (None, None, None);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("socket") => socket = Some(PathBuf::from(parser.value()?)),
+            Long("idle") => idle = Some(Duration::from_secs(number(parser, "--idle", "seconds")?)),
+            Value(value) if word == "_attach" && socket.is_none() => {
+                socket = Some(PathBuf::from(value))
+            }
+            Value(value) if server.is_none() => server = Some(value.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    match (word, socket, idle, server) {
+        ("_attach", Some(socket), None, None) => Ok(Command::Attach { socket }),
+        ("_keeper", Some(socket), Some(idle), Some(server)) => {
+            Ok(Command::Keeper { server, socket, idle })
+        }
+        _ => Err(format!("{word} is run by tether itself").into()),
+    }
 }
 
 fn parse_list(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {

@@ -1,0 +1,292 @@
+//! Kept-alive sessions: a server whose state matters between commands (a
+//! browser, a REPL) kept running by a background `tether` of the user's,
+//! which the one-shot commands reach over a Unix socket.
+//!
+//! One keeper per kept server (`keeper.rs`): a `tether _keeper` process,
+//! started on demand by the first command that needs it, in that command's
+//! folder and environment (so the server sees what it would have seen
+//! started directly), serving that one server with the library's
+//! `Downstream::serve_unix` until it has had no client for its idle time.
+//! It lives in the user's runtime folder (`runtime.rs`, private to the
+//! user), as `KEY.sock` (0600) beside `KEY.json` (what `tether sessions`
+//! shows) and `KEY.log` (the keeper's own stderr).
+//! KEY is a digest of the entry as written and where it runs, so an
+//! edited entry gets a keeper of its own and the old one idles away.
+//!
+//! A command reaches a kept server through `tether _attach SOCKET`
+//! (`attach.rs`), run as that entry's stdio command: to the command's hub
+//! the kept server is one more stdio server, with every part of the client
+//! (eras, timeouts, cancellation, the host's roots, sampling and
+//! elicitation) unchanged. The keeper's server dies with the keeper, also
+//! when it is killed: its supervisor has the keeper as its parent.
+
+pub(super) mod attach;
+pub(super) mod keeper;
+mod runtime;
+pub(super) mod sessions;
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use tether::{Config, ServerConfig, TransportConfig};
+
+use super::args::Command;
+use super::escape;
+use super::output::{EXIT_SERVER, EXIT_USAGE};
+
+/// How long a server kept with `--keep-alive` (and no `keepAlive` idle
+/// time of its entry's) is kept unused.
+pub(super) const DEFAULT_IDLE: Duration = Duration::from_secs(15 * 60);
+/// How long past the entry's start timeout a keeper may take to listen.
+const START_SLACK: Duration = Duration::from_secs(5);
+/// How often a starting keeper is looked at.
+const START_POLL: Duration = Duration::from_millis(5);
+
+/// How the command was run, for a keeper started by it: the same files.
+pub(super) struct Invocation<'a> {
+    pub(super) config_dir: &'a Path,
+    pub(super) project_dir: &'a Path,
+    pub(super) only_file: Option<&'a Path>,
+    /// The words that made ad-hoc entries (a URL, `stdio:CMD`), by the
+    /// entry's name: a keeper makes the same entry from the same word.
+    pub(super) adhoc: &'a HashMap<String, String>,
+}
+
+/// One kept server's files.
+pub(super) struct Kept {
+    socket: PathBuf,
+    log: PathBuf,
+    lock: PathBuf,
+}
+
+impl Kept {
+    /// The files of `server`'s keeper in `folder`, under its name and key.
+    fn of(folder: &Path, server: &ServerConfig, cwd: &Path) -> Kept {
+        let stem = key(server, cwd);
+        let file = |extension: &str| folder.join(format!("{stem}.{extension}"));
+        Kept { socket: file("sock"), log: file("log"), lock: file("lock") }
+    }
+
+    /// True when a keeper answers on the socket.
+    fn answers(&self) -> bool {
+        UnixStream::connect(&self.socket).is_ok()
+    }
+}
+
+/// The digest that tells one kept server from another: the entry as
+/// written (else as built), where it came from, and the folder it runs in.
+fn key(server: &ServerConfig, cwd: &Path) -> String {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    let written = match &server.raw {
+        Some(raw) => raw.to_string(),
+        None => format!("{:?}", server.transport),
+    };
+    for part in [
+        server.name.as_str(),
+        server.scope.as_str(),
+        &server.source.as_deref().map(|path| path.display().to_string()).unwrap_or_default(),
+        &written,
+        &cwd.display().to_string(),
+    ] {
+        context.update(part.as_bytes());
+        context.update(&[0]);
+    }
+    context.finish().as_ref()[..8].iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Points `config`'s servers that the command uses through their keepers:
+/// those kept (`keepAlive`, or every one with `--keep-alive`) are started
+/// when no keeper runs yet; any other with a keeper running uses it.
+/// Returns the exit code when a keeper could not be had.
+pub(super) fn reach(
+    config: &mut Config,
+    command: &Command,
+    forced: bool,
+    invocation: &Invocation<'_>,
+) -> Result<(), u8> {
+    if matches!(command, Command::Serve { .. } | Command::Proxy(_))
+        || matches!(command, Command::List { no_connect: true, .. })
+    {
+        return Ok(());
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| invocation.project_dir.to_owned());
+    let used = command.server().map(str::to_owned);
+    let folder = match runtime::folder() {
+        Ok(folder) => Some(folder),
+        Err(why) => {
+            // Nothing can be kept; without being asked to, nothing needs to be.
+            let asked = config.servers.iter().any(|server| {
+                server.enabled
+                    && (forced || server.keep_alive.is_some())
+                    && used.as_deref().is_none_or(|used| Config::same_name(used, &server.name))
+            });
+            if asked {
+                errln!("cannot keep servers alive: {}", escape::escaped(&why));
+                return Err(EXIT_SERVER);
+            }
+            None
+        }
+    };
+    let Some(folder) = folder else { return Ok(()) };
+    for server in &mut config.servers {
+        let is_used = used.as_deref().is_none_or(|used| Config::same_name(used, &server.name));
+        if !server.enabled || !is_used {
+            continue;
+        }
+        let kept = Kept::of(&folder, server, &cwd);
+        let idle = server.keep_alive.or(forced.then_some(DEFAULT_IDLE));
+        if let Some(idle) = idle {
+            if let Err((code, why)) = ensure(&kept, server, idle, invocation, &cwd) {
+                errln!("server {:?}: its kept-alive session did not start", server.name);
+                for line in why.lines() {
+                    eprintln!("  {}", escape::escaped(line));
+                }
+                return Err(code);
+            }
+        } else if !kept.socket.exists() || !kept.answers() {
+            continue;
+        }
+        log::info!("server {:?} through its kept-alive session", server.name);
+        through(server, &kept).map_err(|why| {
+            errln!("{why}");
+            EXIT_USAGE
+        })?;
+    }
+    Ok(())
+}
+
+/// Makes `server` reach its keeper: a stdio entry running `tether _attach`.
+fn through(server: &mut ServerConfig, kept: &Kept) -> Result<(), String> {
+    let program = std::env::current_exe()
+        .map_err(|err| format!("cannot tell where tether's own program is: {err}"))?;
+    let socket = kept.socket.display().to_string();
+    let attach =
+        ServerConfig::stdio(&server.name, &program.display().to_string(), &["_attach", &socket]);
+    server.transport = attach.transport;
+    Ok(())
+}
+
+/// A keeper for `server` answering on its socket: one that runs already,
+/// or one started now and waited for (its server started, within the
+/// entry's start timeout). Two commands at once start one keeper: the
+/// second waits on the first's lock.
+fn ensure(
+    kept: &Kept,
+    server: &ServerConfig,
+    idle: Duration,
+    invocation: &Invocation<'_>,
+    cwd: &Path,
+) -> Result<(), (u8, String)> {
+    let failed = |why: String| (EXIT_SERVER, why);
+    let _lock = runtime::lock(&kept.lock).map_err(failed)?;
+    if kept.answers() {
+        return Ok(());
+    }
+    let mut child = spawn_keeper(kept, server, idle, invocation, cwd).map_err(failed)?;
+    let deadline = Instant::now() + server.start_timeout + START_SLACK;
+    loop {
+        if kept.answers() {
+            return Ok(());
+        }
+        match child.try_wait() {
+            // Its code says whose fault it was (2: the entry's, 3: the server's).
+            Ok(Some(status)) => {
+                let code = status.code().and_then(|code| u8::try_from(code).ok());
+                return Err((
+                    code.filter(|code| *code != 0).unwrap_or(EXIT_SERVER),
+                    said_by(&kept.log),
+                ));
+            }
+            Ok(None) => {}
+            Err(err) => return Err(failed(format!("cannot watch the keeper: {err}"))),
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(failed(format!(
+                "it did not start within {:.0} s (startTimeout, and {} s more)",
+                server.start_timeout.as_secs_f64(),
+                START_SLACK.as_secs()
+            )));
+        }
+        std::thread::sleep(START_POLL);
+    }
+}
+
+/// Starts `tether _keeper` for `server`: in a session of its own (no
+/// terminal's signals reach it), on the same files, in this folder and
+/// environment, its stderr to its log.
+fn spawn_keeper(
+    kept: &Kept,
+    server: &ServerConfig,
+    idle: Duration,
+    invocation: &Invocation<'_>,
+    cwd: &Path,
+) -> Result<Child, String> {
+    let program = std::env::current_exe()
+        .map_err(|err| format!("cannot tell where tether's own program is: {err}"))?;
+    let log = runtime::create_private(&kept.log)
+        .map_err(|err| format!("{}: {err}", kept.log.display()))?;
+    let mut command = std::process::Command::new(program);
+    let absolute = |path: &Path| std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    command.arg("--config-dir").arg(absolute(invocation.config_dir));
+    command.arg("--project").arg(absolute(invocation.project_dir));
+    if let Some(file) = invocation.only_file {
+        command.arg("--config").arg(absolute(file));
+    }
+    let word = invocation.adhoc.get(&server.name).unwrap_or(&server.name);
+    command
+        .arg("_keeper")
+        .arg("--socket")
+        .arg(&kept.socket)
+        .arg("--idle")
+        .arg(idle.as_secs().to_string())
+        .arg(word)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe, and nothing else runs here.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command.spawn().map_err(|err| format!("cannot start tether's keeper: {err}"))
+}
+
+/// What a keeper that ended said last (its log's last lines), or that it
+/// said nothing.
+fn said_by(log: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(file) = std::fs::File::open(log) {
+        let _ = file.take(64 * 1024).read_to_string(&mut text);
+    }
+    let lines: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
+    let last = &lines[lines.len().saturating_sub(6)..];
+    if last.is_empty() {
+        return "the keeper ended without a word".into();
+    }
+    last.join("\n")
+}
+
+/// The command line or URL a kept server runs, as `sessions` shows it.
+pub(super) fn target_of(server: &ServerConfig) -> String {
+    match &server.transport {
+        TransportConfig::Stdio(stdio) => {
+            let mut words = vec![tether::for_cli::shell_quote(&stdio.command)];
+            words.extend(stdio.args.iter().map(|arg| tether::for_cli::shell_quote(arg)));
+            words.join(" ")
+        }
+        TransportConfig::Http(http) => http.url.clone(),
+        _ => String::new(),
+    }
+}

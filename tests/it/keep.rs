@@ -1,0 +1,207 @@
+//! Kept-alive sessions (issue 26, item 9): a real background `tether`
+//! keeping a real fixture server between real `tether` commands, in a
+//! runtime folder of the test's own (`XDG_RUNTIME_DIR`), and no process
+//! left behind however a session ends.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::{
+    config_dir, fixture, misbehave_entry, run_command, stderr_of, stdout_of, tether_bin, Tag,
+    TempDir,
+};
+
+const WITHIN: Duration = Duration::from_secs(30);
+
+/// A private runtime folder, and every session in it ended when dropped.
+struct Runtime(TempDir);
+
+impl Runtime {
+    fn new() -> Runtime {
+        let dir = TempDir::new();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        Runtime(dir)
+    }
+
+    fn folder(&self) -> std::path::PathBuf {
+        self.0.path().join("tether")
+    }
+
+    /// `tether ARGS` on `config` with this runtime folder.
+    fn run(&self, config: &Path, args: &[&str]) -> (Output, Duration) {
+        let mut command = Command::new(tether_bin());
+        command
+            .arg("--config-dir")
+            .arg(config)
+            .args(args)
+            .env("XDG_RUNTIME_DIR", self.0.path())
+            .env_remove("RUST_LOG");
+        run_command(command, None, WITHIN)
+    }
+
+    fn sessions(&self, config: &Path) -> Vec<Value> {
+        let (output, _) = self.run(config, &["sessions", "--json"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+        serde_json::from_str::<Value>(&stdout_of(&output)).unwrap().as_array().unwrap().clone()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let mut command = Command::new(tether_bin());
+        command.args(["sessions", "end", "--all"]).env("XDG_RUNTIME_DIR", self.0.path());
+        let _ = run_command(command, None, WITHIN);
+    }
+}
+
+/// The number of `tools/call` requests the server behind saw.
+fn calls_seen(output: &Output) -> u64 {
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(output));
+    let counts: Value = serde_json::from_str(stdout_of(output).trim()).unwrap();
+    counts["tools/call"].as_u64().unwrap()
+}
+
+fn gone_within(tag: &Tag, within: Duration) -> bool {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        if tag.live_processes().is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn a_kept_server_keeps_its_state_and_answers_without_starting_again() {
+    let tag = Tag::new();
+    let mut entry = misbehave_entry(&tag, &["--start-delay", "1500"]);
+    entry["keepAlive"] = json!(60);
+    let config = config_dir(json!({"slow": entry}));
+    let runtime = Runtime::new();
+
+    let (first, took_first) = runtime.run(config.path(), &["call", "slow", "request_counts"]);
+    assert_eq!(calls_seen(&first), 1);
+    assert!(took_first >= Duration::from_millis(1500), "{took_first:?}");
+    // The command is over; its server is not.
+    assert_eq!(tag.live_processes().len(), 1, "{:?}", tag.live_processes());
+    let (second, took_second) = runtime.run(config.path(), &["call", "slow", "request_counts"]);
+    assert_eq!(calls_seen(&second), 2, "the same server answered");
+    assert!(took_second < Duration::from_millis(1500), "{took_second:?}");
+
+    let sessions = runtime.sessions(config.path());
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["name"], "slow");
+    assert_eq!(sessions[0]["idleSeconds"], 60);
+    let socket = std::fs::read_dir(runtime.folder())
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|extension| extension == "sock"))
+        .unwrap();
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let folder_mode = std::fs::metadata(runtime.folder()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(folder_mode, 0o700);
+
+    let (ended, _) = runtime.run(config.path(), &["sessions", "end", "slow"]);
+    assert_eq!(ended.status.code(), Some(0), "{}", stderr_of(&ended));
+    assert!(stderr_of(&ended).contains("ended slow"), "{}", stderr_of(&ended));
+    assert!(gone_within(&tag, Duration::from_secs(3)), "{:?}", tag.live_processes());
+    assert!(!socket.exists());
+    assert!(runtime.sessions(config.path()).is_empty());
+    let (unknown, _) = runtime.run(config.path(), &["sessions", "end", "slow"]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", stderr_of(&unknown));
+}
+
+#[test]
+fn keep_alive_on_the_command_line_and_a_running_session_used_without_it() {
+    let tag = Tag::new();
+    let config = config_dir(json!({"plain": misbehave_entry(&tag, &[])}));
+    let runtime = Runtime::new();
+    let (first, _) =
+        runtime.run(config.path(), &["call", "plain", "--keep-alive", "request_counts"]);
+    assert_eq!(calls_seen(&first), 1);
+    // No flag, no keepAlive: the session running is used all the same.
+    let (second, _) = runtime.run(config.path(), &["call", "plain", "request_counts"]);
+    assert_eq!(calls_seen(&second), 2);
+    let (tools, _) = runtime.run(config.path(), &["tools", "plain"]);
+    assert!(stdout_of(&tools).contains("mcp__plain__request_counts"), "{}", stdout_of(&tools));
+
+    // An ad-hoc server typed on the command line is kept the same way.
+    let line = format!("{} --tag {}", fixture("misbehave").display(), tag.0);
+    let adhoc = ["call", "--keep-alive", "--stdio", &line, "request_counts"];
+    let (first, _) = runtime.run(config.path(), &adhoc);
+    assert_eq!(calls_seen(&first), 1, "a session of its own");
+    let (second, _) = runtime.run(config.path(), &adhoc);
+    assert_eq!(calls_seen(&second), 2);
+    assert_eq!(runtime.sessions(config.path()).len(), 2);
+
+    let (ended, _) = runtime.run(config.path(), &["sessions", "end", "--all"]);
+    assert_eq!(ended.status.code(), Some(0), "{}", stderr_of(&ended));
+    assert!(gone_within(&tag, Duration::from_secs(3)), "{:?}", tag.live_processes());
+    // Without a session the server starts afresh for each command.
+    let (again, _) = runtime.run(config.path(), &["call", "plain", "request_counts"]);
+    assert_eq!(calls_seen(&again), 1);
+}
+
+#[test]
+fn a_killed_keeper_takes_its_server_along_and_an_idle_one_ends_by_itself() {
+    let tag = Tag::new();
+    let mut entry = misbehave_entry(&tag, &[]);
+    entry["keepAlive"] = json!(true);
+    let mut brief = misbehave_entry(&tag, &["--era", "legacy"]);
+    brief["keepAlive"] = json!(1);
+    let config = config_dir(json!({"kept": entry, "brief": brief}));
+    let runtime = Runtime::new();
+
+    let (called, _) = runtime.run(config.path(), &["call", "kept", "echo", "text=hi"]);
+    assert_eq!(stdout_of(&called).trim(), "hi", "{}", stderr_of(&called));
+    let sessions = runtime.sessions(config.path());
+    assert_eq!(sessions[0]["idleSeconds"], 900, "true is 15 minutes");
+    let pid = sessions[0]["pid"].as_i64().unwrap() as i32;
+    // SAFETY: a plain system call on the keeper this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert!(gone_within(&tag, Duration::from_secs(3)), "{:?}", tag.live_processes());
+    assert!(runtime.sessions(config.path()).is_empty(), "a dead keeper is no session");
+
+    let (called, _) = runtime.run(config.path(), &["call", "brief", "echo", "text=hi"]);
+    assert_eq!(stdout_of(&called).trim(), "hi", "{}", stderr_of(&called));
+    assert_eq!(runtime.sessions(config.path()).len(), 1);
+    // One second unused, and a quarter of a second for the keeper to look.
+    assert!(gone_within(&tag, Duration::from_secs(5)), "{:?}", tag.live_processes());
+    assert!(runtime.sessions(config.path()).is_empty());
+}
+
+#[test]
+fn a_kept_server_that_cannot_start_is_said_with_the_same_exit_code() {
+    let config = config_dir(json!({
+        "missing": {"command": "/nonexistent/tether-test-server", "keepAlive": true},
+    }));
+    let runtime = Runtime::new();
+    let (output, _) = runtime.run(config.path(), &["call", "missing", "x"]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr_of(&output));
+    let said = stderr_of(&output);
+    assert!(said.contains("kept-alive session did not start"), "{said}");
+    assert!(said.contains("/nonexistent/tether-test-server"), "{said}");
+    assert!(runtime.sessions(config.path()).is_empty());
+}
+
+#[test]
+fn a_runtime_folder_open_to_others_is_refused() {
+    let tag = Tag::new();
+    let mut entry = misbehave_entry(&tag, &[]);
+    entry["keepAlive"] = json!(true);
+    let config = config_dir(json!({"kept": entry}));
+    let runtime = Runtime::new();
+    std::fs::create_dir(runtime.folder()).unwrap();
+    std::fs::set_permissions(runtime.folder(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (output, _) = runtime.run(config.path(), &["call", "kept", "echo", "text=hi"]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr_of(&output));
+    assert!(stderr_of(&output).contains("open to others"), "{}", stderr_of(&output));
+    assert!(tag.live_processes().is_empty());
+}
