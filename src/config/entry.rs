@@ -437,9 +437,14 @@ fn http_transport(
         check_url(&url).map_err(|why| entry.field("url", why))?;
     }
     let mut headers = Vec::new();
+    let mut header_commands = Vec::new();
     for (key, value) in
         string_map(entry.fields, "headers").map_err(|why| entry.field("headers", why))?
     {
+        // Run once now; again when the server refuses what it gave.
+        if let Some(command_line) = value.strip_prefix('!') {
+            header_commands.push((key.clone(), command_line.to_owned()));
+        }
         let expanded = expander
             .expand_secret(&value)
             .map_err(|why| entry.field("headers", format!("{key}: {why}")))?;
@@ -486,6 +491,7 @@ fn http_transport(
         url,
         kind,
         headers,
+        header_commands,
         bearer_token_env,
         oauth,
         auth_provider,

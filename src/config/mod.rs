@@ -213,6 +213,10 @@ pub struct HttpConfig {
     pub kind: HttpKind,
     /// Extra headers on every request (values may be secrets).
     pub headers: Vec<(String, String)>,
+    /// The headers whose value a `!command` gave (name, command line): run
+    /// again once when the server refuses a request with 401 or 403 (a
+    /// short-lived token), as Claude Code's `headersHelper` is.
+    pub header_commands: Vec<(String, String)>,
     /// The host variable whose value is sent as `Authorization: Bearer …`.
     pub bearer_token_env: Option<String>,
     /// OAuth settings (`oauth`), checked; `None` when the entry has none
@@ -282,6 +286,10 @@ impl fmt::Debug for HttpConfig {
             .field("url", &crate::url::redact_url(&self.url))
             .field("kind", &self.kind)
             .field("headers", &self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
+            .field(
+                "header_commands",
+                &self.header_commands.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            )
             .field("bearer_token_env", &self.bearer_token_env)
             .field("oauth", &self.oauth.as_ref().map(|_| "…"))
             .field("auth_provider", &self.auth_provider)
@@ -311,6 +319,7 @@ impl ServerConfig {
                 url: url.to_owned(),
                 kind,
                 headers: Vec::new(),
+                header_commands: Vec::new(),
                 bearer_token_env: None,
                 oauth: None,
                 auth_provider: None,

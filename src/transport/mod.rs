@@ -120,6 +120,7 @@ pub(crate) fn for_entry(config: &ServerConfig, lent: &FromHost) -> Result<Transp
                 url: remote.url.clone(),
                 kind: remote.kind,
                 headers: remote.headers.clone(),
+                header_commands: remote.header_commands.clone(),
                 bearer_token,
                 endpoint_wait: config.start_timeout,
                 oauth: remote.oauth.as_deref().cloned().unwrap_or_default(),

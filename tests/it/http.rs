@@ -923,3 +923,56 @@ fn a_refused_loopback_url_fails_at_once() {
     assert!(client.is_err());
     assert!(began.elapsed() - took < Duration::from_millis(100), "the library too");
 }
+
+// Issue 26 (item 10): a header from a `!command` (a short-lived token, as
+// Claude Code's headersHelper gives) is taken again once when the server
+// refuses it, with 401 or 403; a value refused twice fails with the refusal.
+#[test]
+fn a_header_command_runs_again_once_when_the_server_refuses_its_value() {
+    let cases: [(&[&str], &str, &str, &str); 2] = [
+        (&["--auth-required"], "Authorization", "Bearer stale", "Bearer secret-token"),
+        (&["--require-header", "X-Api-Key:k1"], "X-Api-Key", "k0", "k1"),
+    ];
+    for (flags, header, stale, fresh) in cases {
+        let tag = Tag::new();
+        let server = HttpFixture::start(&tag, flags);
+        let dir = crate::support::TempDir::new();
+        // Stale the first time it runs, fresh after.
+        let script = dir.write(
+            "token.sh",
+            &format!(
+                "n=$(cat \"$0.n\" 2>/dev/null || echo 0)\necho $((n + 1)) > \"$0.n\"\n\
+                 if [ \"$n\" = 0 ]; then echo '{stale}'; else echo '{fresh}'; fi\n"
+            ),
+        );
+        let runs = || std::fs::read_to_string(script.with_extension("sh.n")).unwrap_or_default();
+        let entry = json!({"url": server.url, "type": "http",
+            "headers": {header: format!("!sh {}", script.display())}});
+        dir.write("mcp.json", &json!({"mcpServers": {"web": entry}}).to_string());
+        let (output, _) = crate::support::run_tether(
+            dir.path(),
+            &["call", "web", "echo", "text=hi"],
+            Duration::from_secs(20),
+        );
+        let said = crate::support::stderr_of(&output);
+        assert_eq!(output.status.code(), Some(0), "{header}: {said}");
+        assert_eq!(crate::support::stdout_of(&output).trim(), "hi");
+        assert_eq!(runs().trim(), "2", "{header}: once at load, once after the refusal");
+
+        // Refused again after the second run: the refusal is said, and the
+        // command ran once more only.
+        std::fs::write(script.with_extension("sh.n"), "0").unwrap();
+        let wrong = dir.write("wrong.sh", "echo nope\n");
+        let entry = json!({"url": server.url, "type": "http",
+            "headers": {header: format!("!sh {}", wrong.display())}});
+        dir.write("mcp.json", &json!({"mcpServers": {"web": entry}}).to_string());
+        let (output, _) = crate::support::run_tether(
+            dir.path(),
+            &["call", "web", "echo", "text=hi"],
+            Duration::from_secs(20),
+        );
+        assert_ne!(output.status.code(), Some(0), "{header}");
+        let said = crate::support::stderr_of(&output);
+        assert!(said.contains("401") || said.contains("403"), "{header}: {said}");
+    }
+}

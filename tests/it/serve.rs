@@ -465,9 +465,8 @@ fn a_hub_served_on_a_unix_socket_answers_each_client_and_stops() {
     let program = crate::support::fixture("misbehave").display().to_string();
     let server = ServerConfig::stdio("fx", &program, &["--tag", &tag.0]);
     let downstream = std::sync::Arc::new(Downstream::new());
-    let options = HubOptions::default()
-        .with_host(downstream.host())
-        .with_name_style(NameStyle::Prefixed);
+    let options =
+        HubOptions::default().with_host(downstream.host()).with_name_style(NameStyle::Prefixed);
     let hub = Hub::start(Config::new().with_server(server), options);
     let dir = TempDir::new();
     let socket = dir.path().join("s.sock");

@@ -134,6 +134,9 @@ pub(crate) struct HttpTransport {
 #[derive(Default)]
 struct State {
     mode: Mode,
+    /// The target's headers as their `!command`s gave them again, once a
+    /// server refused the first ones.
+    headers: Option<Vec<(String, String)>>,
     session_id: Option<String>,
     protocol_version: Option<String>,
     /// The server speaks the stateless revision (2026-07-28): no session,

@@ -43,6 +43,8 @@ const MAX_REDIRECTS: usize = 3;
 #[derive(Default)]
 struct Tries {
     renewed_session: bool,
+    /// The headers' `!command`s were run again after a 401 or 403.
+    reran_headers: bool,
     sign_ins: usize,
     /// Where a same-origin 307/308 sent it.
     redirected: Option<String>,
@@ -199,6 +201,21 @@ impl HttpTransport {
                 }
                 Attempt::HandOff
             }
+            // A short-lived credential from a `!command`: it runs again,
+            // once, before any sign-in.
+            _ if matches!(status, 401 | 403)
+                && !tries.reran_headers
+                && !self.target.header_commands.is_empty() =>
+            {
+                tries.reran_headers = true;
+                match self.rerun_header_commands() {
+                    Ok(()) => Attempt::Again,
+                    Err(why) => Attempt::Done(Err(Error::Auth(format!(
+                        "the server refused the request (HTTP {status}), and a header's \
+                         !command failed when run again: {why}"
+                    )))),
+                }
+            }
             Outcome::SessionGone if !tries.renewed_session => {
                 tries.renewed_session = true;
                 self.renewed(sent_session)
@@ -290,6 +307,22 @@ impl HttpTransport {
 
     /// The next step once `expired` is known to be over: send again in a
     /// renewed session, or fail, and lose the connection, when it cannot be.
+    /// Runs the headers' `!command`s again (their first values were
+    /// refused); what they give now goes on every request from here on.
+    fn rerun_header_commands(&self) -> Result<(), String> {
+        let mut headers =
+            lock(&self.state).headers.clone().unwrap_or_else(|| self.target.headers.clone());
+        for (name, command_line) in &self.target.header_commands {
+            let value = crate::value_command::run_command(command_line)?;
+            for header in headers.iter_mut().filter(|(header, _)| header == name) {
+                header.1.clone_from(&value);
+            }
+            log::info!("{}: header {name} from its !command again, after a refusal", self.server);
+        }
+        lock(&self.state).headers = Some(headers);
+        Ok(())
+    }
+
     fn renewed(&self, expired: Option<String>) -> Attempt {
         match self.renew_once(expired) {
             Ok(()) => Attempt::Again,

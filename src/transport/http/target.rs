@@ -22,6 +22,9 @@ pub struct HttpTarget {
     pub kind: HttpKind,
     /// Headers on every request (values may be secrets).
     pub headers: Vec<(String, String)>,
+    /// The headers a `!command` gave (name, command line), run again once
+    /// when the server refuses a request with 401 or 403.
+    pub(crate) header_commands: Vec<(String, String)>,
     /// Sent as `Authorization: Bearer …` unless `headers` has an Authorization.
     pub bearer_token: Option<String>,
     /// How long a legacy server may take to send its `endpoint` event.
@@ -64,6 +67,7 @@ impl HttpTarget {
             url: url.to_owned(),
             kind,
             headers: Vec::new(),
+            header_commands: Vec::new(),
             bearer_token: None,
             endpoint_wait: ENDPOINT_WAIT,
             oauth: OAuthSettings::default(),

@@ -213,13 +213,13 @@ impl HttpTransport {
         with_session: bool,
         bearer: Option<&str>,
     ) -> ureq::RequestBuilder<B> {
-        for (name, value) in &self.target.headers {
+        let state = lock(&self.state);
+        for (name, value) in state.headers.as_ref().unwrap_or(&self.target.headers) {
             request = request.header(name.as_str(), value.as_str());
         }
         if let Some(token) = bearer {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
-        let state = lock(&self.state);
         if let (Some(session), true, false) = (&state.session_id, with_session, state.stateless) {
             request = request.header("Mcp-Session-Id", session.as_str());
         }
