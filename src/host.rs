@@ -95,6 +95,18 @@ pub trait Host: Send + Sync {
         Err(declined("elicitation"))
     }
 
+    /// The server gave up its own request that [`Host::elicit`] or
+    /// [`Host::create_message`] is answering now (`method` names which):
+    /// stop asking the person or the model and return anything, which is
+    /// not sent. Called on the connection's reader thread while that call
+    /// runs on another, so it must not block: set a flag, wake a prompt. A
+    /// request the server gives up before the host sees it never reaches
+    /// the host. (Only handshake-era servers do this; the notification
+    /// also reaches [`Host::notification`] once that call returned.)
+    fn cancelled(&self, server: &str, method: &str, reason: Option<&str>) {
+        let _ = (server, method, reason);
+    }
+
     /// Sees every notification that is not a response's progress.
     fn notification(&self, server: &str, notification: &Notification) {
         let _ = (server, notification);

@@ -5,11 +5,16 @@
 //! then whether to send it; a URL request shows the whole URL and asks before
 //! opening it with the desktop opener (no shell). Without a terminal on
 //! both stdin and stderr, elicitation is not even declared to servers, so
-//! they never ask. Sampling is declined: there is no model here.
+//! they never ask. A question the server withdraws while it waits for its
+//! answer is said, and not answered. Sampling is declined: there is no
+//! model here.
 
 use std::io::{self, BufRead, IsTerminal, Write};
+use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
@@ -25,6 +30,8 @@ pub(super) struct TerminalHost {
     roots: Vec<Root>,
     /// Two servers asking at once take turns.
     asking: Mutex<()>,
+    /// Set when the server asking now gave its question up.
+    withdrawn: AtomicBool,
 }
 
 impl TerminalHost {
@@ -33,6 +40,7 @@ impl TerminalHost {
             interactive: io::stdin().is_terminal() && io::stderr().is_terminal(),
             roots,
             asking: Mutex::new(()),
+            withdrawn: AtomicBool::new(false),
         }
     }
 }
@@ -51,20 +59,44 @@ impl Host for TerminalHost {
             return Ok(json!({"action": "decline"}));
         }
         let _turn = lock(&self.asking);
+        self.withdrawn.store(false, Ordering::SeqCst);
         let message = params.get("message").and_then(Value::as_str).unwrap_or("");
         eprintln!("\nServer {server:?} asks: {}", escaped_body(message));
         let answer = if params.get("mode").and_then(Value::as_str) == Some("url") {
-            ask_url(params)
+            ask_url(params, &self.withdrawn)
         } else {
-            ask_form(params.get("requestedSchema").unwrap_or(&Value::Null))
+            ask_form(params.get("requestedSchema").unwrap_or(&Value::Null), &self.withdrawn)
         };
         Ok(answer.unwrap_or_else(|| json!({"action": "cancel"})))
     }
+
+    fn cancelled(&self, server: &str, _method: &str, reason: Option<&str>) {
+        self.withdrawn.store(true, Ordering::SeqCst);
+        let reason = reason.map(|reason| format!(": {}", escaped_body(reason))).unwrap_or_default();
+        eprintln!("\nServer {server:?} withdrew its question{reason}");
+    }
 }
 
-fn read_answer(question: &str) -> Option<String> {
+/// How often a question waiting for its answer looks whether it was withdrawn.
+const WITHDRAWN_POLL: Duration = Duration::from_millis(100);
+
+/// A line from the terminal; `None` at its end, or once the question is
+/// withdrawn (the line typed so far is left unread).
+fn read_answer(question: &str, withdrawn: &AtomicBool) -> Option<String> {
     eprint!("{question}");
     let _ = io::stderr().flush();
+    loop {
+        if withdrawn.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mut poll =
+            libc::pollfd { fd: io::stdin().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let millis = WITHDRAWN_POLL.as_millis() as libc::c_int;
+        // SAFETY: one valid pollfd, for the duration of the call.
+        if unsafe { libc::poll(&mut poll, 1, millis) } != 0 {
+            break;
+        }
+    }
     let mut line = String::new();
     match io::stdin().lock().read_line(&mut line) {
         Ok(0) | Err(_) => None,
@@ -72,7 +104,7 @@ fn read_answer(question: &str) -> Option<String> {
     }
 }
 
-fn ask_url(params: &Value) -> Option<Value> {
+fn ask_url(params: &Value, withdrawn: &AtomicBool) -> Option<Value> {
     let url = params.get("url").and_then(Value::as_str).unwrap_or("");
     // Shown escaped: `https://evil.example/\e[2K\rhttps://accounts…` must
     // not pass for the second address. A URL has no control characters, so
@@ -87,11 +119,11 @@ fn ask_url(params: &Value) -> Option<Value> {
         eprintln!("That is not an http(s) URL; tether will not open it.");
         return Some(json!({"action": "decline"}));
     }
-    let open = read_answer("Open it in your browser? [y/N] ")?;
+    let open = read_answer("Open it in your browser? [y/N] ", withdrawn)?;
     if open.eq_ignore_ascii_case("y") || open.eq_ignore_ascii_case("yes") {
         open_in_browser(url);
     }
-    match choice(&read_answer("When you are done: (a)ccept, (d)ecline or (c)ancel? ")?) {
+    match choice(&read_answer("When you are done: (a)ccept, (d)ecline or (c)ancel? ", withdrawn)?) {
         Some(Choice::Accept) => Some(json!({"action": "accept"})),
         Some(Choice::Decline) => Some(json!({"action": "decline"})),
         _ => Some(json!({"action": "cancel"})),
@@ -125,7 +157,7 @@ pub(super) fn open_in_browser(url: &str) {
     }
 }
 
-fn ask_form(schema: &Value) -> Option<Value> {
+fn ask_form(schema: &Value, withdrawn: &AtomicBool) -> Option<Value> {
     let empty = Map::new();
     let properties = schema.get("properties").and_then(Value::as_object).unwrap_or(&empty);
     let required: Vec<&str> = schema
@@ -159,7 +191,7 @@ fn ask_form(schema: &Value) -> Option<Value> {
                 question.push_str(" *");
             }
             question.push_str(": ");
-            let answer = read_answer(&question)?;
+            let answer = read_answer(&question, withdrawn)?;
             let kind = kind.as_str();
             if answer.is_empty() {
                 match default {
@@ -184,7 +216,7 @@ fn ask_form(schema: &Value) -> Option<Value> {
         }
     }
     loop {
-        let answer = read_answer("Send this? (a)ccept, (d)ecline or (c)ancel [a]: ")?;
+        let answer = read_answer("Send this? (a)ccept, (d)ecline or (c)ancel [a]: ", withdrawn)?;
         match choice(&answer) {
             Some(Choice::Accept) => return Some(json!({"action": "accept", "content": content})),
             Some(Choice::Decline) => return Some(json!({"action": "decline"})),

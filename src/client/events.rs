@@ -9,6 +9,7 @@
 //! after a while without one, so an idle connection has none; close hands
 //! on what was queued before it, for a moment, and joins the thread.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -65,6 +66,18 @@ pub(super) struct EventQueue {
     /// queued after that (a closed connection's last stderr fragment) starts
     /// no thread and stays until the router goes.
     closing: OnceLock<Instant>,
+    /// The server's requests queued or being answered, by id: a request the
+    /// server gives up is skipped, or the host told and its answer kept.
+    requests: Mutex<HashMap<RequestId, Asked>>,
+}
+
+/// A server request the host has not answered yet.
+struct Asked {
+    method: String,
+    /// Handed to the host (else still queued).
+    answering: bool,
+    /// The server gave it up (`notifications/cancelled`).
+    withdrawn: bool,
 }
 
 /// The events thread, when one runs.
@@ -108,6 +121,7 @@ impl EventQueue {
             stderr_queued: AtomicUsize::new(0),
             worker: Mutex::default(),
             closing: OnceLock::new(),
+            requests: Mutex::default(),
         })
     }
 
@@ -174,7 +188,21 @@ impl EventQueue {
     /// at its bound.
     #[allow(clippy::result_large_err)]
     pub(super) fn push(&self, event: Event) -> Result<(), TrySendError<Event>> {
-        self.try_send(event)?;
+        let asked = match &event {
+            Event::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
+        if let (Some(id), Event::Request(request)) = (&asked, &event) {
+            let asked =
+                Asked { method: request.method.clone(), answering: false, withdrawn: false };
+            lock(&self.requests).insert(id.clone(), asked);
+        }
+        if let Err(refused) = self.try_send(event) {
+            if let Some(id) = &asked {
+                lock(&self.requests).remove(id);
+            }
+            return Err(refused);
+        }
         let mut worker = lock(&self.worker);
         if worker.running || worker.closed {
             return Ok(());
@@ -204,11 +232,53 @@ impl EventQueue {
                 }
                 drop(worker);
                 for id in refused {
+                    self.settled(&id);
                     self.answer(&id, &Err(busy()));
                 }
             }
         }
         Ok(())
+    }
+
+    /// The server gave up its request `id`: one still queued is never
+    /// handed to the host; the host answering one now is told, and its
+    /// answer is not sent (as MCP asks of the receiver of a cancellation).
+    pub(super) fn withdraw(&self, id: &RequestId, reason: Option<&str>) {
+        let answering = {
+            let mut requests = lock(&self.requests);
+            let Some(asked) = requests.get_mut(id) else {
+                log::debug!("{}: gave up its request {id}, which is answered already", self.server);
+                return;
+            };
+            asked.withdrawn = true;
+            asked.answering.then(|| asked.method.clone())
+        };
+        if let Some(method) = answering {
+            let host = &*self.host;
+            if catch_unwind(AssertUnwindSafe(|| host.cancelled(&self.server, &method, reason)))
+                .is_err()
+            {
+                log::warn!("{}: the host panicked on a cancellation", self.server);
+            }
+        }
+    }
+
+    /// The server's request `id` leaves the host's hands: whether it was
+    /// withdrawn meanwhile.
+    fn settled(&self, id: &RequestId) -> bool {
+        lock(&self.requests).remove(id).is_some_and(|asked| asked.withdrawn)
+    }
+
+    /// Hands request `id` to the host, unless the server withdrew it.
+    fn begin_answer(&self, id: &RequestId) -> bool {
+        match lock(&self.requests).get_mut(id) {
+            Some(asked) if asked.withdrawn => false,
+            Some(asked) => {
+                asked.answering = true;
+                true
+            }
+            None => true,
+        }
     }
 
     /// The connection closed: the thread hands on what is queued and ends.
@@ -275,8 +345,17 @@ fn events_loop(queue: &EventQueue) {
         // the close still reach the host (a one-shot command's log must have
         // the server's last words), up to the `Stop` the close queued behind
         // them and while the close waits; requests are not answered any more.
-        let dropped = match event {
-            Event::Request(_) => queue.closing.get().is_some(),
+        let dropped = match &event {
+            Event::Request(request) => {
+                let closing = queue.closing.get().is_some();
+                if closing || !queue.begin_answer(&request.id) {
+                    queue.settled(&request.id);
+                    log::debug!("{server}: {} not answered: withdrawn, or closing", request.method);
+                    true
+                } else {
+                    false
+                }
+            }
             Event::Notification(_) | Event::Stderr(_) => queue.past_close(),
             Event::Stop => false,
         };
@@ -302,7 +381,11 @@ fn events_loop(queue: &EventQueue) {
                 if let Err(error) = &outcome {
                     log::debug!("{server}: answered {} with an error: {error}", request.method);
                 }
-                queue.answer(&request.id, &outcome);
+                if queue.settled(&request.id) {
+                    log::debug!("{server}: {} was withdrawn: no answer", request.method);
+                } else {
+                    queue.answer(&request.id, &outcome);
+                }
             }
             Event::Notification(notification) => {
                 log::debug!("{server}: notification {}", notification.method);

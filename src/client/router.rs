@@ -128,17 +128,28 @@ impl Router {
         }
     }
 
-    /// A server that ends one of our requests itself (it ends a listen
-    /// stream so on stdio) fails that request's waiter.
+    /// `notifications/cancelled` from the server. A handshake-era server
+    /// gives up a request of its own (its ids, not ours: both sides count
+    /// from 1): the host is told, or never sees it. A stateless server on
+    /// stdio ends our `subscriptions/listen` so, and nothing else.
     fn server_cancelled(&self, notification: &Notification) {
         if notification.method != "notifications/cancelled" {
             return;
         }
-        let id = notification.params.as_ref().and_then(|params| params["requestId"].as_i64());
-        if let Some(id) = id {
-            if let Some(waiter) = self.pending.take(id) {
-                let _ = waiter.replies.send((id, Reply::Failed(Error::Cancelled)));
+        let params = notification.params.as_ref();
+        let Some(id) = params.and_then(|params| params.get("requestId")) else { return };
+        if self.stateless.is_stateless() {
+            let listen = id.as_i64().filter(|id| self.stateless.is_listening_as(*id));
+            if let Some(id) = listen {
+                if let Some(waiter) = self.pending.take(id) {
+                    let _ = waiter.replies.send((id, Reply::Failed(Error::Cancelled)));
+                }
             }
+            return;
+        }
+        if let Ok(id) = serde_json::from_value::<RequestId>(id.clone()) {
+            let reason = params.and_then(|params| params.get("reason")).and_then(Value::as_str);
+            self.events.withdraw(&id, reason);
         }
     }
 

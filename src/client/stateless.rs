@@ -49,6 +49,11 @@ impl StatelessState {
         &self.lists
     }
 
+    /// True when `id` is the open `subscriptions/listen` request's.
+    pub(super) fn is_listening_as(&self, id: i64) -> bool {
+        id != 0 && self.listening.load(Ordering::Acquire) == id
+    }
+
     /// A `subscriptions/listen` request went out under `id`.
     pub(super) fn listening_as(&self, id: i64) {
         self.listening.store(id, Ordering::Release);

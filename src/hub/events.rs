@@ -213,6 +213,10 @@ impl Host for HubHost {
         self.user.elicit(server, params)
     }
 
+    fn cancelled(&self, server: &str, method: &str, reason: Option<&str>) {
+        self.user.cancelled(server, method, reason);
+    }
+
     fn notification(&self, server: &str, notification: &Notification) {
         match notification.method.as_str() {
             "notifications/tools/list_changed" => {

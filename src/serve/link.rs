@@ -74,13 +74,21 @@ pub(super) enum Route<'a> {
     Announce,
 }
 
+/// One of tether's requests to its client, waiting for the answer.
+struct Asking {
+    answer: Sender<Result<Value, RpcError>>,
+    /// The upstream server whose request it passes on, and its method.
+    server: String,
+    method: String,
+}
+
 /// One client in front of tether: its output, the requests tether sent
 /// it, its requests under way, and what it said of itself.
 #[derive(Default)]
 pub(super) struct Link {
     out: Mutex<Outlet>,
     /// Requests sent to the client, by id, each with where its answer goes.
-    waiting: Mutex<HashMap<i64, Sender<Result<Value, RpcError>>>>,
+    waiting: Mutex<HashMap<i64, Asking>>,
     next_id: AtomicU64,
     pub(super) peer: Mutex<Peer>,
     /// The client's requests being answered, each with its cancellation.
@@ -233,16 +241,24 @@ impl Link {
 
     /// An answer from the downstream to one of tether's requests.
     pub(super) fn answered(&self, id: i64, outcome: Result<Value, RpcError>) {
-        if let Some(waiter) = lock(&self.waiting).remove(&id) {
-            let _ = waiter.send(outcome);
+        if let Some(asking) = lock(&self.waiting).remove(&id) {
+            let _ = asking.answer.send(outcome);
         }
     }
 
     /// Asks the downstream, and waits at most `wait` for its answer.
-    fn ask(&self, method: &str, params: &Value, wait: Duration) -> Result<Value, RpcError> {
+    fn ask(
+        &self,
+        server: &str,
+        method: &str,
+        params: &Value,
+        wait: Duration,
+    ) -> Result<Value, RpcError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) as i64 + 1;
         let (waiter, answer) = bounded(1);
-        lock(&self.waiting).insert(id, waiter);
+        let asking =
+            Asking { answer: waiter, server: server.to_owned(), method: method.to_owned() };
+        lock(&self.waiting).insert(id, asking);
         if !self.send(Route::Ask, Frame::request(id, method, Some(params))) {
             lock(&self.waiting).remove(&id);
             return Err(gone(method));
@@ -257,6 +273,31 @@ impl Link {
         });
         lock(&self.waiting).remove(&id);
         outcome?
+    }
+
+    /// The upstream `server` gave up its `method` request that this client
+    /// is answering: the client is told (`notifications/cancelled`), and
+    /// whoever waits hears it now.
+    fn withdraw(&self, server: &str, method: &str, reason: Option<&str>) {
+        let withdrawn = {
+            let mut waiting = lock(&self.waiting);
+            let id = waiting
+                .iter()
+                .find(|(_, asking)| asking.server == server && asking.method == method)
+                .map(|(id, _)| *id);
+            id.and_then(|id| waiting.remove(&id).map(|asking| (id, asking)))
+        };
+        let Some((id, asking)) = withdrawn else { return };
+        let mut params = json!({"requestId": id});
+        if let Some(reason) = reason {
+            params["reason"] = json!(reason);
+        }
+        self.send(Route::Ask, Frame::notification("notifications/cancelled", Some(&params)));
+        let _ = asking.answer.send(Err(RpcError {
+            code: -32800,
+            message: format!("{server} gave up its {method}"),
+            data: None,
+        }));
     }
 
     /// True when the downstream declared `capability` and can be asked.
@@ -332,9 +373,15 @@ pub(super) struct LinkHost(pub(super) Arc<Links>);
 
 impl LinkHost {
     /// Asks the client active last that takes `capability`; else the reason.
-    fn ask_if(&self, capability: &str, method: &str, params: &Value) -> Result<Value, RpcError> {
+    fn ask_if(
+        &self,
+        server: &str,
+        capability: &str,
+        method: &str,
+        params: &Value,
+    ) -> Result<Value, RpcError> {
         match self.0.asked_of(capability) {
-            Some(link) => link.ask(method, params, PERSON_WAIT),
+            Some(link) => link.ask(server, method, params, PERSON_WAIT),
             None => Err(RpcError {
                 code: -32601,
                 message: format!("no client in front of tether takes {method}"),
@@ -349,7 +396,7 @@ impl Host for LinkHost {
         let Some(link) = self.0.asked_of("roots") else {
             return Vec::new();
         };
-        match link.ask("roots/list", &json!({}), ROOTS_WAIT) {
+        match link.ask("", "roots/list", &json!({}), ROOTS_WAIT) {
             Ok(answer) => answer
                 .get("roots")
                 .and_then(Value::as_array)
@@ -382,16 +429,22 @@ impl Host for LinkHost {
         true
     }
 
-    fn create_message(&self, _server: &str, params: &Value) -> Result<Value, RpcError> {
-        self.ask_if("sampling", "sampling/createMessage", params)
+    fn create_message(&self, server: &str, params: &Value) -> Result<Value, RpcError> {
+        self.ask_if(server, "sampling", "sampling/createMessage", params)
     }
 
     fn handles_elicitation(&self) -> bool {
         true
     }
 
-    fn elicit(&self, _server: &str, params: &Value) -> Result<Value, RpcError> {
-        self.ask_if("elicitation", "elicitation/create", params)
+    fn elicit(&self, server: &str, params: &Value) -> Result<Value, RpcError> {
+        self.ask_if(server, "elicitation", "elicitation/create", params)
+    }
+
+    fn cancelled(&self, server: &str, method: &str, reason: Option<&str>) {
+        for link in self.0.all() {
+            link.withdraw(server, method, reason);
+        }
     }
 
     fn notification(&self, server: &str, notification: &Notification) {

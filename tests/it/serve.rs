@@ -518,3 +518,24 @@ fn a_hub_served_on_a_unix_socket_answers_each_client_and_stops() {
     hub.shutdown();
     assert!(tag.live_processes().is_empty());
 }
+
+// Issue 25 (item 8): an upstream server that gives up its elicitation has
+// it withdrawn from the client in front too, under the id tether asked with.
+#[test]
+fn a_question_withdrawn_upstream_is_withdrawn_in_front() {
+    let tag = Tag::new();
+    let servers = json!({"fx": misbehave_entry(&tag, &["--era", "legacy"])});
+    let mut front = Front::start(servers, &["fx"]);
+    front.initialize(json!({"elicitation": {"form": {}}}));
+    front.tools_with("withdraw");
+    front.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "withdraw", "arguments": {"ms": 300}}}));
+    let asked = front.next("an elicitation", |message| message["method"] == "elicitation/create");
+    let withdrawn =
+        front.next("its withdrawal", |message| message["method"] == "notifications/cancelled");
+    assert_eq!(withdrawn["params"]["requestId"], asked["id"], "{withdrawn}");
+    assert_eq!(withdrawn["params"]["reason"], "no longer needed");
+    let answered = front.next("the call's answer", |message| message["id"] == 2);
+    assert_eq!(answered["result"]["content"][0]["text"], "withdrew withdrawn-1", "{answered}");
+    front.close();
+}

@@ -863,3 +863,81 @@ fn a_server_that_never_reads_cannot_hold_a_call_or_close_past_their_bounds() {
     assert_quick(started, Duration::from_secs(4), "closing a server that does not read");
     tag.assert_gone();
 }
+
+// Issue 25 (item 8): a handshake-era server's `notifications/cancelled`
+// names a request of its own. Both sides count from 1, so before, it failed
+// tether's unrelated pending request of the same number.
+#[test]
+fn a_server_giving_up_its_own_requests_leaves_ours_alone() {
+    let tag = Tag::new();
+    let client = Arc::new(connect(&tag, &["--era", "legacy"]));
+    let sleeping = {
+        let client = Arc::clone(&client);
+        thread::spawn(move || {
+            client.call_tool("sleep", json!({"ms": 700}), &CallOptions::default())
+        })
+    };
+    thread::sleep(Duration::from_millis(100));
+    let said = client.call_tool("cancel_ids", json!({"up_to": 200}), &CallOptions::default());
+    assert_eq!(said.unwrap().to_text(), "cancelled 1 to 200");
+    let slept = sleeping.join().unwrap();
+    assert_eq!(slept.unwrap().to_text(), "slept 700 ms");
+    assert_eq!(echo(&client, "still").unwrap(), "still");
+    Arc::try_unwrap(client).ok().unwrap().close().unwrap();
+}
+
+/// A host whose elicitation waits until the server withdraws it.
+#[derive(Default)]
+struct PatientHost {
+    withdrawn: Mutex<Vec<(String, String, Option<String>)>>,
+    woken: Condvar,
+    asked: AtomicUsize,
+}
+
+impl Host for PatientHost {
+    fn handles_elicitation(&self) -> bool {
+        true
+    }
+
+    fn elicit(&self, _server: &str, _params: &Value) -> Result<Value, tether::RpcError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let withdrawn = self.withdrawn.lock().unwrap();
+        let (_withdrawn, _) = self
+            .woken
+            .wait_timeout_while(withdrawn, Duration::from_secs(5), |seen| seen.is_empty())
+            .unwrap();
+        Ok(json!({"action": "accept", "content": {"name": "too late"}}))
+    }
+
+    fn cancelled(&self, server: &str, method: &str, reason: Option<&str>) {
+        let seen = (server.to_owned(), method.to_owned(), reason.map(str::to_owned));
+        self.withdrawn.lock().unwrap().push(seen);
+        self.woken.notify_all();
+    }
+}
+
+// Issue 25 (item 8): the host answering a request the server gives up is
+// told at once, and its answer is not sent.
+#[test]
+fn a_withdrawn_elicitation_is_told_to_the_host_and_not_answered() {
+    let tag = Tag::new();
+    let host = Arc::new(PatientHost::default());
+    let options = quick(10_000).with_host(host.clone());
+    let client = Client::connect("fx", &misbehave(&tag, &["--era", "legacy"]), options).unwrap();
+    let started = Instant::now();
+    let said = client.call_tool("withdraw", json!({"ms": 300}), &CallOptions::default());
+    assert_eq!(said.unwrap().to_text(), "withdrew withdrawn-1");
+    assert_quick(started, Duration::from_secs(3), "a withdrawn question");
+    assert_eq!(host.asked.load(Ordering::SeqCst), 1);
+    let withdrawn = host.withdrawn.lock().unwrap().clone();
+    assert_eq!(
+        withdrawn,
+        [("fx".to_owned(), "elicitation/create".to_owned(), Some("no longer needed".to_owned()))]
+    );
+    thread::sleep(Duration::from_millis(200));
+    let replies =
+        client.call_tool("client_replies", json!({}), &CallOptions::default()).unwrap().to_text();
+    let replies: Vec<Value> = serde_json::from_str(&replies).unwrap();
+    assert!(replies.iter().all(|reply| reply["id"] != "withdrawn-1"), "{replies:?}");
+    client.close().unwrap();
+}
