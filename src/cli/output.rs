@@ -198,7 +198,8 @@ pub(crate) fn report(err: &Error) -> u8 {
 pub(crate) fn exit_code_of(err: &Error) -> u8 {
     match err.root() {
         // The server answered, correctly: the request was wrong.
-        Error::Rpc(rpc) if rpc.code == -32601 || rpc.code == -32602 => EXIT_USAGE,
+        // (-32002: a resource that does not exist.)
+        Error::Rpc(rpc) if matches!(rpc.code, -32601 | -32602 | -32002) => EXIT_USAGE,
         // The server answered with an error of its own.
         Error::Rpc(_) => EXIT_TOOL_ERROR,
         // Not started for its configuration: fix that, not the server.

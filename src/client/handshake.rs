@@ -1,6 +1,7 @@
 //! The handshake era's session start: `initialize`, a revision tether
 //! speaks, then `notifications/initialized` and whatever the transport's
-//! session needs before the first request (`Outlet::begin_session`).
+//! session needs before the first request (`Outlet::begin_session`), and
+//! the host's log level to a server that logs (`logging/setLevel`).
 
 use std::time::Instant;
 
@@ -65,6 +66,29 @@ impl Client {
         let initialized = Frame::notification("notifications/initialized", None);
         let outlet = self.router.outlet().map_err(|Closed| self.disconnected())?;
         outlet.set_session_kind(SessionKind::Handshake);
-        outlet.begin_session(initialized, &info.protocol_version, deadline)
+        outlet.begin_session(initialized, &info.protocol_version, deadline)?;
+        self.set_log_level(info, deadline);
+        Ok(())
+    }
+
+    /// `logging/setLevel` with the host's level, to a server that declares
+    /// `logging` (without it, a server logs what it likes). A refusal only
+    /// costs the server's log its filter: it is said, never fatal.
+    fn set_log_level(&self, info: &ServerInfo, deadline: Instant) {
+        let Some(level) = &self.options.log_level else { return };
+        if info.capabilities.get("logging").is_none_or(serde_json::Value::is_null) {
+            return;
+        }
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let options = CallOptions {
+            timeout: Some(timeout),
+            max_total_timeout: Some(timeout),
+            deadline: Some(deadline),
+            ..CallOptions::default()
+        };
+        let params = json!({"level": level});
+        if let Err(err) = self.exchange("logging/setLevel", Some(&params), &options) {
+            log::info!("{}: logging/setLevel {level}: {err}", self.router.server());
+        }
     }
 }

@@ -26,8 +26,10 @@ pub struct ClientOptions {
     pub host: Arc<dyn Host>,
     /// Which era to speak: found by probing (the default), or pinned.
     pub era: EraChoice,
-    /// The least severe log message a stateless server should send with
-    /// each request (`debug` … `emergency`); `None` asks for none.
+    /// The least severe log message a server should send: a handshake-era
+    /// server that declares `logging` is told once (`logging/setLevel`), a
+    /// stateless one with each request (`debug` … `emergency`); `None`
+    /// tells neither.
     pub log_level: Option<String>,
     /// The era each HTTP server spoke, by URL: shared by every clone of
     /// these options (a hub shares one among its servers).
@@ -72,8 +74,8 @@ impl ClientOptions {
         self
     }
 
-    /// The least severe log message a stateless server should send
-    /// (`debug`, `info`, `notice`, `warning`, `error`, …).
+    /// The least severe log message a server should send (`debug`,
+    /// `info`, `notice`, `warning`, `error`, …).
     pub fn with_log_level(mut self, level: &str) -> ClientOptions {
         self.log_level = Some(level.to_owned());
         self

@@ -312,7 +312,8 @@ impl Shared {
                 log_sink: self.options.log_sink.clone(),
             }),
             era: config.protocol,
-            // Stateless servers log only when asked, request by request.
+            // The level the log sink takes: a handshake-era server that
+            // logs is told once, a stateless one with each request.
             log_level: self.options.log_sink.as_ref().map(|_| "info".to_owned()),
             eras: self.eras.clone(),
         };

@@ -665,3 +665,30 @@ fn an_answer_mended_from_bad_utf8_is_said_so() {
     assert!(stderr_of(&output).contains("not valid UTF-8"), "{}", stderr_of(&output));
     tag.assert_gone();
 }
+
+// Issue 25 (items 5 and 12): a handshake-era server that declares logging
+// is told the level tether's log takes (`logging/setLevel`), once; a
+// resource that does not exist (-32002) is a usage error, as other
+// not-found errors are.
+#[test]
+fn a_logging_server_is_told_the_level_and_a_missing_resource_exits_2() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({
+        "fx": misbehave_entry(&tag, &["--era", "legacy", "--logging", "--resources"]),
+        "quiet": misbehave_entry(&tag, &["--era", "legacy"]),
+    }));
+    let (output, _) = run_tether(dir.path(), &["call", "fx", "request_counts"], WITHIN);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let counts: Value = serde_json::from_str(stdout_of(&output).trim()).unwrap();
+    assert_eq!(counts["logging/setLevel"], 1, "{counts}");
+    let (output, _) = run_tether(dir.path(), &["call", "quiet", "request_counts"], WITHIN);
+    let counts: Value = serde_json::from_str(stdout_of(&output).trim()).unwrap();
+    assert!(counts.get("logging/setLevel").is_none(), "{counts}");
+
+    let (output, _) = run_tether(dir.path(), &["read", "fx", "test://one"], WITHIN);
+    assert_eq!(stdout_of(&output).trim(), "the one", "{}", stderr_of(&output));
+    let (output, _) = run_tether(dir.path(), &["read", "fx", "test://missing"], WITHIN);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
+    assert!(stderr_of(&output).contains("Resource not found"), "{}", stderr_of(&output));
+    tag.assert_gone();
+}
