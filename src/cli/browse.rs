@@ -92,7 +92,7 @@ pub(super) fn read(
                 .iter()
                 .any(|status| Config::same_name(&status.name, server) && status.resources);
             if !offers {
-                eprintln!("  hint: {server:?} offers no resources (see: tether list {server})");
+                detail!("hint: {server:?} offers no resources (see: tether list {server})");
             }
             return code;
         }

@@ -24,15 +24,16 @@ use super::starting::{
 use super::{browse, escape, progress, status, table};
 
 /// Runs a server command.
-/// `around`: the roots offered to servers, and the token store's path.
+/// `around`: the roots offered to servers, the token store's path, and the
+/// servers reached through kept-alive sessions.
 pub(super) fn run(
     command: Command,
     config: Config,
     options: HubOptions,
-    around: (&[String], &std::path::Path),
+    around: (&[String], &std::path::Path, &[String]),
     signals: &mut SignalWatch,
 ) -> u8 {
-    let (roots, store) = around;
+    let (roots, store, kept) = around;
     signals.options = options;
     if let Command::Call { timeout: Some(ceiling), .. }
     | Command::Run { timeout: Some(ceiling), .. } = &command
@@ -46,7 +47,7 @@ pub(super) fn run(
             list_configured(config, &names, scope, json)
         }
         Command::List { names, scope, json, .. } => {
-            list(config, &names, scope, json, (roots, store), signals)
+            list(config, &names, scope, json, (roots, store, kept), signals)
         }
         Command::Resources { server, json } => {
             browse::resources(config, server.as_deref(), json, signals)
@@ -115,10 +116,10 @@ fn list(
     names: &[String],
     scope: Option<Scope>,
     json: bool,
-    around: (&[String], &std::path::Path),
+    around: (&[String], &std::path::Path, &[String]),
     signals: &SignalWatch,
 ) -> u8 {
-    let (roots, store) = around;
+    let (roots, store, kept) = around;
     let wanted = |name: &str, server_scope: Scope| {
         (names.is_empty() || names.iter().any(|wanted| Config::same_name(wanted, name)))
             && scope.is_none_or(|scope| scope == server_scope)
@@ -149,9 +150,18 @@ fn list(
     let all_names = all_names.chain(config.failed.iter().map(|entry| entry.name.as_str()));
     let all_names = all_names.chain(config.untrusted.iter().map(|entry| entry.name.as_str()));
     let widths = status::widths_for_names(all_names);
+    let is_kept = |name: &str| kept.iter().any(|kept| kept == name);
+    // A server behind a kept-alive session says so under its row.
+    let render = |status: &tether::ServerStatus, widths: &status::Widths| {
+        let mut row = status::render_row(status, widths);
+        if is_kept(&status.name) {
+            row.push_str("    kept alive: served by a kept-alive session (tether sessions)\n");
+        }
+        row
+    };
     let hub = signals.start_hub_reporting(config, |status| {
         if streaming {
-            emit(&status::render_row(status, &widths));
+            emit(&render(status, &widths));
         }
     });
     let statuses = hub.status();
@@ -163,6 +173,7 @@ fn list(
                 if let Some((_, sign_in)) = sign_ins.iter().find(|(name, _)| *name == status.name) {
                     row["signIn"] = sign_in.clone();
                 }
+                row["keptAlive"] = json!(is_kept(&status.name));
                 row
             })
             .collect();
@@ -170,7 +181,8 @@ fn list(
     } else if statuses.is_empty() {
         eprintln!("No servers configured. Add one with: tether add NAME -- COMMAND (see tether add --help)");
     } else if !streaming {
-        emit(&status::render_list(&statuses));
+        let widths = status::widths_of(&statuses);
+        emit(&statuses.iter().map(|status| render(status, &widths)).collect::<String>());
     }
     // An untrusted server is not connected, however it is asked for.
     let all_connected = statuses
@@ -511,7 +523,7 @@ fn report_call_error(err: &Error, hub: &tether::Hub, name: &str, tool: &str) -> 
             .find(|status| Config::same_name(&status.name, name))
             .and_then(|status| status.stderr_tail);
         for line in tail.as_deref().map(|tail| status::last_lines(tail, 10)).unwrap_or_default() {
-            eprintln!("  stderr: {}", escape::escaped(line));
+            detail!("stderr: {}", escape::escaped(line));
         }
     }
     if let Error::UnknownTool(_) = err.root() {
@@ -523,20 +535,20 @@ fn report_call_error(err: &Error, hub: &tether::Hub, name: &str, tool: &str) -> 
             .collect();
         let known: Vec<&str> = listed.iter().map(String::as_str).collect();
         match tether::for_cli::closest(tool, &known) {
-            Some(close) => eprintln!("  hint: did you mean {:?}?", escape::escaped(close)),
-            None => eprintln!("  hint: see its tools with: tether tools {name}"),
+            Some(close) => detail!("hint: did you mean {:?}?", escape::escaped(close)),
+            None => detail!("hint: see its tools with: tether tools {name}"),
         }
     }
     match err.root() {
         _ if INTERRUPTED.load(Ordering::SeqCst) => {}
         Error::LoginRequired { .. } => {
-            eprintln!("  hint: sign in with: tether login {name}");
+            detail!("hint: sign in with: tether login {name}");
         }
         Error::Timeout(tether::Timeout { step: tether::Step::Ceiling { .. }, .. }) => {
-            eprintln!("  hint: the tool was still at work; raise \"maxTotalTimeout\" for {name:?} in the configuration");
+            detail!("hint: the tool was still at work; raise \"maxTotalTimeout\" for {name:?} in the configuration");
         }
         Error::Timeout(_) => {
-            eprintln!("  hint: pass a longer --timeout, or raise \"timeout\" for {name:?} in the configuration");
+            detail!("hint: pass a longer --timeout, or raise \"timeout\" for {name:?} in the configuration");
         }
         _ => {}
     }

@@ -302,18 +302,35 @@ fn with_config(
         let keeping = keep::keeper::Keeping { server, socket, idle: *idle };
         return keep::keeper::keep(config, &keeping, options, signals);
     }
+    // The script, read now: the servers it names are the ones kept.
     #[cfg(feature = "serve")]
-    {
+    if let Command::Run { file, code, .. } = &mut command {
+        match run::source(file.as_deref(), code.as_deref()) {
+            Ok(source) => {
+                *code = Some(source);
+                *file = None;
+            }
+            Err(message) => {
+                errln!("{message}");
+                return EXIT_USAGE;
+            }
+        }
+    }
+    #[cfg(feature = "serve")]
+    let kept = {
         let invocation = keep::Invocation {
             config_dir: &files.config_dir,
             project_dir: &files.project_dir,
             only_file,
             adhoc: &adhoc_words,
         };
-        if let Err(code) = keep::reach(&mut config, &command, run.keep_alive, &invocation) {
-            return code;
+        match keep::reach(&mut config, &command, run.keep_alive, &invocation) {
+            Ok(kept) => kept,
+            Err(code) => return code,
         }
-    }
+    };
+    #[cfg(not(feature = "serve"))]
+    let kept: Vec<String> = Vec::new();
     #[cfg(not(feature = "serve"))]
     if run.keep_alive {
         errln!("this tether was built without kept-alive sessions (the \"serve\" cargo feature)");
@@ -330,7 +347,7 @@ fn with_config(
         options = options.with_authorization_handler(Arc::new(login::TerminalSignIn::new(&config)));
     }
     let root_uris: Vec<String> = roots.into_iter().map(|root| root.uri).collect();
-    connect::run(command, config, options, (&root_uris, &store), signals)
+    connect::run(command, config, options, (&root_uris, &store, &kept), signals)
 }
 
 /// The folders servers may work in: `--root` folders, else the project

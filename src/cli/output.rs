@@ -32,6 +32,12 @@ macro_rules! errln {
     ($($arg:tt)*) => { $crate::cli::output::error_line(format!($($arg)*)) };
 }
 
+/// A line that explains an error (`hint: …`, `stderr: …`): indented under
+/// it on stderr, or with `--json` in the error object's `details`.
+macro_rules! detail {
+    ($($arg:tt)*) => { $crate::cli::output::detail_line(format!($($arg)*)) };
+}
+
 /// Success.
 pub(crate) const EXIT_OK: u8 = 0;
 /// The tool reported an error, or a server is not connected.
@@ -53,6 +59,8 @@ pub(crate) static OUTPUT_FAILED: AtomicBool = AtomicBool::new(false);
 static JSON_ERRORS: AtomicBool = AtomicBool::new(false);
 /// The error lines kept for that object.
 static ERRORS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+/// The lines explaining them (hints, a server's stderr).
+static DETAILS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 /// Makes errors one JSON object at the end (`--json`).
 pub(crate) fn json_errors() {
@@ -68,10 +76,34 @@ pub(crate) fn error_line(text: String) {
     }
 }
 
+/// A line explaining an error: said now, indented, or kept for the JSON
+/// object's `details`.
+pub(crate) fn detail_line(text: String) {
+    if JSON_ERRORS.load(Ordering::SeqCst) {
+        lock(&DETAILS).push(text);
+    } else {
+        eprintln!("  {text}");
+    }
+}
+
+/// What another tether process said on its stderr (a keeper whose server
+/// did not start): its `error:` lines as errors, the rest as details.
+#[cfg_attr(not(feature = "serve"), allow(dead_code))]
+pub(crate) fn said_errors(words: &str) {
+    for line in words.lines().filter(|line| !line.trim().is_empty()) {
+        match line.strip_prefix("error: ") {
+            Some(error) => error_line(error.to_owned()),
+            None => detail_line(line.trim_start().to_owned()),
+        }
+    }
+}
+
 /// With `--json`, the kept errors as one object on stderr:
-/// `{"error": {"code", "exit", "message", "causes"}}`, `code` a stable word
-/// for the exit code (`toolError`, `usage`, `serverFailed`, `interrupted`).
+/// `{"error": {"code", "exit", "message", "causes", "details"}}`, `code` a
+/// stable word for the exit code (`toolError`, `usage`, `serverFailed`,
+/// `interrupted`), `details` the hints and stderr lines that explain it.
 pub(crate) fn finish_errors(exit: u8) {
+    let details = std::mem::take(&mut *lock(&DETAILS));
     let kept = std::mem::take(&mut *lock(&ERRORS));
     let Some((message, causes)) = kept.split_first() else { return };
     let code = match exit {
@@ -82,7 +114,7 @@ pub(crate) fn finish_errors(exit: u8) {
         _ => "failed",
     };
     let object = serde_json::json!({"error": {"code": code, "exit": exit, "message": message,
-                                              "causes": causes}});
+                                              "causes": causes, "details": details}});
     eprintln!("{object}");
 }
 
@@ -176,12 +208,31 @@ impl<W: Write> Write for JsonEscaper<W> {
     }
 }
 
+/// The end of its stderr, when `rpc` is another tether's word that the
+/// server behind it failed (`data.serverFailed`, as `tether serve` says).
+fn server_failed_behind(rpc: &tether::RpcError) -> Option<Vec<&str>> {
+    let data = rpc.data.as_ref()?;
+    if data.get("serverFailed") != Some(&serde_json::Value::Bool(true)) {
+        return None;
+    }
+    let stderr = data.get("stderr").and_then(serde_json::Value::as_array);
+    Some(stderr.into_iter().flatten().filter_map(serde_json::Value::as_str).collect())
+}
+
 pub(crate) fn report(err: &Error) -> u8 {
     if INTERRUPTED.load(Ordering::SeqCst) {
         return EXIT_SERVER;
     }
     // Error messages carry what servers said: escaped, never interpreted.
     error_line(escape::escaped(&err.to_string()));
+    if let Some(stderr) = match err.root() {
+        Error::Rpc(rpc) => server_failed_behind(rpc),
+        _ => None,
+    } {
+        for line in stderr {
+            detail_line(format!("stderr: {}", escape::escaped(line)));
+        }
+    }
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
         if JSON_ERRORS.load(Ordering::SeqCst) {
@@ -200,6 +251,8 @@ pub(crate) fn exit_code_of(err: &Error) -> u8 {
         // The server answered, correctly: the request was wrong.
         // (-32002: a resource that does not exist.)
         Error::Rpc(rpc) if matches!(rpc.code, -32601 | -32602 | -32002) => EXIT_USAGE,
+        // A server behind another tether (a kept-alive session) failed.
+        Error::Rpc(rpc) if server_failed_behind(rpc).is_some() => EXIT_SERVER,
         // The server answered with an error of its own.
         Error::Rpc(_) => EXIT_TOOL_ERROR,
         // Not started for its configuration: fix that, not the server.

@@ -114,7 +114,7 @@ pub(super) fn run(
 
 /// The script: `-e CODE`, a file, `-` for stdin, or stdin when it is not
 /// a terminal.
-fn source(file: Option<&str>, code: Option<&str>) -> Result<String, String> {
+pub(super) fn source(file: Option<&str>, code: Option<&str>) -> Result<String, String> {
     if let Some(code) = code {
         return Ok(code.to_owned());
     }
@@ -266,16 +266,16 @@ fn hint(error: &ScriptError, hub: &Hub) {
         if let Some(status) = &status {
             if matches!(cause.root(), Error::Disconnected(_) | Error::NotConnected { .. }) {
                 if let Some(hint) = status::hint(status) {
-                    eprintln!("  hint: {}", escape::escaped(&hint));
+                    detail!("hint: {}", escape::escaped(&hint));
                 }
                 let tail = status.stderr_tail.as_deref().unwrap_or("");
                 for line in status::last_lines(tail, 10) {
-                    eprintln!("  stderr: {}", escape::escaped(line));
+                    detail!("stderr: {}", escape::escaped(line));
                 }
             }
         }
         if let Error::LoginRequired { .. } = cause.root() {
-            eprintln!("  hint: sign in with: tether login {name}");
+            detail!("hint: sign in with: tether login {name}");
         }
     }
     let limit = |key: &str| {
@@ -285,13 +285,13 @@ fn hint(error: &ScriptError, hub: &Hub) {
     };
     match error.kind {
         ScriptErrorKind::UnknownTool => {
-            eprintln!("  hint: see what a script can call with: tether tools --signatures");
+            detail!("hint: see what a script can call with: tether tools --signatures");
         }
         ScriptErrorKind::Timeout => {
             if matches!(error.cause.as_deref().map(Error::root), Some(Error::Timeout(_))) {
-                eprintln!("  hint: raise \"timeout\" for the server in the configuration");
+                detail!("hint: raise \"timeout\" for the server in the configuration");
             } else {
-                eprintln!("  hint: pass a longer --timeout (the script's own default is 30 s: \"codemode\": {{\"timeout\": S}} in mcp.json)");
+                detail!("hint: pass a longer --timeout (the script's own default is 30 s: \"codemode\": {{\"timeout\": S}} in mcp.json)");
             }
         }
         ScriptErrorKind::Limit if error.message.contains("calls") => limit("maxCalls"),

@@ -75,7 +75,7 @@ pub(super) fn only_server(config: &Config, server: &str) -> Result<Config, u8> {
                 "server {server:?} {why}; it would run: {}",
                 escape::escaped(&untrusted.command_line)
             );
-            eprintln!("  hint: review it, and if you trust it, run: tether trust {project}");
+            detail!("hint: review it, and if you trust it, run: tether trust {project}");
             return Err(EXIT_USAGE);
         }
         return Err(unknown_server(config, server));
@@ -110,13 +110,13 @@ pub(super) fn report_start_failure(name: &str, status: &ServerStatus, cut_by_cei
     });
     if start_timed_out && cut_by_ceiling {
         // The limit was the --timeout given, not the entry's startTimeout.
-        eprintln!("  hint: it was still starting when --timeout ran out; pass a longer --timeout");
+        detail!("hint: it was still starting when --timeout ran out; pass a longer --timeout");
     } else if let Some(hint) = status::hint(status) {
-        eprintln!("  hint: {}", escape::escaped(&hint));
+        detail!("hint: {}", escape::escaped(&hint));
     }
     if let Some(tail) = &status.stderr_tail {
         for line in status::last_lines(tail, 10) {
-            eprintln!("  stderr: {}", escape::escaped(line));
+            detail!("stderr: {}", escape::escaped(line));
         }
     }
     start_failure_code(status)
@@ -136,7 +136,7 @@ pub(super) fn start_failure_code(status: &ServerStatus) -> u8 {
 pub(super) fn unknown_server(config: &Config, name: &str) -> u8 {
     let code = report(&Error::UnknownServer(name.to_owned()));
     if let Some(close) = config.closest_name(name) {
-        eprintln!("  hint: did you mean {close:?}?");
+        detail!("hint: did you mean {close:?}?");
     }
     code
 }

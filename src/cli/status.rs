@@ -169,6 +169,7 @@ pub(super) fn widths_for_names<'a>(names: impl Iterator<Item = &'a str>) -> Widt
 }
 
 /// `tether list` for these statuses, in their order.
+#[cfg_attr(not(feature = "serve"), allow(dead_code))]
 pub(super) fn render_list(statuses: &[ServerStatus]) -> String {
     let widths = widths_of(statuses);
     statuses.iter().map(|status| render_row(status, &widths)).collect()

@@ -110,7 +110,7 @@ impl Answerer<'_> {
                     .and_then(|client| {
                         client.request(method, request.params.clone(), &CallOptions::default())
                     })
-                    .map_err(|err| upstream_error(server, &err)),
+                    .map_err(|err| upstream_error(self.hub, server, &err)),
                 None => Err(rpc(METHOD_NOT_FOUND, format!("tether does not serve {method}"))),
             },
         }
@@ -125,8 +125,29 @@ impl Answerer<'_> {
         })
     }
 
+    /// tether's name; serving one server alone, that server's once it is
+    /// connected (its own name and version, as its tools keep theirs).
     fn server_info(&self) -> Value {
-        json!({"name": "tether", "version": env!("CARGO_PKG_VERSION")})
+        let upstream = self.ready_passthrough().and_then(|client| {
+            let info = client.server_info()?;
+            (!info.name.is_empty()).then(|| json!({"name": info.name, "version": info.version}))
+        });
+        upstream.unwrap_or_else(|| json!({"name": "tether", "version": env!("CARGO_PKG_VERSION")}))
+    }
+
+    /// The one server served alone, when it is connected already:
+    /// `initialize` never waits for a server's start (a sign-in may take
+    /// minutes).
+    fn ready_passthrough(&self) -> Option<std::sync::Arc<crate::client::Client>> {
+        let server = self.options.passthrough.as_deref()?;
+        let ready = self.hub.status().iter().any(|status| {
+            crate::config::Config::same_name(&status.name, server)
+                && status.state == crate::server_state::ServerState::Ready
+        });
+        if !ready {
+            return None;
+        }
+        self.hub.client(server).ok()
     }
 
     fn initialize(&self, link: &Link, params: &Value) -> Value {
@@ -165,18 +186,9 @@ impl Answerer<'_> {
     }
 
     /// One server's own instructions, when serving it alone and it is
-    /// connected already: `initialize` never waits for a server's start (a
-    /// sign-in may take minutes).
+    /// connected already.
     fn instructions(&self) -> Option<String> {
-        let server = self.options.passthrough.as_deref()?;
-        let ready = self.hub.status().iter().any(|status| {
-            crate::config::Config::same_name(&status.name, server)
-                && status.state == crate::server_state::ServerState::Ready
-        });
-        if !ready {
-            return None;
-        }
-        self.hub.client(server).ok()?.server_info()?.instructions.clone()
+        self.ready_passthrough()?.server_info()?.instructions.clone()
     }
 
     /// The tools as the downstream sees them: hidden ones left out, those a
@@ -276,7 +288,7 @@ impl Answerer<'_> {
         match outcome {
             Ok(result) => Ok(result.raw),
             Err(Error::UnknownTool(_)) => Err(unknown()),
-            Err(err) => Err(upstream_error(&server, &err)),
+            Err(err) => Err(upstream_error(self.hub, &server, &err)),
         }
     }
 
@@ -339,8 +351,10 @@ impl Answerer<'_> {
             Some(server) => server,
             None => self.server_of_resource(uri)?,
         };
-        let contents =
-            self.hub.read_resource(&server, uri).map_err(|err| upstream_error(&server, &err))?;
+        let contents = self
+            .hub
+            .read_resource(&server, uri)
+            .map_err(|err| upstream_error(self.hub, &server, &err))?;
         Ok(json!({"contents": contents}))
     }
 
@@ -401,7 +415,7 @@ impl Answerer<'_> {
         let result = self
             .hub
             .get_prompt(&server, &prompt, arguments)
-            .map_err(|err| upstream_error(&server, &err))?;
+            .map_err(|err| upstream_error(self.hub, &server, &err))?;
         Ok(serde_json::to_value(result).unwrap_or_default())
     }
 
@@ -467,9 +481,29 @@ fn rpc(code: i64, message: String) -> RpcError {
 /// An upstream's failure as the downstream hears it: the server's own
 /// JSON-RPC error as it sent it, anything else an internal error naming
 /// the server.
-fn upstream_error(server: &str, err: &Error) -> RpcError {
+/// The error a client in front gets for `server`'s: the server's own
+/// JSON-RPC error as it sent it; otherwise tether's words, with
+/// `data.serverFailed` when the server itself failed (it could not be
+/// reached, crashed, timed out) and the end of its stderr (`data.stderr`,
+/// its last lines), so that a client can tell that from a refusal.
+fn upstream_error(hub: &Hub, server: &str, err: &Error) -> RpcError {
     match err.root() {
         Error::Rpc(error) => error.clone(),
+        _ if err.is_server_failure() => {
+            let tail = hub
+                .status()
+                .into_iter()
+                .find(|status| crate::config::Config::same_name(&status.name, server))
+                .and_then(|status| status.stderr_tail);
+            let lines: Vec<&str> =
+                tail.as_deref().map(|tail| tail.lines().collect()).unwrap_or_default();
+            let last = &lines[lines.len().saturating_sub(10)..];
+            RpcError {
+                code: INTERNAL,
+                message: format!("{server}: {}", err.chain()),
+                data: Some(json!({"serverFailed": true, "stderr": last})),
+            }
+        }
         _ => rpc(INTERNAL, format!("{server}: {}", err.chain())),
     }
 }

@@ -186,9 +186,21 @@ fn a_kept_server_that_cannot_start_is_said_with_the_same_exit_code() {
     let (output, _) = runtime.run(config.path(), &["call", "missing", "x"]);
     assert_eq!(output.status.code(), Some(3), "{}", stderr_of(&output));
     let said = stderr_of(&output);
-    assert!(said.contains("kept-alive session did not start"), "{said}");
     assert!(said.contains("/nonexistent/tether-test-server"), "{said}");
     assert!(runtime.sessions(config.path()).is_empty());
+    // The words of the same start without a session.
+    let direct = config_dir(json!({
+        "missing": {"command": "/nonexistent/tether-test-server"},
+    }));
+    let (without, _) = runtime.run(direct.path(), &["call", "missing", "x"]);
+    assert_eq!(without.status.code(), Some(3));
+    let in_dir = |text: &str, dir: &Path| text.replace(&dir.display().to_string(), "DIR");
+    assert_eq!(in_dir(&said, config.path()), in_dir(&stderr_of(&without), direct.path()));
+    // With --json, one object, its hints among its details.
+    let (output, _) = runtime.run(config.path(), &["call", "missing", "x", "--json"]);
+    let object: Value = serde_json::from_str(stderr_of(&output).trim()).unwrap();
+    assert_eq!(object["error"]["code"], "serverFailed", "{object}");
+    assert!(object["error"]["details"].as_array().is_some_and(|d| !d.is_empty()), "{object}");
 }
 
 #[test]
@@ -204,4 +216,84 @@ fn a_runtime_folder_open_to_others_is_refused() {
     assert_eq!(output.status.code(), Some(3), "{}", stderr_of(&output));
     assert!(stderr_of(&output).contains("open to others"), "{}", stderr_of(&output));
     assert!(tag.live_processes().is_empty());
+}
+
+#[test]
+fn only_the_servers_a_command_names_start_sessions_and_list_says_which_are_kept() {
+    let tag = Tag::new();
+    let mut kept = misbehave_entry(&tag, &["--era", "legacy"]);
+    kept["keepAlive"] = json!(60);
+    let mut other = misbehave_entry(&tag, &[]);
+    other["keepAlive"] = json!(60);
+    let config = config_dir(json!({"kept": kept, "other": other}));
+    let runtime = Runtime::new();
+    // A plain listing starts none.
+    let (listed, _) = runtime.run(config.path(), &["list"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr_of(&listed));
+    assert!(runtime.sessions(config.path()).is_empty());
+    // A call starts its own server's alone.
+    let (called, _) = runtime.run(config.path(), &["call", "kept", "echo", "text=hi"]);
+    assert_eq!(stdout_of(&called).trim(), "hi", "{}", stderr_of(&called));
+    let sessions = runtime.sessions(config.path());
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["name"], "kept");
+    // A listing uses the session running, and says so; the server's own
+    // name and era come through it.
+    let (listed, _) = runtime.run(config.path(), &["list"]);
+    let text = stdout_of(&listed);
+    assert!(text.contains("kept alive: served by a kept-alive session"), "{text}");
+    assert_eq!(text.matches("kept alive:").count(), 1, "{text}");
+    let (listed, _) = runtime.run(config.path(), &["list", "--json"]);
+    let rows: Value = serde_json::from_str(&stdout_of(&listed)).unwrap();
+    let row = rows.as_array().unwrap().iter().find(|row| row["name"] == "kept").unwrap().clone();
+    assert_eq!(row["keptAlive"], true, "{row}");
+    assert_eq!(row["serverName"], "misbehave", "{row}");
+    assert_eq!(runtime.sessions(config.path()).len(), 1);
+    // A script starts the sessions of the servers it calls.
+    if tether::CODEMODE_AVAILABLE {
+        let script = "return (await tools.mcp__other__echo({text: 'x'})).content[0].text";
+        let (ran, _) = runtime.run(config.path(), &["run", "-e", script]);
+        assert_eq!(stdout_of(&ran).trim(), "x", "{}", stderr_of(&ran));
+        assert_eq!(runtime.sessions(config.path()).len(), 2);
+    }
+}
+
+#[test]
+fn a_kept_server_asks_the_roots_of_the_command_in_front_and_its_crash_is_a_failure() {
+    let tag = Tag::new();
+    let mut entry = misbehave_entry(&tag, &["--era", "legacy", "--crash-on-call", "5"]);
+    entry["keepAlive"] = json!(60);
+    let config = config_dir(json!({"fx": entry}));
+    let runtime = Runtime::new();
+    let asked_roots = |root: &Path| {
+        let root_arg = root.display().to_string();
+        let (asked, _) =
+            runtime.run(config.path(), &["--root", &root_arg, "call", "fx", "ask_roots", "ms=300"]);
+        assert_eq!(stdout_of(&asked).trim(), "asked for roots", "{}", stderr_of(&asked));
+        let (replies, _) = runtime.run(config.path(), &["call", "fx", "client_replies"]);
+        let replies: Vec<Value> = serde_json::from_str(stdout_of(&replies).trim()).unwrap();
+        let last = replies.iter().rev().find(|reply| reply["id"] == "asked-roots").cloned();
+        last.unwrap_or(Value::Null)["result"]["roots"][0]["uri"].as_str().unwrap_or("").to_owned()
+    };
+    let (first, second) = (TempDir::new(), TempDir::new());
+    let first_root = std::fs::canonicalize(first.path()).unwrap();
+    let second_root = std::fs::canonicalize(second.path()).unwrap();
+    assert!(asked_roots(first.path()).ends_with(&first_root.display().to_string()));
+    // The next command's roots, not the first's.
+    assert!(asked_roots(second.path()).ends_with(&second_root.display().to_string()));
+
+    // Its fifth call crashes it: a failure of the server (3), with its
+    // last words, as without a session; the session starts it again.
+    let (crashed, _) = runtime.run(config.path(), &["call", "fx", "echo", "text=x"]);
+    assert_eq!(crashed.status.code(), Some(3), "{}", stderr_of(&crashed));
+    assert!(stderr_of(&crashed).contains("stderr:"), "{}", stderr_of(&crashed));
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (again, _) = runtime.run(config.path(), &["call", "fx", "echo", "text=back"]);
+        if stdout_of(&again).trim() == "back" {
+            break;
+        }
+        assert!(Instant::now() < until, "{}", stderr_of(&again));
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

@@ -37,7 +37,7 @@ use tether::{Config, ServerConfig, TransportConfig};
 
 use super::args::Command;
 use super::escape;
-use super::output::{EXIT_SERVER, EXIT_USAGE};
+use super::output::{self, EXIT_SERVER, EXIT_USAGE};
 
 /// How long a server kept with `--keep-alive` (and no `keepAlive` idle
 /// time of its entry's) is kept unused.
@@ -99,54 +99,103 @@ fn key(server: &ServerConfig, cwd: &Path) -> String {
     context.finish().as_ref()[..8].iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// Points `config`'s servers that the command uses through their keepers:
-/// those kept (`keepAlive`, or every one with `--keep-alive`) are started
-/// when no keeper runs yet; any other with a keeper running uses it.
-/// Returns the exit code when a keeper could not be had.
+/// Which of a command's servers it names: a session is started on demand
+/// only for those (a plain `list` starts none, a script only those it
+/// calls), and with `--keep-alive` on a command that names none, for all.
+pub(super) enum Named {
+    All,
+    These(Vec<String>),
+}
+
+impl Named {
+    /// The servers `command` names (a script's, as `run` finds them).
+    pub(super) fn by(command: &Command, config: &Config) -> Named {
+        match command {
+            Command::Run { code: Some(source), .. } => {
+                let names: Vec<&str> =
+                    config.servers.iter().map(|server| server.name.as_str()).collect();
+                match tether::for_cli::servers_named(source, &names) {
+                    tether::for_cli::Named::Some(named) => Named::These(named),
+                    _ => Named::All,
+                }
+            }
+            Command::List { names, .. } if !names.is_empty() => Named::These(names.clone()),
+            _ => Named::These(command.server().map(str::to_owned).into_iter().collect()),
+        }
+    }
+
+    fn names(&self, server: &str) -> bool {
+        match self {
+            Named::All => true,
+            Named::These(names) => names.iter().any(|name| Config::same_name(name, server)),
+        }
+    }
+}
+
+/// Points `config`'s servers through their keepers: a server with a
+/// session running always; one the command names and that is kept
+/// (`keepAlive`, or `--keep-alive`) through a session started now.
+/// Returns the names now kept, or the exit code of a session that did not
+/// start for the one server a command names (among many, that server
+/// starts as it would have, and its failure is said with the others').
 pub(super) fn reach(
     config: &mut Config,
     command: &Command,
     forced: bool,
     invocation: &Invocation<'_>,
-) -> Result<(), u8> {
+) -> Result<Vec<String>, u8> {
     if matches!(command, Command::Serve { .. } | Command::Proxy(_))
         || matches!(command, Command::List { no_connect: true, .. })
     {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| invocation.project_dir.to_owned());
-    let used = command.server().map(str::to_owned);
+    let named = match Named::by(command, config) {
+        Named::These(names) if names.is_empty() && forced => Named::All,
+        named => named,
+    };
+    let wanted = |server: &ServerConfig| {
+        server.enabled && named.names(&server.name) && (forced || server.keep_alive.is_some())
+    };
     let folder = match runtime::folder() {
-        Ok(folder) => Some(folder),
+        Ok(folder) => folder,
         Err(why) => {
             // Nothing can be kept; without being asked to, nothing needs to be.
-            let asked = config.servers.iter().any(|server| {
-                server.enabled
-                    && (forced || server.keep_alive.is_some())
-                    && used.as_deref().is_none_or(|used| Config::same_name(used, &server.name))
-            });
-            if asked {
+            if config.servers.iter().any(wanted) {
                 errln!("cannot keep servers alive: {}", escape::escaped(&why));
                 return Err(EXIT_SERVER);
             }
-            None
+            return Ok(Vec::new());
         }
     };
-    let Some(folder) = folder else { return Ok(()) };
+    let alone = config.servers.iter().filter(|server| wanted(server)).count() == 1;
+    let mut kept_now = Vec::new();
     for server in &mut config.servers {
-        let is_used = used.as_deref().is_none_or(|used| Config::same_name(used, &server.name));
-        if !server.enabled || !is_used {
+        if !server.enabled {
             continue;
         }
         let kept = Kept::of(&folder, server, &cwd);
-        let idle = server.keep_alive.or(forced.then_some(DEFAULT_IDLE));
-        if let Some(idle) = idle {
-            if let Err((code, why)) = ensure(&kept, server, idle, invocation, &cwd) {
-                errln!("server {:?}: its kept-alive session did not start", server.name);
-                for line in why.lines() {
-                    eprintln!("  {}", escape::escaped(line));
+        if wanted(server) {
+            let idle = server.keep_alive.unwrap_or(DEFAULT_IDLE);
+            match ensure(&kept, server, idle, invocation, &cwd) {
+                Ok(()) => {}
+                // The keeper said why, as the command would have.
+                Err(Failure::Said(code, words)) if alone => {
+                    output::said_errors(&words);
+                    return Err(code);
                 }
-                return Err(code);
+                Err(Failure::Other(why)) if alone => {
+                    errln!(
+                        "server {:?}: its kept-alive session did not start: {}",
+                        server.name,
+                        escape::escaped(&why)
+                    );
+                    return Err(EXIT_SERVER);
+                }
+                Err(_) => {
+                    log::warn!("server {:?}: its kept-alive session did not start", server.name);
+                    continue;
+                }
             }
         } else if !kept.socket.exists() || !kept.answers() {
             continue;
@@ -156,11 +205,23 @@ pub(super) fn reach(
             errln!("{why}");
             EXIT_USAGE
         })?;
+        kept_now.push(server.name.clone());
     }
-    Ok(())
+    Ok(kept_now)
 }
 
-/// Makes `server` reach its keeper: a stdio entry running `tether _attach`.
+/// Why a keeper could not be had.
+enum Failure {
+    /// It ended with this exit code, having said these lines: its server
+    /// did not start, in the words the command would have used.
+    Said(u8, String),
+    /// It could not be started or watched, or did not listen in time.
+    Other(String),
+}
+
+/// Makes `server` reach its keeper: a stdio entry running `tether _attach`,
+/// speaking the handshake, so that the keeper can ask this command's host
+/// (roots, elicitation, sampling) for its server.
 fn through(server: &mut ServerConfig, kept: &Kept) -> Result<(), String> {
     let program = std::env::current_exe()
         .map_err(|err| format!("cannot tell where tether's own program is: {err}"))?;
@@ -168,6 +229,7 @@ fn through(server: &mut ServerConfig, kept: &Kept) -> Result<(), String> {
     let attach =
         ServerConfig::stdio(&server.name, &program.display().to_string(), &["_attach", &socket]);
     server.transport = attach.transport;
+    server.protocol = tether::EraChoice::Legacy;
     Ok(())
 }
 
@@ -181,13 +243,12 @@ fn ensure(
     idle: Duration,
     invocation: &Invocation<'_>,
     cwd: &Path,
-) -> Result<(), (u8, String)> {
-    let failed = |why: String| (EXIT_SERVER, why);
-    let _lock = runtime::lock(&kept.lock).map_err(failed)?;
+) -> Result<(), Failure> {
+    let _lock = runtime::lock(&kept.lock).map_err(Failure::Other)?;
     if kept.answers() {
         return Ok(());
     }
-    let mut child = spawn_keeper(kept, server, idle, invocation, cwd).map_err(failed)?;
+    let mut child = spawn_keeper(kept, server, idle, invocation, cwd).map_err(Failure::Other)?;
     let deadline = Instant::now() + server.start_timeout + START_SLACK;
     loop {
         if kept.answers() {
@@ -197,18 +258,16 @@ fn ensure(
             // Its code says whose fault it was (2: the entry's, 3: the server's).
             Ok(Some(status)) => {
                 let code = status.code().and_then(|code| u8::try_from(code).ok());
-                return Err((
-                    code.filter(|code| *code != 0).unwrap_or(EXIT_SERVER),
-                    said_by(&kept.log),
-                ));
+                let code = code.filter(|code| *code != 0).unwrap_or(EXIT_SERVER);
+                return Err(Failure::Said(code, said_by(&kept.log)));
             }
             Ok(None) => {}
-            Err(err) => return Err(failed(format!("cannot watch the keeper: {err}"))),
+            Err(err) => return Err(Failure::Other(format!("cannot watch the keeper: {err}"))),
         }
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(failed(format!(
+            return Err(Failure::Other(format!(
                 "it did not start within {:.0} s (startTimeout, and {} s more)",
                 server.start_timeout.as_secs_f64(),
                 START_SLACK.as_secs()
@@ -263,19 +322,20 @@ fn spawn_keeper(
     command.spawn().map_err(|err| format!("cannot start tether's keeper: {err}"))
 }
 
-/// What a keeper that ended said last (its log's last lines), or that it
-/// said nothing.
+/// What a keeper that ended said (its log, its own `error:` lines and
+/// hints, escaped as it wrote them), or that it said nothing.
 fn said_by(log: &Path) -> String {
     let mut text = String::new();
     if let Ok(file) = std::fs::File::open(log) {
         let _ = file.take(64 * 1024).read_to_string(&mut text);
     }
-    let lines: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
-    let last = &lines[lines.len().saturating_sub(6)..];
-    if last.is_empty() {
-        return "the keeper ended without a word".into();
+    if text.trim().is_empty() {
+        return "error: tether's keeper ended without a word\n".into();
     }
-    last.join("\n")
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
 }
 
 /// The command line or URL a kept server runs, as `sessions` shows it.

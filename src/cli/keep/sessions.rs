@@ -115,7 +115,7 @@ pub(in crate::cli) fn end(names: &[String], all: bool) -> u8 {
             let running: Vec<String> =
                 sessions.iter().map(|session| escape::escaped(&session.record.name)).collect();
             if !running.is_empty() {
-                eprintln!("  hint: these run: {}", running.join(", "));
+                detail!("hint: these run: {}", running.join(", "));
             }
             return EXIT_USAGE;
         }
@@ -186,8 +186,30 @@ fn running() -> Result<Vec<Session>, String> {
             }
         }
     }
+    sweep(&folder);
     sessions.sort_by(|a, b| a.record.name.cmp(&b.record.name));
     Ok(sessions)
+}
+
+/// Removes what keepers that are gone left: the lock and log of each
+/// session with no socket, unless a command is starting it now (it holds
+/// the lock).
+fn sweep(folder: &Path) {
+    let Ok(entries) = std::fs::read_dir(folder) else { return };
+    for entry in entries.flatten() {
+        let lock = entry.path();
+        if lock.extension().is_none_or(|extension| extension != "lock")
+            || lock.with_extension("sock").exists()
+        {
+            continue;
+        }
+        let Ok(file) = std::fs::OpenOptions::new().write(true).open(&lock) else { continue };
+        // SAFETY: a valid descriptor.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            let _ = std::fs::remove_file(lock.with_extension("log"));
+            let _ = std::fs::remove_file(&lock);
+        }
+    }
 }
 
 /// The pid of the process of this user listening at `socket`, if one does.
