@@ -6,10 +6,12 @@
 //!   for an array or an object, else the text itself);
 //! - `k:=JSON`: the JSON value as written;
 //! - `k=@FILE`: the file's text, made the schema's type like `k=v`;
-//! - `k=@-`: stdin's text so (once).
+//! - `k=@-`: stdin's text so (once);
+//! - `k=\@text`: the text `@text`.
 //!
 //! A word that names no property of a schema that allows no others is
-//! refused with the properties it takes. Nothing here talks to a server:
+//! refused with the properties it takes (of one that allows others, it is
+//! sent and said); a required property no word gives is refused so too. Nothing here talks to a server:
 //! the schema comes from the tool list the call's start already has.
 
 use std::io::Read;
@@ -65,7 +67,9 @@ pub(super) fn from_pairs(pairs: &[String], schema: &Value) -> Result<Value, Stri
             serde_json::from_slice(value.as_bytes())
                 .map_err(|err| format!("{key}:= is not valid JSON: {err}"))?
         } else {
-            let text = match value.strip_prefix('@') {
+            // `\@` at the start is a literal `@`.
+            let literal = value.strip_prefix("\\@").map(|rest| format!("@{rest}"));
+            let text = match literal.as_deref().map_or_else(|| value.strip_prefix('@'), |_| None) {
                 Some("-") if stdin_used => {
                     return Err("stdin can be read once: only one key=@- per call".into())
                 }
@@ -74,12 +78,13 @@ pub(super) fn from_pairs(pairs: &[String], schema: &Value) -> Result<Value, Stri
                     stdin_text()?
                 }
                 Some(path) => file_text(key, path)?,
-                None => value.to_owned(),
+                None => literal.unwrap_or_else(|| value.to_owned()),
             };
             typed(key, text, property)?
         };
         arguments.insert(key.to_owned(), value);
     }
+    check_required(&arguments, schema)?;
     Ok(Value::Object(arguments))
 }
 
@@ -139,8 +144,35 @@ fn property<'a>(schema: &'a Value, key: &str) -> Result<Option<&'a Value>, Strin
             let names: Vec<&str> = properties.keys().map(String::as_str).collect();
             Err(format!("the tool takes no argument {key:?}; it takes {}", names.join(", ")))
         }
+        // Allowed, but likely a typo: sent, and said.
+        Some(properties) if !properties.is_empty() => {
+            let names: Vec<&str> = properties.keys().map(String::as_str).collect();
+            eprintln!(
+                "warning: {key:?} is not among the tool's arguments ({}); sent as given",
+                names.join(", ")
+            );
+            Ok(None)
+        }
         _ => Ok(None),
     }
+}
+
+/// The schema's required arguments that `arguments` lacks, refused with
+/// what the tool takes: the server would refuse them, less clearly.
+fn check_required(arguments: &Map<String, Value>, schema: &Value) -> Result<(), String> {
+    let missing: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|name| !arguments.contains_key(*name))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let quoted: Vec<String> = missing.iter().map(|name| format!("{name:?}")).collect();
+    Err(format!("the tool needs {} as well; it takes: {}", quoted.join(", "), signature(schema)))
 }
 
 /// The types a property's schema allows, in its order (`type` as a word or
@@ -287,6 +319,14 @@ mod tests {
         assert!(err.contains("takes no argument \"nope\""), "{err}");
         let open = from_pairs(&["free=1".to_owned()], &json!({})).unwrap();
         assert_eq!(open, json!({"free": "1"}));
+        // A required argument no word gives is said with what the tool takes.
+        let sum = json!({"properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                         "required": ["a", "b"]});
+        let err = from_pairs(&["a=1".to_owned()], &sum).unwrap_err();
+        assert!(err.contains("needs \"b\" as well; it takes: a: number, b: number"), "{err}");
+        // `\@` is a literal `@`.
+        let said = from_pairs(&["name=\\@me".to_owned()], &schema()).unwrap();
+        assert_eq!(said, json!({"name": "@me"}));
     }
 
     #[test]

@@ -366,6 +366,24 @@ fn call(
 ) -> u8 {
     // JSON is read before anything starts; `key=value` words need the
     // tool's schema, once the server is up.
+    // A folder for images that cannot be one is said before the call.
+    if let Some(folder) = &shown.save_images {
+        let usable = match std::fs::metadata(folder) {
+            Ok(meta) => meta.is_dir(),
+            Err(_) => {
+                folder.parent().is_none_or(|parent| {
+                    parent.as_os_str().is_empty() || std::fs::create_dir_all(parent).is_ok()
+                }) && std::fs::create_dir_all(folder).is_ok()
+            }
+        };
+        if !usable {
+            errln!(
+                "--save-images {}: not a folder tether can write to",
+                escape::escaped(&folder.display().to_string())
+            );
+            return EXIT_USAGE;
+        }
+    }
     let arguments = match given.pairs {
         [] => match super::arguments::from_json(given.json) {
             Ok(arguments) => Some(arguments),
@@ -411,8 +429,11 @@ fn call(
                 .tools()
                 .into_iter()
                 .find(|entry| {
+                    // The qualified name as written, or with `_` for `-`
+                    // (as signatures and scripts spell it).
+                    let key = |name: &str| name.replace('-', "_");
                     Config::same_name(&entry.server, &name)
-                        && (entry.tool.name == tool || entry.qualified_name == tool)
+                        && (entry.tool.name == tool || key(&entry.qualified_name) == key(tool))
                 })
                 .map(|entry| entry.tool.input_schema)
                 .unwrap_or_else(|| json!({}));
@@ -468,9 +489,10 @@ fn print_result(result: &tether::ToolResult, shown: &Shown, name: &str, tool: &s
         }
     }
     if let Some(folder) = &shown.save_images {
+        // The result could not be written whole: as a failed write.
         if let Err(why) = save_images(result, folder) {
             errln!("{}", escape::escaped(&why));
-            return EXIT_USAGE;
+            return EXIT_TOOL_ERROR;
         }
     }
     if result.is_error() {
@@ -503,8 +525,17 @@ fn save_images(result: &tether::ToolResult, folder: &std::path::Path) -> Result<
         std::fs::create_dir_all(folder)
             .map_err(|err| format!("cannot make {}: {err}", folder.display()))?;
         saved += 1;
-        let path = folder.join(format!("image-{saved}.{extension}"));
-        std::fs::write(&path, bytes)
+        // A file already there is never replaced: the next free number.
+        let mut number = saved;
+        let (path, file) = loop {
+            let path = folder.join(format!("image-{number}.{extension}"));
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(file) => break (path, file),
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => number += 1,
+                Err(err) => return Err(format!("cannot write {}: {err}", path.display())),
+            }
+        };
+        std::io::Write::write_all(&mut &file, &bytes)
             .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
         outln!("[image {saved} saved to {}]", escape::escaped(&path.display().to_string()));
     }
@@ -534,9 +565,23 @@ fn report_call_error(err: &Error, hub: &tether::Hub, name: &str, tool: &str) -> 
             .flat_map(|status| status.tools)
             .collect();
         let known: Vec<&str> = listed.iter().map(String::as_str).collect();
-        match tether::for_cli::closest(tool, &known) {
-            Some(close) => detail!("hint: did you mean {:?}?", escape::escaped(close)),
-            None => detail!("hint: see its tools with: tether tools {name}"),
+        let hidden = hub.tools().into_iter().any(|entry| {
+            Config::same_name(&entry.server, name)
+                && (entry.tool.name == tool || entry.qualified_name == tool)
+                && entry.exposure == tether::Exposure::Hidden
+        });
+        if hidden {
+            detail!(
+                "hint: {:?} hides it (its \"exposure\" or \"toolExposure\", or --exclude-tools); \
+                 to call it: tether expose {name} direct --tool {}",
+                escape::escaped(name),
+                escape::escaped(tool)
+            );
+        } else {
+            match tether::for_cli::closest(tool, &known) {
+                Some(close) => detail!("hint: did you mean {:?}?", escape::escaped(close)),
+                None => detail!("hint: see its tools with: tether tools {name}"),
+            }
         }
     }
     match err.root() {

@@ -25,8 +25,17 @@ fn escape(text: &str, backslashes: bool) -> String {
         return text.to_owned();
     }
     let mut out = String::with_capacity(text.len() + 8);
+    let mut previous = ' ';
     for c in text.chars() {
+        // In a body, an emoji's presentation selector and joiner (`⚠️`,
+        // `👩‍💻`) stay: after a visible symbol they cannot hide or move text.
+        let emoji_part = !backslashes
+            && matches!(c, '\u{fe0e}' | '\u{fe0f}' | '\u{200d}')
+            && !previous.is_ascii()
+            && !hidden(previous);
+        previous = c;
         match c {
+            c if emoji_part => out.push(c),
             '\\' if backslashes => out.push_str("\\\\"),
             '\u{1b}' => out.push_str("\\e"),
             '\r' => out.push_str("\\r"),
@@ -113,6 +122,11 @@ mod tests {
     fn invisible_characters_and_backslashes_are_unambiguous() {
         assert_eq!(escaped("np\u{34f}x"), "np\\u{34f}x");
         assert_eq!(escaped("a\u{3164}b\u{ffa0}c\u{fe0f}"), "a\\u{3164}b\\u{ffa0}c\\u{fe0f}");
+        // A body keeps an emoji whole, and escapes the same marks elsewhere.
+        assert_eq!(escaped_body("\u{26a0}\u{fe0f} ok"), "\u{26a0}\u{fe0f} ok");
+        assert_eq!(escaped_body("\u{1f469}\u{200d}\u{1f4bb}"), "\u{1f469}\u{200d}\u{1f4bb}");
+        assert_eq!(escaped_body("a\u{fe0f}\u{200d}b"), "a\\u{fe0f}\\u{200d}b");
+        assert_eq!(escaped("\u{26a0}\u{fe0f}"), "\u{26a0}\\u{fe0f}");
         assert_eq!(escaped("\u{e0100}\u{1d173}\u{115f}"), "\\u{e0100}\\u{1d173}\\u{115f}");
         assert_eq!(escaped("x\\e[2K"), "x\\\\e[2K");
         assert_eq!(escaped("x\u{1b}[2K"), "x\\e[2K");

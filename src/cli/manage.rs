@@ -201,6 +201,16 @@ fn entry_of(add: &AddArgs) -> Result<Value, String> {
     ] {
         if let Some(given) = given {
             match given.parse::<f64>() {
+                // 30000 is 30 s in milliseconds (as other clients write it).
+                Ok(seconds) if seconds >= 1000.0 && seconds % 1000.0 == 0.0 => {
+                    return Err(format!(
+                        "{option} is in seconds: {seconds} s is {:.1} hours; for {} s write \
+                         {option} {}",
+                        seconds / 3600.0,
+                        seconds / 1000.0,
+                        seconds / 1000.0
+                    ))
+                }
                 // What the configuration takes (config/entry.rs).
                 Ok(seconds) if seconds > 0.0 && seconds < 1e7 => {
                     entry.insert(field.into(), json!(seconds));

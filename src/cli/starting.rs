@@ -135,7 +135,14 @@ pub(super) fn start_failure_code(status: &ServerStatus) -> u8 {
 /// Says that no server has this name, and which one is close.
 pub(super) fn unknown_server(config: &Config, name: &str) -> u8 {
     let code = report(&Error::UnknownServer(name.to_owned()));
-    if let Some(close) = config.closest_name(name) {
+    // A file that could not be read hides every server in it.
+    let unread = config.failed.iter().find(|entry| {
+        entry.source.as_ref().and_then(|source| source.file_name()).and_then(|n| n.to_str())
+            == Some(entry.name.as_str())
+    });
+    if let Some(unread) = unread {
+        detail!("hint: {}", escape::escaped(&unread.error));
+    } else if let Some(close) = config.closest_name(name) {
         detail!("hint: did you mean {close:?}?");
     }
     code

@@ -39,6 +39,12 @@ pub(super) fn error_text(status: &ServerStatus) -> Option<String> {
     })
 }
 
+/// True when the failed "server" is a whole file that could not be read.
+fn is_file_failure(status: &ServerStatus) -> bool {
+    status.source.as_ref().and_then(|source| source.file_name()).and_then(|name| name.to_str())
+        == Some(status.name.as_str())
+}
+
 /// What to do about a server that is not connected.
 pub(super) fn hint(status: &ServerStatus) -> Option<String> {
     let file = status
@@ -62,6 +68,10 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
         ));
     }
     match status.error.as_deref()?.root() {
+        // The whole file failed: it is named in place of a server.
+        Error::Config(_) if status.transport == "-" && is_file_failure(status) => {
+            Some(format!("fix {file}: none of its servers is known until it reads"))
+        }
         Error::Config(_) if status.transport == "-" => Some(format!("fix the entry in {file}")),
         Error::Spawn { command, source } if source.kind() == std::io::ErrorKind::NotFound => {
             Some(format!(

@@ -149,12 +149,47 @@ fn gemini(name: &str, entry: &Value, notes: &mut Vec<String>) -> Value {
             "excludeTools" => {
                 out.insert("toolExposure".into(), hidden(value));
             }
+            // Gemini expands `$VAR` as `${VAR}` in these.
+            "command" | "args" | "cwd" | "env" | "headers" => {
+                out.insert(key.clone(), braced_variables(value));
+            }
             _ => {
                 out.insert(key.clone(), value.clone());
             }
         }
     }
     Value::Object(out)
+}
+
+/// `$VAR` written as `${VAR}` in every string of `value` (a `$` not
+/// followed by a name stays as it is).
+fn braced_variables(value: &Value) -> Value {
+    match value {
+        Value::String(text) => {
+            let mut out = String::with_capacity(text.len() + 4);
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find('$') {
+                out.push_str(&rest[..at]);
+                let after = &rest[at + 1..];
+                let name: String =
+                    after.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+                    out.push('$');
+                    rest = after;
+                } else {
+                    out.push_str(&format!("${{{name}}}"));
+                    rest = &after[name.len()..];
+                }
+            }
+            out.push_str(rest);
+            Value::String(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(braced_variables).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), braced_variables(v))).collect())
+        }
+        other => other.clone(),
+    }
 }
 
 /// A list of tool names as `toolExposure`, each hidden.
@@ -173,7 +208,7 @@ fn hidden(names: &Value) -> Value {
 fn codex(name: &str, entry: &Value, notes: &mut Vec<String>) -> Value {
     let Some(fields) = entry.as_object() else { return entry.clone() };
     let mut out = Map::new();
-    let mut env = fields.get("env").and_then(Value::as_object).cloned().unwrap_or_default();
+    let env = fields.get("env").and_then(Value::as_object).cloned().unwrap_or_default();
     let mut headers =
         fields.get("http_headers").and_then(Value::as_object).cloned().unwrap_or_default();
     for (key, value) in fields {
@@ -182,11 +217,14 @@ fn codex(name: &str, entry: &Value, notes: &mut Vec<String>) -> Value {
                 out.insert(key.clone(), value.clone());
             }
             "env" | "http_headers" => {}
-            // Variables passed through from Codex's own environment.
+            // Variables passed through from Codex's own environment when
+            // set: `envFrom` leaves an unset one out, as Codex does.
             "env_vars" => {
+                let mut from = Map::new();
                 for variable in value.as_array().into_iter().flatten().filter_map(Value::as_str) {
-                    env.entry(variable).or_insert_with(|| json!(format!("${{{variable}}}")));
+                    from.insert(variable.to_owned(), json!(variable));
                 }
+                out.insert("envFrom".into(), Value::Object(from));
             }
             "env_http_headers" => {
                 for (header, variable) in value.as_object().into_iter().flatten() {
@@ -325,7 +363,9 @@ enabled = false
         let read = read_text("/home/u/.codex/config.toml", text);
         let docs = &read.entries[0].1;
         assert_eq!(docs["command"], "npx");
-        assert_eq!(docs["env"], json!({"LEVEL": "2", "API_KEY": "${API_KEY}"}));
+        assert_eq!(docs["env"], json!({"LEVEL": "2"}));
+        // Passed on when set, as Codex does: `envFrom` leaves it out when not.
+        assert_eq!(docs["envFrom"], json!({"API_KEY": "API_KEY"}));
         assert_eq!(
             (docs["startTimeout"].clone(), docs["timeout"].clone()),
             (json!(20.0), json!(90.0))
@@ -353,6 +393,17 @@ enabled = false
         let events = &read.entries[1].1;
         assert_eq!(events["type"], "sse");
         assert_eq!(events["toolExposure"], json!({"y": "hidden"}));
+    }
+
+    #[test]
+    fn gemini_dollar_variables_are_braced() {
+        let text = r#"{"mcpServers": {"s": {"command": "run", "args": ["$HOME/x", "$5"],
+            "env": {"K": "$API_KEY"}, "headers": {"Authorization": "Bearer $TOKEN"}}}}"#;
+        let read = read_text("/home/u/.gemini/settings.json", text);
+        let entry = &read.entries[0].1;
+        assert_eq!(entry["headers"]["Authorization"], "Bearer ${TOKEN}");
+        assert_eq!(entry["env"]["K"], "${API_KEY}");
+        assert_eq!(entry["args"], json!(["${HOME}/x", "$5"]));
     }
 
     #[test]

@@ -187,12 +187,13 @@ impl Hub {
     }
 
     /// Calls a server's tool by the server's own name for it (or its
-    /// qualified name), as `tether call` does.
+    /// qualified name), as `tether call` does. A tool its entry hides
+    /// (`exposure` or `toolExposure` `hidden`) is not called.
     ///
     /// # Errors
     /// [`Error::UnknownServer`], [`Error::NotConnected`], [`Error::UnknownTool`]
-    /// when the server did not list the tool, or the call's error; all but the
-    /// first wrapped with the server's name.
+    /// when the server did not list the tool or it is hidden, or the call's
+    /// error; all but the first wrapped with the server's name.
     pub fn call_server_tool(
         &self,
         server: &str,
@@ -224,6 +225,14 @@ impl Hub {
                 None => return Err(Error::UnknownTool(tool.to_owned()).for_server(name)),
             }
         };
+        let hidden = shared.registry().tools().iter().any(|entry| {
+            entry.server == name
+                && entry.tool.name == tool_name
+                && entry.exposure == Exposure::Hidden
+        });
+        if hidden {
+            return Err(Error::UnknownTool(tool.to_owned()).for_server(name));
+        }
         connected
             .client
             .call_tool(&tool_name, arguments, options)

@@ -692,3 +692,28 @@ fn a_logging_server_is_told_the_level_and_a_missing_resource_exits_2() {
     assert!(stderr_of(&output).contains("Resource not found"), "{}", stderr_of(&output));
     tag.assert_gone();
 }
+
+// A cold trial (issue 26): a tool hidden by the entry (--exclude-tools)
+// was still called by `tether call`; and `key=value` words given to the
+// qualified name spelt with `_` (as signatures print it) were not typed.
+#[test]
+fn a_hidden_tool_is_not_called_and_qualified_names_type_their_arguments() {
+    let tag = Tag::new();
+    let mut entry = misbehave_entry(&tag, &[]);
+    entry["toolExposure"] = json!({"echo": "hidden"});
+    let dir = config_dir(json!({"fx-one": entry}));
+    let (output, _) = run_tether(dir.path(), &["call", "fx-one", "echo", "text=hi"], WITHIN);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout_of(&output));
+    assert!(
+        stderr_of(&output).contains("tether expose fx-one direct --tool echo"),
+        "{}",
+        stderr_of(&output)
+    );
+    assert_eq!(stdout_of(&output), "");
+    // `sleep`'s `ms` is an integer: typed as one through either spelling.
+    for name in ["mcp__fx-one__sleep", "mcp__fx_one__sleep"] {
+        let (output, _) = run_tether(dir.path(), &["call", name, "ms=1"], WITHIN);
+        assert_eq!(stdout_of(&output).trim(), "slept 1 ms", "{name}: {}", stderr_of(&output));
+    }
+    tag.assert_gone();
+}

@@ -875,7 +875,9 @@ fn import_reads_codex_gemini_claude_code_zed_opencode_and_windsurf() {
     assert!(out.contains("Imported 2 servers") && out.contains("docs, linear"), "{out}");
     let user = setup.user_file();
     let docs = &user["mcpServers"]["docs"];
-    assert_eq!(docs["env"], json!({"DOCS_LEVEL": "2", "DOCS_API_KEY": "${DOCS_API_KEY}"}));
+    assert_eq!(docs["env"], json!({"DOCS_LEVEL": "2"}));
+    // Passed on when set, as Codex does.
+    assert_eq!(docs["envFrom"], json!({"DOCS_API_KEY": "DOCS_API_KEY"}));
     assert_eq!(docs["startTimeout"], json!(20.0));
     assert_eq!(docs["timeout"], json!(90.0));
     assert_eq!(docs["tools"], json!(["search", "fetch"]));
