@@ -44,16 +44,57 @@ pub(super) fn completion(shell: &str) -> u8 {
     EXIT_OK
 }
 
-/// Every command with its flags, from the help texts.
-fn commands() -> Vec<(&'static str, Vec<String>)> {
-    super::help::commands().map(|name| (name, flags(super::help::of(name).unwrap_or("")))).collect()
+/// The commands that start servers, which also take `--keep-alive`.
+const STARTS_SERVERS: [&str; 8] =
+    ["list", "tools", "resources", "read", "prompts", "prompt", "call", "run"];
+
+/// Words a command takes first besides flags and servers.
+fn subcommands(command: &str) -> &'static [&'static str] {
+    match command {
+        "sessions" => &["end"],
+        "completion" => &["bash", "zsh", "fish"],
+        _ => &[],
+    }
 }
 
-/// The `--long` and `-s` flags a help text shows.
+/// The global options, as the global help shows them.
+const GLOBAL_OPTIONS: &str = "--config-dir --config --project --root --no-roots --keep-alive \
+                              -v --verbose -q --quiet --help --version";
+
+/// Every command with its words: its flags (from its help) and the words
+/// it takes first.
+fn commands() -> Vec<(&'static str, Vec<String>)> {
+    super::help::commands()
+        .map(|name| {
+            let mut words = flags(super::help::of(name).unwrap_or(""));
+            if STARTS_SERVERS.contains(&name) {
+                words.push("--keep-alive".to_owned());
+            }
+            words.extend(subcommands(name).iter().map(|word| (*word).to_owned()));
+            (name, words)
+        })
+        .collect()
+}
+
+/// The `--long` and `-s` flags a help text shows in its usage lines and
+/// its options (not in its prose or examples, which show other programs'
+/// flags: `npx -y`).
 fn flags(help: &str) -> Vec<String> {
     let mut found = BTreeSet::new();
+    let usage_or_option = |line: &&str| {
+        let trimmed = line.trim_start();
+        trimmed.starts_with("Usage:") || trimmed.starts_with("tether ") || trimmed.starts_with('-')
+    };
+    let shown: String = help
+        .split("Example:")
+        .next()
+        .unwrap_or("")
+        .lines()
+        .filter(usage_or_option)
+        .collect::<Vec<_>>()
+        .join("\n");
     for word in
-        help.split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '|' | ',' | '(' | ')'))
+        shown.split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '|' | ',' | '(' | ')'))
     {
         let flag: String =
             word.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
@@ -66,7 +107,9 @@ fn flags(help: &str) -> Vec<String> {
     found.into_iter().collect()
 }
 
-const SERVERS: &str = "tether list --no-connect --json 2>/dev/null | \
+/// The configured servers' names, read with the files the command line
+/// names (`$__tether_files`), starting nothing.
+const SERVERS: &str = "tether $__tether_files list --no-connect --json 2>/dev/null | \
                        sed -n 's/.*\"name\": *\"\\([^\"]*\\)\".*/\\1/p'";
 
 fn bash() -> String {
@@ -74,7 +117,12 @@ fn bash() -> String {
     let names: Vec<&str> = commands.iter().map(|(name, _)| *name).collect();
     let mut cases = String::new();
     for (name, flags) in &commands {
-        let servers = if TAKES_SERVER.contains(name) { " $(__tether_servers)" } else { "" };
+        // A server's name goes first: only there are names offered.
+        let servers = if TAKES_SERVER.contains(name) {
+            " $( [ \"$words\" -eq 0 ] && __tether_servers)"
+        } else {
+            ""
+        };
         cases.push_str(&format!(
             "        {name}) COMPREPLY=($(compgen -W \"{}{servers}\" -- \"$cur\")) ;;\n",
             flags.join(" ")
@@ -87,18 +135,27 @@ __tether_servers() {{
     {SERVERS} | tr '\n' ' '
 }}
 _tether() {{
-    local cur="${{COMP_WORDS[COMP_CWORD]}}" command="" i
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" command="" i words=0 __tether_files=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${{COMP_WORDS[i]}}" in
-            --config-dir|--project|--root) ((i++)) ;;
+            --config-dir|--project|--config)
+                __tether_files="$__tether_files ${{COMP_WORDS[i]}} ${{COMP_WORDS[i+1]}}"; ((i++)) ;;
+            --root) ((i++)) ;;
             -*) ;;
             *) command="${{COMP_WORDS[i]}}"; break ;;
         esac
     done
     if [ -z "$command" ]; then
-        COMPREPLY=($(compgen -W "{} --config-dir --project --root --no-roots --help --version" -- "$cur"))
+        COMPREPLY=($(compgen -W "{} {GLOBAL_OPTIONS}" -- "$cur"))
         return
     fi
+    # The words typed after the command, flags aside.
+    for ((i = i + 1; i < COMP_CWORD; i++)); do
+        case "${{COMP_WORDS[i]}}" in
+            -*) ;;
+            *) ((words++)) ;;
+        esac
+    done
     case "$command" in
 {cases}    esac
 }}
@@ -119,8 +176,11 @@ fn fish() -> String {
         "complete -c tether -n '__fish_use_subcommand' -f -a '{}'\n",
         names.join(" ")
     ));
-    for option in ["config-dir", "project", "root"] {
+    for option in ["config-dir", "config", "project", "root"] {
         out.push_str(&format!("complete -c tether -n '__fish_use_subcommand' -l {option} -r\n"));
+    }
+    for option in ["no-roots", "keep-alive", "verbose", "quiet", "help", "version"] {
+        out.push_str(&format!("complete -c tether -n '__fish_use_subcommand' -l {option}\n"));
     }
     for (name, flags) in &commands {
         let when = format!("__fish_seen_subcommand_from {name}");
@@ -134,7 +194,8 @@ fn fish() -> String {
             }
         }
         if TAKES_SERVER.contains(name) {
-            out.push_str(&format!("complete -c tether -n '{when}' -f -a '({SERVERS})'\n"));
+            let servers = SERVERS.replace("$__tether_files ", "");
+            out.push_str(&format!("complete -c tether -n '{when}' -f -a '({servers})'\n"));
         }
     }
     out
@@ -151,6 +212,11 @@ mod tests {
         assert!(!call.iter().any(|flag| flag == "--"));
         let add = flags(super::super::help::of("add").unwrap());
         assert!(add.contains(&"-e".to_owned()) && add.contains(&"--include-tools".to_owned()));
+        // Not another program's flag from an example, nor one named in prose.
+        assert!(!call.contains(&"-y".to_owned()), "{call:?}");
+        let sessions = flags(super::super::help::of("sessions").unwrap());
+        assert!(!sessions.contains(&"--keep-alive".to_owned()), "{sessions:?}");
+        assert!(sessions.contains(&"--all".to_owned()), "{sessions:?}");
     }
 
     #[test]

@@ -584,10 +584,18 @@ fn report_call_error(err: &Error, hub: &tether::Hub, name: &str, tool: &str) -> 
             }
         }
     }
+    // An entry typed on the command line has no file to raise a timeout in.
+    let in_a_file = hub
+        .status()
+        .iter()
+        .any(|status| Config::same_name(&status.name, name) && status.source.is_some());
     match err.root() {
         _ if INTERRUPTED.load(Ordering::SeqCst) => {}
         Error::LoginRequired { .. } => {
             detail!("hint: sign in with: tether login {name}");
+        }
+        Error::Timeout(_) if !in_a_file => {
+            detail!("hint: pass a longer --timeout");
         }
         Error::Timeout(tether::Timeout { step: tether::Step::Ceiling { .. }, .. }) => {
             detail!("hint: the tool was still at work; raise \"maxTotalTimeout\" for {name:?} in the configuration");

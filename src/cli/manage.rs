@@ -545,7 +545,7 @@ pub(super) fn trust(
 /// `tether import` with no file: the files other clients keep where they
 /// usually are, offered on a terminal (a number, several, `all`), listed
 /// otherwise.
-pub(super) fn import_found(files: &ConfigFiles) -> u8 {
+pub(super) fn import_found(files: &ConfigFiles, again: &SameFiles) -> u8 {
     let found = ConfigFiles::import_candidates();
     if found.is_empty() {
         errln!(
@@ -594,12 +594,12 @@ pub(super) fn import_found(files: &ConfigFiles) -> u8 {
     };
     let mut code = EXIT_OK;
     for at in picked {
-        code = code.max(import(files, &found[at].1));
+        code = code.max(import(files, &found[at].1, again));
     }
     code
 }
 
-pub(super) fn import(files: &ConfigFiles, source: &Path) -> u8 {
+pub(super) fn import(files: &ConfigFiles, source: &Path, again: &SameFiles) -> u8 {
     match files.import(source) {
         Ok(report) => {
             let target = files.user_file();
@@ -627,7 +627,7 @@ pub(super) fn import(files: &ConfigFiles, source: &Path) -> u8 {
             for warning in &report.warnings {
                 eprintln!("warning: {}", super::escape::escaped(warning));
             }
-            outln!("Check them with: tether list");
+            outln!("Check them with: {again} list");
             EXIT_OK
         }
         Err(err) => report(&err),

@@ -140,6 +140,25 @@ fn run() -> ExitCode {
         }
     };
     let files = ConfigFiles::new(config_dir, project);
+    // `--config FILE` is one run's servers: the commands that write files
+    // would write others, which FILE then hides.
+    let writes = matches!(
+        command,
+        Command::Add(_)
+            | Command::Remove { .. }
+            | Command::Enable { .. }
+            | Command::Expose { .. }
+            | Command::Trust { .. }
+            | Command::Import { .. }
+    );
+    if let (true, Some(file)) = (writes, args.config_file.as_deref()) {
+        errln!(
+            "--config {} names one run's servers; this command writes the user, project or \
+             local file, which --config would hide: edit that file, or drop --config",
+            escape::escaped(&file.display().to_string())
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
     let code = match command {
         Command::Add(add) => manage::add(&files, add, &again),
         Command::Completion { shell } => completion::completion(&shell),
@@ -161,8 +180,8 @@ fn run() -> ExitCode {
             manage::enable(&files, &name, enabled, scope, &again)
         }
         Command::Trust { dir, trusted, yes } => manage::trust(&files, dir, trusted, yes, &again),
-        Command::Import { file: Some(file) } => manage::import(&files, &file),
-        Command::Import { file: None } => manage::import_found(&files),
+        Command::Import { file: Some(file) } => manage::import(&files, &file, &again),
+        Command::Import { file: None } => manage::import_found(&files, &again),
         Command::Expose { name, mode, tool, scope } => {
             manage::expose(&files, &name, mode, tool.as_deref(), scope, &again)
         }

@@ -73,6 +73,12 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
             Some(format!("fix {file}: none of its servers is known until it reads"))
         }
         Error::Config(_) if status.transport == "-" => Some(format!("fix the entry in {file}")),
+        // An entry of no file is typed on the command line (an ad-hoc one).
+        Error::Spawn { command, source }
+            if source.kind() == std::io::ErrorKind::NotFound && status.source.is_none() =>
+        {
+            Some(format!("check that `{command}` is installed and on PATH, or give its full path"))
+        }
         Error::Spawn { command, source } if source.kind() == std::io::ErrorKind::NotFound => {
             Some(format!(
                 "check that `{command}` is installed and on PATH, or give its full path in {file}"

@@ -369,8 +369,10 @@ impl ConfigFiles {
         let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
             return Vec::new();
         };
-        let xdg =
-            std::env::var_os("XDG_CONFIG_HOME").map_or_else(|| home.join(".config"), PathBuf::from);
+        // An empty XDG_CONFIG_HOME is unset, as the XDG specification has it.
+        let xdg = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|dir| !dir.is_empty())
+            .map_or_else(|| home.join(".config"), PathBuf::from);
         super::dialects::usual_places(&home, &xdg)
     }
 }

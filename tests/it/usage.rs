@@ -662,3 +662,28 @@ fn with_json_an_error_is_one_json_object() {
     let (output, _) = run_tether(dir.path(), &["call", "demo", "nosuch"], WITHIN);
     assert!(stderr_of(&output).starts_with("error: server \"demo\": no tool named"));
 }
+
+// A cold trial (issue 26): `--config FILE add` wrote the user file, which
+// FILE then hid; tether's options typed after `add`'s command went to the
+// server without a word; the bash completion offered another program's
+// flags and ignored --config-dir.
+#[test]
+fn file_writing_commands_refuse_config_and_options_after_the_command_are_said() {
+    let dir = TempDir::new();
+    let only = dir.write("only.json", r#"{"mcpServers": {}}"#);
+    let only = only.display().to_string();
+    let (output, _) =
+        run_tether(dir.path(), &["--config", &only, "add", "x", "--", "/bin/echo"], WITHIN);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr_of(&output).contains("names one run's servers"), "{}", stderr_of(&output));
+    assert!(!dir.path().join("mcp.json").exists());
+
+    let (output, _) = run_tether(dir.path(), &["add", "amb", "/bin/echo", "-s", "project"], WITHIN);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert!(stderr_of(&output).contains("warning: -s after the command"), "{}", stderr_of(&output));
+
+    let (output, _) = run_tether(dir.path(), &["completion", "bash"], WITHIN);
+    let script = stdout_of(&output);
+    assert!(script.contains("__tether_files"), "the files typed are read");
+    assert!(!script.contains(" -y "), "no flag of an example's npx");
+}

@@ -131,6 +131,39 @@ fn parse_add_options(parser: &mut lexopt::Parser) -> Result<AddArgs, lexopt::Err
                 for rest in parser.raw_args()? {
                     add.command.push(rest.string()?);
                 }
+                // tether's own options typed after the command are the
+                // server's now: said, since that is seldom what was meant.
+                let ours = [
+                    "-s",
+                    "--scope",
+                    "-e",
+                    "--env",
+                    "-H",
+                    "--header",
+                    "--description",
+                    "--timeout",
+                    "--start-timeout",
+                    "--keep-alive",
+                    "--include-tools",
+                    "--exclude-tools",
+                    "-l",
+                    "--local",
+                    "--project",
+                    "--user",
+                ];
+                let taken: Vec<&str> = add.command[1..]
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|word| ours.contains(&word.split('=').next().unwrap_or(word)))
+                    .collect();
+                if !taken.is_empty() {
+                    eprintln!(
+                        "warning: {} after the command {:?} went to the server as its arguments; \
+                         put tether's options before the command, or -- before the command",
+                        taken.join(" "),
+                        add.command[0]
+                    );
+                }
             }
             _ => return Err(arg.unexpected()),
         }
