@@ -103,8 +103,8 @@ pub use model::{
     ServersPrompt, CODEMODE, TOOL_SEARCH,
 };
 pub use protocol::{
-    ContentBlock, Era, EraChoice, Progress, Prompt, PromptArgument, PromptResult, Resource,
-    ResourceContents, ResourceTemplate, ServerInfo, Tool, ToolResult,
+    Completion, CompletionRef, ContentBlock, Era, EraChoice, Progress, Prompt, PromptArgument,
+    PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool, ToolResult,
 };
 #[cfg(feature = "serve")]
 pub use serve::{Downstream, ServeOptions};

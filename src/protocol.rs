@@ -450,6 +450,44 @@ pub struct PromptResult {
     pub messages: Vec<Value>,
 }
 
+/// What `completion/complete` completes an argument of: a prompt (by its
+/// name) or a resource template (by its URI template).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompletionRef {
+    /// `ref/prompt`: one of the prompt's arguments.
+    Prompt(String),
+    /// `ref/resource`: one of the template's variables.
+    ResourceTemplate(String),
+}
+
+impl CompletionRef {
+    pub(crate) fn to_json(&self) -> Value {
+        match self {
+            CompletionRef::Prompt(name) => serde_json::json!({"type": "ref/prompt", "name": name}),
+            CompletionRef::ResourceTemplate(uri) => {
+                serde_json::json!({"type": "ref/resource", "uri": uri})
+            }
+        }
+    }
+}
+
+/// A `completion/complete` result: the values the argument may take that
+/// begin as the value typed so far (at most 100, the server's order).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Completion {
+    /// The values offered.
+    pub values: Vec<String>,
+    /// How many there are in all, when the server says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// More values exist than those offered.
+    #[serde(default)]
+    pub has_more: bool,
+}
+
 /// A `notifications/progress` update for a request.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -83,7 +83,7 @@ pub(super) fn read(
         Ok(hub) => hub,
         Err(code) => return code,
     };
-    let contents = match hub.read_resource(server, uri) {
+    let contents = match hub.read_resource(server, uri, &tether::CallOptions::default()) {
         Ok(contents) => contents,
         Err(err) => {
             let code = report(&err);
@@ -304,7 +304,7 @@ pub(super) fn prompt(
         Ok(hub) => hub,
         Err(code) => return code,
     };
-    match hub.get_prompt(server, name, arguments) {
+    match hub.get_prompt(server, name, arguments, &tether::CallOptions::default()) {
         Ok(result) if json => {
             emit_json(&result);
             EXIT_OK
@@ -319,6 +319,55 @@ pub(super) fn prompt(
                 out.push_str(&format!("{role}: {text}\n"));
             }
             emit_body(&out);
+            EXIT_OK
+        }
+        Err(err) => report(&err),
+    }
+}
+
+/// `tether complete`: the values a prompt's argument or a resource
+/// template's variable may take, one a line (`--json`: the completion).
+pub(super) fn complete(
+    config: Config,
+    server: &str,
+    reference: &tether::CompletionRef,
+    argument: (&str, &str),
+    context: &[String],
+    json: bool,
+    signals: &SignalWatch,
+) -> u8 {
+    // `k=v` words: the arguments chosen already, strings as the revision has them.
+    let context = match super::arguments::from_pairs(context, &serde_json::json!({})) {
+        Ok(context) => context,
+        Err(message) => {
+            errln!("--context: {}", escape::escaped(&message));
+            return EXIT_USAGE;
+        }
+    };
+    let context = context.as_object().is_some_and(|map| !map.is_empty()).then_some(&context);
+    let hub = match connected_hub(config, Some(server), signals) {
+        Ok(hub) => hub,
+        Err(code) => return code,
+    };
+    let (name, value) = argument;
+    let options = tether::CallOptions::default();
+    match hub.complete(server, reference, name, value, context, &options) {
+        Ok(completion) if json => {
+            emit_json(&completion);
+            EXIT_OK
+        }
+        Ok(completion) => {
+            let mut out = String::new();
+            for value in &completion.values {
+                out.push_str(&escape::escaped(value));
+                out.push('\n');
+            }
+            emit(&out);
+            if completion.has_more {
+                let total =
+                    completion.total.map(|total| format!(" ({total} in all)")).unwrap_or_default();
+                eprintln!("(and more{total}: type more of the value)");
+            }
             EXIT_OK
         }
         Err(err) => report(&err),

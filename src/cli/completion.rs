@@ -10,7 +10,9 @@ use std::collections::BTreeSet;
 use super::output::{EXIT_OK, EXIT_USAGE};
 
 /// The commands that take a configured server's name first.
-const TAKES_SERVER: [&str; 13] = [
+const TAKES_SERVER: [&str; 15] = [
+    "complete",
+    "watch",
     "list",
     "get",
     "tools",
@@ -45,8 +47,8 @@ pub(super) fn completion(shell: &str) -> u8 {
 }
 
 /// The commands that start servers, which also take `--keep-alive`.
-const STARTS_SERVERS: [&str; 8] =
-    ["list", "tools", "resources", "read", "prompts", "prompt", "call", "run"];
+const STARTS_SERVERS: [&str; 10] =
+    ["list", "tools", "resources", "read", "prompts", "prompt", "call", "run", "complete", "watch"];
 
 /// Words a command takes first besides flags and servers.
 fn subcommands(command: &str) -> &'static [&'static str] {

@@ -41,6 +41,10 @@ pub(super) fn run(
         // --timeout bounds the whole command, the servers' closing too.
         signals.stop_by = Some(Instant::now() + *ceiling);
     }
+    if let Command::Watch { server, uri, count, read, json } = &command {
+        let wanted = (server.as_str(), uri.as_str());
+        return super::watch::watch(config, wanted, *count, (*read, *json), signals);
+    }
     let signals = &*signals;
     let code = match command {
         Command::List { names, scope, json, no_connect: true } => {
@@ -82,6 +86,10 @@ pub(super) fn run(
                     EXIT_USAGE
                 }
             }
+        }
+        Command::Complete { server, reference, argument, value, context, json } => {
+            let argument = (argument.as_str(), value.as_str());
+            browse::complete(config, &server, &reference, argument, &context, json, signals)
         }
         Command::Tools { server, json, signatures } => {
             tools(config, server.as_deref(), json, signatures, signals)

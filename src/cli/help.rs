@@ -33,6 +33,10 @@ Servers:
   prompts [SERVER] [--json]       the prompts servers offer
   prompt SERVER NAME [ARGS_JSON|-|KEY=VALUE...] [--json]
                                   get a prompt with its arguments filled in
+  complete SERVER (--prompt NAME | --resource TEMPLATE) ARG [VALUE]
+                                  the values an argument may take (completion/complete)
+  watch SERVER URI [--count N] [--read] [--json]
+                                  print each change of a resource (resources/subscribe)
 
 Configuration:
   add NAME [-s user|project|local] [-e K=V]... [--description TEXT] -- COMMAND [ARGS...]
@@ -580,6 +584,49 @@ Example:
   tether completion bash > ~/.local/share/bash-completion/completions/tether
   tether completion zsh > \"${fpath[1]}/_tether\"
   tether completion fish > ~/.config/fish/completions/tether.fish
+",
+    ),
+    (
+        "watch",
+        "\
+Usage: tether watch SERVER URI [--count N] [--read] [--json]
+
+Subscribes to the resource URI and prints a line each time the server says
+it changed (notifications/resources/updated), until --count updates came or
+Ctrl-C; a server that stops is connected again and subscribed again. Needs a
+server that offers resource subscriptions (resources.subscribe), in either
+era (2026-07-28 servers through subscriptions/listen).
+
+Options:
+      --count N     stop after N updates
+      --read        also print the resource as it is after each update
+      --json        one JSON object a line: at, uri, and with --read contents
+      --stdio CMD   an ad-hoc server in place of SERVER
+
+Example:
+  tether watch everything demo://resource/static/document/architecture.md --count 1
+",
+    ),
+    (
+        "complete",
+        "\
+Usage: tether complete SERVER (--prompt NAME | --resource TEMPLATE) ARG [VALUE] [--context K=V]... [--json]
+
+Asks the server what values ARG may take (MCP's completion/complete), given
+VALUE typed so far: an argument of the prompt NAME, or a variable of the
+resource template TEMPLATE (its URI template, as `tether resources` shows
+it). Prints one value a line; says so on stderr when the server has more.
+
+Options:
+      --prompt NAME        complete an argument of this prompt
+      --resource TEMPLATE  complete a variable of this resource template
+      --context K=V        an argument chosen already (repeatable)
+      --json               the completion as JSON: values, total, hasMore
+      --stdio CMD          an ad-hoc server in place of SERVER
+
+Example:
+  tether complete everything --prompt args-prompt city Lo
+  tether complete everything --resource 'demo://resource/dynamic/text/{resourceId}' resourceId 1
 ",
     ),
     (

@@ -33,6 +33,7 @@ mod starting;
 mod status;
 mod table;
 mod terminal;
+mod watch;
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;

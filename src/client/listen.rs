@@ -32,6 +32,13 @@ const MAX_PAUSE: Duration = Duration::from_secs(30);
 /// A stream that stayed open this long dropped by chance: start over.
 const STEADY: Duration = Duration::from_secs(60);
 
+/// Whether there is anything to listen for: a list that may change, or
+/// resources the host may subscribe to.
+pub(super) fn worth_listening(capabilities: &Value) -> bool {
+    filter(capabilities).is_some()
+        || capabilities.pointer("/resources/subscribe") == Some(&json!(true))
+}
+
 /// The `notifications` filter for what the server's capabilities say may
 /// change; `None` when nothing may.
 pub(super) fn filter(capabilities: &Value) -> Option<Value> {
@@ -48,17 +55,36 @@ pub(super) fn filter(capabilities: &Value) -> Option<Value> {
     (!filter.is_empty()).then_some(Value::Object(filter))
 }
 
-/// Keeps a `subscriptions/listen` request with `params` open until the
-/// connection closes or `stop` does; `cancel_by_notification` on stdio.
+/// Keeps a `subscriptions/listen` request open until the connection
+/// closes or `stop` does; `cancel_by_notification` on stdio. Its filter is
+/// `lists` (the list changes) and the resources subscribed to now; when
+/// those change (`refilter`), the stream is given up and opened again.
 pub(super) fn listen_loop(
     router: &Router,
-    params: &Value,
+    (meta, lists): (&Value, Option<&Value>),
     stop: &Receiver<()>,
+    refilter: &Receiver<()>,
     cancel_by_notification: bool,
 ) {
     let server = router.server();
     let mut pause = FIRST_PAUSE;
+    let mut refiltered = false;
     loop {
+        let mut filter = lists.cloned().unwrap_or_else(|| json!({}));
+        let resources = router.stateless().subscribed();
+        if !resources.is_empty() {
+            filter["resourceSubscriptions"] = json!(resources);
+        }
+        if filter.as_object().is_none_or(Map::is_empty) {
+            // Nothing to hear until the host subscribes to something.
+            select! {
+                recv(stop) -> _ => return,
+                recv(refilter) -> changed => if changed.is_err() { return },
+            }
+            continue;
+        }
+        let params = json!({"_meta": meta, "notifications": filter});
+        let params = &params;
         let id = router.pending().next_id();
         let (sender, replies) = crossbeam_channel::unbounded();
         let waiter = Waiter {
@@ -101,8 +127,19 @@ pub(super) fn listen_loop(
                     }
                     return;
                 }
+                // Another filter: this stream is given up, the next opens now.
+                recv(refilter) -> _ => {
+                    if cancel_by_notification {
+                        let _ = router.send(super::router::cancellation(id, "the filter changed"));
+                    }
+                    pause = FIRST_PAUSE;
+                    refiltered = true;
+                }
             }
             break;
+        }
+        if std::mem::take(&mut refiltered) {
+            continue;
         }
         if opened.elapsed() >= STEADY {
             pause = FIRST_PAUSE;

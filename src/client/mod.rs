@@ -24,8 +24,8 @@ use serde_json::{json, Value};
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
 use crate::protocol::{
-    Era, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool,
-    ToolResult,
+    Completion, CompletionRef, Era, Prompt, PromptResult, Resource, ResourceContents,
+    ResourceTemplate, ServerInfo, Tool, ToolResult,
 };
 use crate::threads::NamedThread;
 
@@ -217,6 +217,11 @@ impl Client {
         params: Option<Value>,
         options: &CallOptions,
     ) -> Result<Value, Error> {
+        // The caller's `_meta` keys first; tether's own take their place.
+        let params = match &options.meta {
+            Some(meta) => rounds::with_meta(params, meta),
+            None => params,
+        };
         match self.stateless_session() {
             Some(session) => self.stateless_request(method, params, session.meta(), options),
             None => self.exchange(method, params.as_ref(), options),
@@ -383,13 +388,14 @@ impl Client {
         arguments: Value,
         options: &CallOptions,
     ) -> Result<ToolResult, Error> {
-        let raw = match self.stateless_session() {
-            None => self.exchange_with(
+        let raw = match (self.stateless_session(), &options.meta) {
+            // The lean way for the commonest request: nothing to merge.
+            (None, None) => self.exchange_with(
                 "tools/call",
                 Params::ToolCall { name, arguments: &arguments },
                 options,
             )?,
-            Some(_) => self.request(
+            _ => self.request(
                 "tools/call",
                 Some(json!({"name": name, "arguments": arguments})),
                 options,
@@ -477,6 +483,78 @@ impl Client {
             .map_err(|err| Error::Protocol(format!("bad prompts/get result: {err}")))
     }
 
+    /// Completes an argument (`completion/complete`): the values `argument`
+    /// of a prompt or a resource template may take, given what was typed
+    /// so far (`value`) and the arguments chosen already (`context`, an
+    /// object of names to values, as the revision has them).
+    ///
+    /// # Errors
+    /// As [`Client::request`] (a server without the `completions`
+    /// capability answers "method not found"), or a result without
+    /// `completion`.
+    pub fn complete(
+        &self,
+        reference: &CompletionRef,
+        argument: &str,
+        value: &str,
+        context: Option<&Value>,
+        options: &CallOptions,
+    ) -> Result<Completion, Error> {
+        let mut params = json!({
+            "ref": reference.to_json(),
+            "argument": {"name": argument, "value": value},
+        });
+        if let Some(arguments) = context.filter(|arguments| arguments.is_object()) {
+            params["context"] = json!({"arguments": arguments});
+        }
+        let mut result = self.request("completion/complete", Some(params), options)?;
+        let completion = result.get_mut("completion").map(Value::take).unwrap_or(Value::Null);
+        let mut completion: Completion = serde_json::from_value(completion)
+            .map_err(|err| Error::Protocol(format!("bad completion/complete result: {err}")))?;
+        // The revision allows 100 at most.
+        completion.values.truncate(100);
+        Ok(completion)
+    }
+
+    /// Subscribes to changes of the resource `uri`: the server sends
+    /// `notifications/resources/updated` for it, which reach the host's
+    /// [`Host::notification`](crate::Host::notification). A handshake-era
+    /// server is asked (`resources/subscribe`); a stateless one hears it in
+    /// the filter of the listen stream, which is opened again with it.
+    ///
+    /// # Errors
+    /// As [`Client::request`]: a server without `resources.subscribe`
+    /// refuses.
+    pub fn subscribe_resource(&self, uri: &str, options: &CallOptions) -> Result<(), Error> {
+        self.subscription(uri, true, options)
+    }
+
+    /// Ends a subscription [`Client::subscribe_resource`] made.
+    ///
+    /// # Errors
+    /// As [`Client::request`].
+    pub fn unsubscribe_resource(&self, uri: &str, options: &CallOptions) -> Result<(), Error> {
+        self.subscription(uri, false, options)
+    }
+
+    fn subscription(&self, uri: &str, on: bool, options: &CallOptions) -> Result<(), Error> {
+        if self.stateless_session().is_some() {
+            let offered =
+                self.info.get().is_some_and(|info| listen::worth_listening(&info.capabilities));
+            if on && !offered {
+                return Err(Error::Rpc(crate::jsonrpc::RpcError {
+                    code: crate::jsonrpc::METHOD_NOT_FOUND,
+                    message: "the server offers no resource subscriptions".into(),
+                    data: None,
+                }));
+            }
+            self.router.stateless().subscribe(uri, on);
+            return Ok(());
+        }
+        let method = if on { "resources/subscribe" } else { "resources/unsubscribe" };
+        self.request(method, Some(json!({"uri": uri})), options).map(|_| ())
+    }
+
     /// Tells the server that the host's roots changed.
     ///
     /// # Errors
@@ -497,18 +575,22 @@ impl Client {
     /// Starts the `{server}-listen` thread when the server says its lists
     /// may change.
     fn start_listening(&self, info: &ServerInfo, deadline: Instant) {
-        let (Some(filter), Some(session)) =
-            (listen::filter(&info.capabilities), self.stateless_session())
-        else {
+        let Some(session) = self.stateless_session() else { return };
+        if !listen::worth_listening(&info.capabilities) {
             return;
-        };
-        let params = json!({"_meta": session.meta(), "notifications": filter});
+        }
+        let lists = listen::filter(&info.capabilities);
+        let meta = session.meta().clone();
         let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+        let (refilter, refiltered) = crossbeam_channel::bounded::<()>(1);
+        self.router.stateless().refilter_by(refilter);
         let router = Arc::clone(&self.router);
         // One shared stream (stdio) is told; over HTTP the stream just ends.
         let cancel_by_notification = !self.endpoint.traits().stream_per_request;
+        let listens_at_once = lists.is_some();
         let thread = NamedThread::spawn(format!("{}-listen", self.router.server()), move || {
-            listen::listen_loop(&router, &params, &stopped, cancel_by_notification);
+            let filter = (&meta, lists.as_ref());
+            listen::listen_loop(&router, filter, &stopped, &refiltered, cancel_by_notification);
         });
         let first_ack = self.router.stateless().await_first_ack();
         match thread {
@@ -517,6 +599,9 @@ impl Client {
                 log::warn!("{}: cannot start the listen thread: {err}", self.router.server());
                 return;
             }
+        }
+        if !listens_at_once {
+            return;
         }
         // No change may fall between the first list and the stream: the
         // start waits for its acknowledgement (a server that never sends

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
+use serde_json::Value;
 
 use super::eras::EraMemory;
 use crate::host::{DefaultHost, Host};
@@ -101,6 +102,10 @@ pub struct CallOptions {
     /// An instant the call must not outlive, whatever the timeouts say (a
     /// start timeout spread over several requests uses this).
     pub deadline: Option<Instant>,
+    /// Keys for the request's `_meta` (a JSON object): trace context such
+    /// as `traceparent`, or a server's own keys. tether's (the progress
+    /// token, the 2026-07-28 protocol keys) take their place over them.
+    pub meta: Option<Value>,
 }
 
 impl CallOptions {
@@ -134,6 +139,13 @@ impl CallOptions {
     /// An instant the call must not outlive, whatever the timeouts say.
     pub fn with_deadline(mut self, deadline: Instant) -> CallOptions {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// Sends these keys in the request's `_meta` (an object; anything else
+    /// is not sent), e.g. `{"traceparent": "00-…"}`.
+    pub fn with_meta(mut self, meta: Value) -> CallOptions {
+        self.meta = meta.is_object().then_some(meta);
         self
     }
 }

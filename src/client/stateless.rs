@@ -32,6 +32,11 @@ pub(super) struct StatelessState {
     /// Told when the first listen stream is acknowledged.
     first_ack: Mutex<Option<Sender<()>>>,
     lists: ListCache,
+    /// The resources the host subscribed to (the listen filter's
+    /// `resourceSubscriptions`), and who opens the stream again when they
+    /// change.
+    resources: Mutex<std::collections::BTreeSet<String>>,
+    refilter: Mutex<Option<Sender<()>>>,
 }
 
 impl StatelessState {
@@ -47,6 +52,34 @@ impl StatelessState {
     /// The lists the server said may be kept.
     pub(super) fn lists(&self) -> &ListCache {
         &self.lists
+    }
+
+    /// Adds (`on`) or removes a resource subscription; the listen stream is
+    /// opened again with the new filter when the set changed.
+    pub(super) fn subscribe(&self, uri: &str, on: bool) {
+        let changed = {
+            let mut resources = lock(&self.resources);
+            if on {
+                resources.insert(uri.to_owned())
+            } else {
+                resources.remove(uri)
+            }
+        };
+        if changed {
+            if let Some(refilter) = lock(&self.refilter).as_ref() {
+                let _ = refilter.try_send(());
+            }
+        }
+    }
+
+    /// The resources subscribed to, for the listen filter.
+    pub(super) fn subscribed(&self) -> Vec<String> {
+        lock(&self.resources).iter().cloned().collect()
+    }
+
+    /// Where a change of the subscriptions is told (the listen thread's).
+    pub(super) fn refilter_by(&self, refilter: Sender<()>) {
+        *lock(&self.refilter) = Some(refilter);
     }
 
     /// True when `id` is the open `subscriptions/listen` request's.

@@ -78,13 +78,15 @@ impl Hub {
                 Ok(json_result(&json!({"resourceTemplates": listed}), &errors))
             }
             READ_RESOURCE => match (text_argument("server"), text_argument("uri")) {
-                (Some(server), Some(uri)) => self.read_resource(&server, &uri).map(|contents| {
-                    let content: Vec<Value> = contents
-                        .into_iter()
-                        .map(|item| json!({"type": "resource", "resource": item}))
-                        .collect();
-                    ToolResult { raw: json!({"content": content}) }
-                }),
+                (Some(server), Some(uri)) => {
+                    self.read_resource(&server, &uri, &CallOptions::default()).map(|contents| {
+                        let content: Vec<Value> = contents
+                            .into_iter()
+                            .map(|item| json!({"type": "resource", "resource": item}))
+                            .collect();
+                        ToolResult { raw: json!({"content": content}) }
+                    })
+                }
                 _ => Ok(tool_error("read_mcp_resource needs \"server\" and \"uri\"")),
             },
             _ => return None,

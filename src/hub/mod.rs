@@ -36,7 +36,8 @@ use crate::config::{Config, Exposure, FailedEntry, Scope, ServerConfig};
 use crate::error::{CloseReason, Error};
 use crate::model::registry::RegisteredTool;
 use crate::protocol::{
-    Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate, ToolResult,
+    Completion, CompletionRef, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate,
+    ToolResult,
 };
 use crate::server_state::ServerState;
 use slot::{Phase, Slot};
@@ -283,16 +284,23 @@ impl Hub {
         })
     }
 
-    /// Reads a resource of one server.
+    /// Reads a resource of one server, with this call's timeout, progress,
+    /// cancel handle and `_meta`.
     ///
     /// # Errors
     /// The server is unknown or not connected, or the read failed.
-    pub fn read_resource(&self, server: &str, uri: &str) -> Result<Vec<ResourceContents>, Error> {
+    pub fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        options: &CallOptions,
+    ) -> Result<Vec<ResourceContents>, Error> {
         let client = Arc::clone(&self.core.shared.connected(server)?.client);
-        client.read_resource(uri, &CallOptions::default()).map_err(|err| err.for_server(server))
+        client.read_resource(uri, options).map_err(|err| err.for_server(server))
     }
 
-    /// Gets a prompt of one server.
+    /// Gets a prompt of one server, with this call's timeout, progress,
+    /// cancel handle and `_meta`.
     ///
     /// # Errors
     /// The server is unknown or not connected, or the request failed.
@@ -301,10 +309,58 @@ impl Hub {
         server: &str,
         name: &str,
         arguments: Value,
+        options: &CallOptions,
     ) -> Result<PromptResult, Error> {
         let client = Arc::clone(&self.core.shared.connected(server)?.client);
+        client.get_prompt(name, arguments, options).map_err(|err| err.for_server(server))
+    }
+
+    /// Subscribes to changes of one server's resource `uri`: its
+    /// `notifications/resources/updated` reach the host's
+    /// [`Host::notification`](crate::Host::notification). Kept across the
+    /// server's reconnects and restarts (subscribed again each time).
+    ///
+    /// # Errors
+    /// The server is unknown or not connected, or it refused (a server
+    /// without `resources.subscribe`).
+    pub fn subscribe_resource(&self, server: &str, uri: &str) -> Result<(), Error> {
+        let client = Arc::clone(&self.core.shared.connected(server)?.client);
         client
-            .get_prompt(name, arguments, &CallOptions::default())
+            .subscribe_resource(uri, &CallOptions::default())
+            .map_err(|err| err.for_server(server))?;
+        self.core.shared.subscribed(server, uri, true);
+        Ok(())
+    }
+
+    /// Ends a subscription [`Hub::subscribe_resource`] made.
+    ///
+    /// # Errors
+    /// The server is unknown or not connected, or the request failed.
+    pub fn unsubscribe_resource(&self, server: &str, uri: &str) -> Result<(), Error> {
+        self.core.shared.subscribed(server, uri, false);
+        let client = Arc::clone(&self.core.shared.connected(server)?.client);
+        client
+            .unsubscribe_resource(uri, &CallOptions::default())
+            .map_err(|err| err.for_server(server))
+    }
+
+    /// Completes an argument of one server's prompt or resource template
+    /// (`completion/complete`; see [`Client::complete`]).
+    ///
+    /// # Errors
+    /// The server is unknown or not connected, or the request failed.
+    pub fn complete(
+        &self,
+        server: &str,
+        reference: &CompletionRef,
+        argument: &str,
+        value: &str,
+        context: Option<&Value>,
+        options: &CallOptions,
+    ) -> Result<Completion, Error> {
+        let client = Arc::clone(&self.core.shared.connected(server)?.client);
+        client
+            .complete(reference, argument, value, context, options)
             .map_err(|err| err.for_server(server))
     }
 

@@ -26,6 +26,9 @@ pub(super) struct Slot {
     pub(super) ever_ready: bool,
     /// When the phase began.
     pub(super) since: SystemTime,
+    /// The resources the host subscribed to: subscribed again by each new
+    /// connection (a restart, a reconnect).
+    pub(super) subscribed: std::collections::BTreeSet<String>,
 }
 
 impl Slot {
@@ -89,6 +92,7 @@ impl Slot {
             start_id: 0,
             ever_ready: false,
             since: SystemTime::now(),
+            subscribed: std::collections::BTreeSet::new(),
         }
     }
 

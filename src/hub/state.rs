@@ -322,22 +322,44 @@ impl Shared {
             .map(Arc::new)
             .map_err(|error| (None, Arc::new(error)))?;
         // Registered so that shutdown can end it while it connects.
-        {
+        let subscribed = {
             let mut state = self.state();
             let shutting_down = state.shutting_down;
             match state.slot_mut(&config.name) {
                 Some(slot) if slot.start_id == job.start_id && !shutting_down => {
                     slot.phase = Phase::Starting { client: Some(Arc::clone(&client)) };
+                    slot.subscribed.clone()
                 }
                 _ => {
                     let error = Arc::new(Error::Disconnected(CloseReason::Shutdown));
                     return Err((Some(client), error));
                 }
             }
-        }
+        };
         match handshake(&client, config, deadline) {
-            Ok(connected) => Ok((client, Arc::new(connected))),
+            Ok(connected) => {
+                // The subscriptions of the connection before.
+                let options = CallOptions::default().with_deadline(deadline);
+                for uri in &subscribed {
+                    if let Err(err) = client.subscribe_resource(uri, &options) {
+                        log::warn!("{}: cannot subscribe to {uri} again: {err}", config.name);
+                    }
+                }
+                Ok((client, Arc::new(connected)))
+            }
             Err(error) => Err((Some(client), Arc::new(error))),
+        }
+    }
+
+    /// Keeps (`on`) or forgets a subscription of `server`'s, for its next
+    /// connections.
+    pub(super) fn subscribed(&self, server: &str, uri: &str, on: bool) {
+        if let Some(slot) = self.state().slot_mut(server) {
+            if on {
+                slot.subscribed.insert(uri.to_owned());
+            } else {
+                slot.subscribed.remove(uri);
+            }
         }
     }
 

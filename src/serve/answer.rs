@@ -99,9 +99,9 @@ impl Answerer<'_> {
             "tools/call" => self.call(link, &request.id, &params, cancel),
             "resources/list" => self.resources(),
             "resources/templates/list" => self.templates(),
-            "resources/read" => self.read(&params),
+            "resources/read" => self.read(&params, cancel),
             "prompts/list" => self.prompts(),
-            "prompts/get" => self.prompt(&params),
+            "prompts/get" => self.prompt(&params, cancel),
             method => match self.options.passthrough.as_deref() {
                 // One server: what tether does not know is that server's.
                 Some(server) => self
@@ -343,7 +343,7 @@ impl Answerer<'_> {
             .is_none_or(|only| crate::config::Config::same_name(server, only))
     }
 
-    fn read(&self, params: &Value) -> Result<Value, RpcError> {
+    fn read(&self, params: &Value, cancel: &CancelHandle) -> Result<Value, RpcError> {
         let Some(uri) = params.get("uri").and_then(Value::as_str) else {
             return Err(rpc(INVALID_PARAMS, "resources/read needs a \"uri\"".into()));
         };
@@ -353,7 +353,7 @@ impl Answerer<'_> {
         };
         let contents = self
             .hub
-            .read_resource(&server, uri)
+            .read_resource(&server, uri, &CallOptions::default().with_cancel(cancel.clone()))
             .map_err(|err| upstream_error(self.hub, &server, &err))?;
         Ok(json!({"contents": contents}))
     }
@@ -403,7 +403,7 @@ impl Answerer<'_> {
         Ok(json!({"prompts": listed}))
     }
 
-    fn prompt(&self, params: &Value) -> Result<Value, RpcError> {
+    fn prompt(&self, params: &Value, cancel: &CancelHandle) -> Result<Value, RpcError> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(rpc(INVALID_PARAMS, "prompts/get needs a \"name\"".into()));
         };
@@ -414,7 +414,12 @@ impl Answerer<'_> {
         };
         let result = self
             .hub
-            .get_prompt(&server, &prompt, arguments)
+            .get_prompt(
+                &server,
+                &prompt,
+                arguments,
+                &CallOptions::default().with_cancel(cancel.clone()),
+            )
             .map_err(|err| upstream_error(self.hub, &server, &err))?;
         Ok(serde_json::to_value(result).unwrap_or_default())
     }

@@ -717,3 +717,73 @@ fn a_hidden_tool_is_not_called_and_qualified_names_type_their_arguments() {
     }
     tag.assert_gone();
 }
+
+// Issue 25 (item 2): completion/complete, from the CLI: a prompt's
+// argument (with the context of an argument chosen), a template's variable
+// (more than a page), JSON, and a server without completions.
+#[test]
+fn complete_asks_the_server_for_an_arguments_values() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({
+        "fx": misbehave_entry(&tag, &["--era", "legacy", "--completions"]),
+        "plain": misbehave_entry(&tag, &["--era", "legacy"]),
+    }));
+    let run = |args: &[&str]| run_tether(dir.path(), args, WITHIN).0;
+    let output = run(&["complete", "fx", "--prompt", "greet", "name", "A"]);
+    assert_eq!(stdout_of(&output), "Ada\nAlan\n", "{}", stderr_of(&output));
+    let output = run(&["complete", "fx", "--prompt", "greet", "name", "A", "--context", "lang=fr"]);
+    assert_eq!(stdout_of(&output), "Amelie\nAntoine\n", "{}", stderr_of(&output));
+    let output = run(&["complete", "fx", "--resource", "test://item/{id}", "id", "--json"]);
+    let completion: Value = serde_json::from_str(&stdout_of(&output)).unwrap();
+    assert_eq!(completion["values"].as_array().unwrap().len(), 100, "{completion}");
+    assert_eq!(
+        (completion["total"].clone(), completion["hasMore"].clone()),
+        (json!(150), json!(true))
+    );
+    let output = run(&["complete", "fx", "--resource", "test://item/{id}", "id", "14"]);
+    assert_eq!(stdout_of(&output), "14\n140\n141\n142\n143\n144\n145\n146\n147\n148\n149\n");
+    // Without the capability: "method not found", a usage error.
+    let output = run(&["complete", "plain", "--prompt", "greet", "name", "A"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
+    let output = run(&["complete", "fx", "name"]);
+    assert_eq!(output.status.code(), Some(2));
+    tag.assert_gone();
+}
+
+// Issue 25 (item 1): resource subscriptions in both eras: `tether watch`
+// subscribes (resources/subscribe; a 2026-07-28 server through the listen
+// stream's resourceSubscriptions) and prints each update, with --read the
+// resource as it is then.
+#[test]
+fn watch_prints_a_resources_updates_in_both_eras() {
+    let tag = Tag::new();
+    let flags = |era: &str| {
+        vec!["--era", era, "--resources", "--touch-every", "100"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let entry = |era: &str| {
+        let flags = flags(era);
+        misbehave_entry(&tag, &flags.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let dir = config_dir(json!({"old": entry("legacy"), "new": entry("modern"),
+                                "plain": misbehave_entry(&tag, &["--era", "legacy"])}));
+    let (output, _) =
+        run_tether(dir.path(), &["watch", "old", "test://one", "--count", "2", "--read"], WITHIN);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let out = stdout_of(&output);
+    assert_eq!(out.matches("updated  test://one").count(), 2, "{out}");
+    assert_eq!(out.matches("the one").count(), 2, "{out}");
+    let (output, _) =
+        run_tether(dir.path(), &["watch", "new", "test://one", "--count", "2", "--json"], WITHIN);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let lines: Vec<Value> =
+        stdout_of(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines.iter().all(|line| line["uri"] == "test://one"), "{lines:?}");
+    // A server without subscriptions refuses: said, and a usage error.
+    let (output, _) = run_tether(dir.path(), &["watch", "plain", "test://one"], WITHIN);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
+    tag.assert_gone();
+}

@@ -210,7 +210,9 @@ fn server_everything_serves_what_an_agent_loop_needs() {
     assert!(!templates.is_empty());
     let (prompts, _) = hub.prompts();
     assert!(prompts.iter().any(|p| p.item.name == "simple-prompt"));
-    let prompt = hub.get_prompt("everything", "args-prompt", json!({"city": "Lyon"})).unwrap();
+    let prompt = hub
+        .get_prompt("everything", "args-prompt", json!({"city": "Lyon"}), &CallOptions::default())
+        .unwrap();
     assert!(serde_json::to_string(&prompt.messages).unwrap().contains("Lyon"));
     let declared: Vec<String> = hub.model_tools().into_iter().map(|tool| tool.name).collect();
     assert!(declared.contains(&"read_mcp_resource".to_owned()), "{declared:?}");

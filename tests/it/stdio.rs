@@ -941,3 +941,22 @@ fn a_withdrawn_elicitation_is_told_to_the_host_and_not_answered() {
     assert!(replies.iter().all(|reply| reply["id"] != "withdrawn-1"), "{replies:?}");
     client.close().unwrap();
 }
+
+// Issue 25 (item 7): a call's own `_meta` keys (trace context) reach the
+// server beside tether's progress token, in the handshake era.
+#[test]
+fn a_calls_meta_keys_reach_the_server() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--era", "legacy"]);
+    let trace = json!({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"});
+    let options = CallOptions::default().with_meta(trace.clone()).with_progress(|_| {});
+    let seen = client.call_tool("call_meta", json!({}), &options).unwrap().to_text();
+    let seen: Value = serde_json::from_str(&seen).unwrap();
+    assert_eq!(seen["traceparent"], trace["traceparent"], "{seen}");
+    assert!(seen["progressToken"].is_number(), "tether's own key beside it: {seen}");
+    // Without meta, only the progress token every call carries.
+    let seen = client.call_tool("call_meta", json!({}), &CallOptions::default()).unwrap().to_text();
+    let seen: Value = serde_json::from_str(&seen).unwrap();
+    assert_eq!(seen.as_object().map(|meta| meta.len()), Some(1), "{seen}");
+    client.close().unwrap();
+}

@@ -38,6 +38,8 @@ const COMMANDS: &[&str] = &[
     "import",
     "logs",
     "sessions",
+    "complete",
+    "watch",
 ];
 
 // Issue 13 (item 3): every command has its help, in both spellings, and the

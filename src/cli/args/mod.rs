@@ -77,6 +77,24 @@ pub(super) enum Command {
         pairs: Vec<String>,
         json: bool,
     },
+    /// `watch SERVER URI [--count N] [--read] [--json]`.
+    Watch {
+        server: String,
+        uri: String,
+        count: Option<usize>,
+        read: bool,
+        json: bool,
+    },
+    /// `complete SERVER (--prompt NAME | --resource TEMPLATE) ARG [VALUE]`.
+    Complete {
+        server: String,
+        reference: tether::CompletionRef,
+        argument: String,
+        value: String,
+        /// `--context k=v`: the arguments chosen already.
+        context: Vec<String>,
+        json: bool,
+    },
     Call {
         server: String,
         tool: String,
@@ -190,7 +208,9 @@ impl Command {
         match self {
             Command::Call { server, .. }
             | Command::Read { server, .. }
-            | Command::Prompt { server, .. } => Some(server),
+            | Command::Prompt { server, .. }
+            | Command::Complete { server, .. }
+            | Command::Watch { server, .. } => Some(server),
             Command::Tools { server, .. }
             | Command::Resources { server, .. }
             | Command::Prompts { server, .. } => server.as_mut(),
@@ -204,7 +224,9 @@ impl Command {
         match self {
             Command::Call { server, .. }
             | Command::Read { server, .. }
-            | Command::Prompt { server, .. } => Some(server),
+            | Command::Prompt { server, .. }
+            | Command::Complete { server, .. }
+            | Command::Watch { server, .. } => Some(server),
             Command::Tools { server, .. }
             | Command::Resources { server, .. }
             | Command::Prompts { server, .. } => server.as_deref(),
@@ -326,6 +348,8 @@ pub(super) fn parse(
                     "logs" => parse_logs(parser)?,
                     "expose" => parse_expose(parser)?,
                     "call" => parse_call(parser)?,
+                    "complete" => parse_complete(parser)?,
+                    "watch" => parse_watch(parser)?,
                     "run" => parse_run(parser)?,
                     "serve" => parse_serve(parser)?,
                     "proxy" => parse_proxy(parser)?,
@@ -359,8 +383,75 @@ pub(super) fn parse(
 }
 
 /// The commands that start servers, which take `--keep-alive`.
-const SERVER_COMMANDS: &[&str] =
-    &["list", "tools", "resources", "read", "prompts", "prompt", "call", "run"];
+const SERVER_COMMANDS: &[&str] = &[
+    "list",
+    "tools",
+    "resources",
+    "read",
+    "prompts",
+    "prompt",
+    "call",
+    "run",
+    "complete",
+    "watch",
+];
+
+/// `watch SERVER URI [--count N] [--read] [--json]`.
+fn parse_watch(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    let (mut words, mut count, mut read, mut json) = (Vec::new(), None, false, false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("count") => count = Some(number(parser, "--count", "a number of updates")?),
+            Long("read") => read = true,
+            Long("json") => json = true,
+            Long("stdio") if words.is_empty() => words.push(stdio_server(parser)?),
+            Value(word) if words.len() < 2 => words.push(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let mut words = words.into_iter();
+    match (words.next(), words.next()) {
+        (Some(server), Some(uri)) => Ok(Command::Watch { server, uri, count, read, json }),
+        _ => Err("usage: tether watch SERVER URI [--count N] [--read] [--json]".into()),
+    }
+}
+
+/// `complete SERVER (--prompt NAME | --resource TEMPLATE) ARG [VALUE]
+/// [--context K=V]... [--json]`.
+fn parse_complete(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
+    const USAGE: &str = "usage: tether complete SERVER (--prompt NAME | --resource TEMPLATE) ARG \
+                         [VALUE] [--context K=V]... [--json]";
+    let (mut words, mut reference, mut context, mut json) = (Vec::new(), None, Vec::new(), false);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("prompt") if reference.is_none() => {
+                reference = Some(tether::CompletionRef::Prompt(parser.value()?.string()?));
+            }
+            Long("resource") if reference.is_none() => {
+                let template = parser.value()?.string()?;
+                reference = Some(tether::CompletionRef::ResourceTemplate(template));
+            }
+            Long("stdio") if words.is_empty() => words.push(stdio_server(parser)?),
+            Long("context") => context.push(parser.value()?.string()?),
+            Long("json") => json = true,
+            Value(word) if words.len() < 3 => words.push(word.string()?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    let Some(reference) = reference else { return Err(USAGE.into()) };
+    let mut words = words.into_iter();
+    match (words.next(), words.next(), words.next()) {
+        (Some(server), Some(argument), value) => Ok(Command::Complete {
+            server,
+            reference,
+            argument,
+            value: value.unwrap_or_default(),
+            context,
+            json,
+        }),
+        _ => Err(USAGE.into()),
+    }
+}
 
 /// `sessions [--json]`, `sessions end NAME... | --all`.
 fn parse_sessions(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
