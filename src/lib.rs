@@ -86,11 +86,12 @@ pub use codemode::{
     CallHook, ConsoleCallback, NestedCall, NestedOutcome, ParentCall, PlannedCall, ScriptError,
     ScriptErrorKind, ScriptOptions, ScriptRun, Verdict, CODEMODE_AVAILABLE,
 };
+#[cfg(feature = "import")]
+pub use config::ImportReport;
 pub use config::{
     default_config_dir, Config, ConfigFiles, ConfigLoader, EnterpriseIdentity, Exposure,
-    FailedEntry, HttpConfig, HttpKind, ImportReport, OAuthSettings, ProjectEntry, Scope,
-    ScriptLimits, ServerConfig, StdioConfig, TransportConfig, Unapproved, UnknownWord,
-    UntrustedServer,
+    FailedEntry, HttpConfig, HttpKind, OAuthSettings, ProjectEntry, Scope, ScriptLimits,
+    ServerConfig, StdioConfig, TransportConfig, Unapproved, UnknownWord, UntrustedServer,
 };
 pub use error::{CloseReason, Error, Step, Timeout};
 pub use host::{sampled_text, DefaultHost, Elicitation, Elicited, Host, Root};

@@ -474,18 +474,36 @@ impl CompletionRef {
 
 /// A `completion/complete` result: the values the argument may take that
 /// begin as the value typed so far (at most 100, the server's order).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
 pub struct Completion {
     /// The values offered.
     pub values: Vec<String>,
     /// How many there are in all, when the server says.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
     /// More values exist than those offered.
-    #[serde(default)]
     pub has_more: bool,
+}
+
+impl Completion {
+    /// Read from a result's `completion`; `None` without `values`.
+    pub(crate) fn from_json(completion: &Value) -> Option<Completion> {
+        let values = completion.get("values")?.as_array()?;
+        Some(Completion {
+            values: values.iter().filter_map(Value::as_str).take(100).map(str::to_owned).collect(),
+            total: completion.get("total").and_then(Value::as_u64),
+            has_more: completion.get("hasMore").and_then(Value::as_bool).unwrap_or(false),
+        })
+    }
+
+    /// As MCP writes it: `values`, `total` when known, `hasMore`.
+    pub fn to_json(&self) -> Value {
+        let mut out = serde_json::json!({"values": self.values, "hasMore": self.has_more});
+        if let Some(total) = self.total {
+            out["total"] = serde_json::json!(total);
+        }
+        out
+    }
 }
 
 /// A `notifications/progress` update for a request.

@@ -353,7 +353,7 @@ pub(super) fn complete(
     let options = tether::CallOptions::default();
     match hub.complete(server, reference, name, value, context, &options) {
         Ok(completion) if json => {
-            emit_json(&completion);
+            emit_json(&completion.to_json());
             EXIT_OK
         }
         Ok(completion) => {

@@ -181,8 +181,15 @@ fn run() -> ExitCode {
             manage::enable(&files, &name, enabled, scope, &again)
         }
         Command::Trust { dir, trusted, yes } => manage::trust(&files, dir, trusted, yes, &again),
+        #[cfg(feature = "import")]
         Command::Import { file: Some(file) } => manage::import(&files, &file, &again),
+        #[cfg(feature = "import")]
         Command::Import { file: None } => manage::import_found(&files, &again),
+        #[cfg(not(feature = "import"))]
+        Command::Import { .. } => {
+            errln!("this tether was built without import (the \"import\" cargo feature)");
+            EXIT_USAGE
+        }
         Command::Expose { name, mode, tool, scope } => {
             manage::expose(&files, &name, mode, tool.as_deref(), scope, &again)
         }

@@ -155,26 +155,26 @@ pub(crate) fn emit(text: &str) {
 /// escape, as JSON allows: a server's words reach a terminal as text, never
 /// as commands, and the JSON means the same.
 pub(crate) fn emit_json(value: &impl serde::Serialize) {
-    write_json(value, true);
+    write_json(|out| serde_json::to_writer_pretty(out, value));
 }
 
 /// [`emit_json`] on one line: a stream of objects, one a line (JSON Lines).
-pub(crate) fn emit_json_line(value: &impl serde::Serialize) {
-    write_json(value, false);
+pub(crate) fn emit_json_line(value: &serde_json::Value) {
+    // `Value`'s own writer: no other serializer made for it.
+    write_json(|out| out.write_all(value.to_string().as_bytes()).map_err(serde_json::Error::io));
 }
 
-fn write_json(value: &impl serde::Serialize, pretty: bool) {
+fn write_json(
+    write: impl FnOnce(
+        &mut JsonEscaper<io::BufWriter<io::StdoutLock<'static>>>,
+    ) -> serde_json::Result<()>,
+) {
     if OUTPUT_CLOSED.load(Ordering::Relaxed) || INTERRUPTED.load(Ordering::SeqCst) {
         return;
     }
     let stdout = io::stdout().lock();
     let mut out = JsonEscaper { inner: io::BufWriter::with_capacity(64 * 1024, stdout) };
-    let written = if pretty {
-        serde_json::to_writer_pretty(&mut out, value)
-    } else {
-        serde_json::to_writer(&mut out, value)
-    };
-    let written = written
+    let written = write(&mut out)
         .map_err(io::Error::from)
         .and_then(|()| out.write_all(b"\n"))
         .and_then(|()| out.flush());

@@ -507,13 +507,11 @@ impl Client {
         if let Some(arguments) = context.filter(|arguments| arguments.is_object()) {
             params["context"] = json!({"arguments": arguments});
         }
-        let mut result = self.request("completion/complete", Some(params), options)?;
-        let completion = result.get_mut("completion").map(Value::take).unwrap_or(Value::Null);
-        let mut completion: Completion = serde_json::from_value(completion)
-            .map_err(|err| Error::Protocol(format!("bad completion/complete result: {err}")))?;
-        // The revision allows 100 at most.
-        completion.values.truncate(100);
-        Ok(completion)
+        let result = self.request("completion/complete", Some(params), options)?;
+        // At most 100 values, as the revision allows.
+        result.get("completion").and_then(Completion::from_json).ok_or_else(|| {
+            Error::Protocol(format!("bad completion/complete result (no values): {result}"))
+        })
     }
 
     /// Subscribes to changes of the resource `uri`: the server sends

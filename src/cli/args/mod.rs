@@ -154,6 +154,7 @@ pub(super) enum Command {
         /// `bash`, `zsh` or `fish`.
         shell: String,
     },
+    #[cfg_attr(not(feature = "import"), allow(dead_code))]
     Import {
         /// None: offer the files other clients keep where they usually are.
         file: Option<PathBuf>,
