@@ -86,6 +86,18 @@ pub trait Host: Send + Sync {
         false
     }
 
+    /// Which elicitation modes are handled, when elicitation is: forms
+    /// (`form`, the default) and URLs to open (`url`, the default).
+    fn elicitation_modes(&self) -> ElicitationModes {
+        ElicitationModes { form: true, url: true }
+    }
+
+    /// Whether a sampling request may give the model tools (declares
+    /// `sampling.tools`; off by default).
+    fn sampling_with_tools(&self) -> bool {
+        false
+    }
+
     /// Answers `elicitation/create` from `server`.
     ///
     /// # Errors
@@ -201,15 +213,48 @@ fn declined(what: &str) -> RpcError {
     }
 }
 
-/// The `capabilities` object tether declares for this host.
-pub(crate) fn client_capabilities(host: &dyn Host) -> Value {
+/// The elicitation modes a [`Host`] handles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ElicitationModes {
+    /// A form, from a schema.
+    pub form: bool,
+    /// A URL the person opens.
+    pub url: bool,
+}
+
+impl ElicitationModes {
+    /// Forms and URLs as given.
+    pub fn new(form: bool, url: bool) -> ElicitationModes {
+        ElicitationModes { form, url }
+    }
+}
+
+/// The `capabilities` object tether declares for this host, with what the
+/// host's options add (`experimental`, `extensions`).
+pub(crate) fn client_capabilities(host: &dyn Host, extra: &crate::client::Declared) -> Value {
     // The host may change its roots; `Hub::notify_roots_changed` says so.
     let mut capabilities = json!({"roots": {"listChanged": true}});
     if host.handles_sampling() {
-        capabilities["sampling"] = json!({});
+        capabilities["sampling"] =
+            if host.sampling_with_tools() { json!({"tools": {}}) } else { json!({}) };
     }
-    if host.handles_elicitation() {
-        capabilities["elicitation"] = json!({"form": {}, "url": {}});
+    let modes = host.elicitation_modes();
+    if host.handles_elicitation() && (modes.form || modes.url) {
+        let mut elicitation = json!({});
+        if modes.form {
+            elicitation["form"] = json!({});
+        }
+        if modes.url {
+            elicitation["url"] = json!({});
+        }
+        capabilities["elicitation"] = elicitation;
+    }
+    if let Some(experimental) = &extra.experimental {
+        capabilities["experimental"] = experimental.clone();
+    }
+    if let Some(extensions) = &extra.extensions {
+        capabilities["extensions"] = extensions.clone();
     }
     capabilities
 }

@@ -81,7 +81,9 @@ mod url;
 mod value_command;
 
 pub use auth::{forget_credentials, sign_in_state, AuthorizationHandler, SignIn, TokenProvider};
-pub use client::{CallOptions, CancelHandle, Client, ClientOptions, ProgressCallback};
+pub use client::{
+    CallOptions, CancelHandle, Client, ClientInfo, ClientOptions, Declared, ProgressCallback,
+};
 pub use codemode::{
     CallHook, ConsoleCallback, NestedCall, NestedOutcome, ParentCall, PlannedCall, ScriptError,
     ScriptErrorKind, ScriptOptions, ScriptRun, Verdict, CODEMODE_AVAILABLE,
@@ -94,7 +96,7 @@ pub use config::{
     ServerConfig, StdioConfig, TransportConfig, Unapproved, UnknownWord, UntrustedServer,
 };
 pub use error::{CloseReason, Error, Step, Timeout};
-pub use host::{sampled_text, DefaultHost, Elicitation, Elicited, Host, Root};
+pub use host::{sampled_text, DefaultHost, Elicitation, ElicitationModes, Elicited, Host, Root};
 pub use hub::{
     Hub, HubOptions, LogFile, LogMessage, LogSink, Offered, RefreshReport, ServerStatus,
 };

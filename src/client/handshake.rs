@@ -35,8 +35,8 @@ impl Client {
         let timeout = deadline.saturating_duration_since(Instant::now());
         let params = json!({
             "protocolVersion": LATEST_PROTOCOL_VERSION,
-            "capabilities": host::client_capabilities(&*self.options.host),
-            "clientInfo": {"name": "tether", "version": env!("CARGO_PKG_VERSION")},
+            "capabilities": host::client_capabilities(&*self.options.host, &self.options.declared),
+            "clientInfo": self.options.declared.client_info.to_json(),
         });
         let options = CallOptions {
             timeout: Some(timeout),

@@ -48,7 +48,9 @@ mod stateless;
 use crate::transport::{self, Endpoint, Inbox, Transport};
 pub(crate) use eras::EraMemory;
 use exchange::Params;
-pub use options::{CallOptions, CancelHandle, ClientOptions, ProgressCallback};
+pub use options::{
+    CallOptions, CancelHandle, ClientInfo, ClientOptions, Declared, ProgressCallback,
+};
 use router::Router;
 use session::Session;
 use stateless::StatelessSession;

@@ -32,6 +32,9 @@ pub struct ClientOptions {
     /// stateless one with each request (`debug` … `emergency`); `None`
     /// tells neither.
     pub log_level: Option<String>,
+    /// How the client names itself, and the capabilities it declares
+    /// beyond its host's.
+    pub declared: Declared,
     /// The era each HTTP server spoke, by URL: shared by every clone of
     /// these options (a hub shares one among its servers).
     pub(crate) eras: EraMemory,
@@ -45,6 +48,7 @@ impl Default for ClientOptions {
             host: Arc::new(DefaultHost),
             era: EraChoice::Auto,
             log_level: None,
+            declared: Declared::default(),
             eras: EraMemory::default(),
         }
     }
@@ -75,11 +79,120 @@ impl ClientOptions {
         self
     }
 
+    /// How the client names itself to servers (`clientInfo`).
+    pub fn with_client_info(mut self, info: ClientInfo) -> ClientOptions {
+        self.declared.client_info = info;
+        self
+    }
+
+    /// Declares `capabilities.experimental` as given.
+    pub fn with_experimental(mut self, experimental: Value) -> ClientOptions {
+        self.declared.experimental = Some(experimental);
+        self
+    }
+
+    /// Declares the extension `name` (`capabilities.extensions`) with its
+    /// settings (`{}` for none).
+    pub fn with_extension(mut self, name: &str, settings: Value) -> ClientOptions {
+        self.declared.add_extension(name, settings);
+        self
+    }
+
     /// The least severe log message a server should send (`debug`,
     /// `info`, `notice`, `warning`, `error`, …).
     pub fn with_log_level(mut self, level: &str) -> ClientOptions {
         self.log_level = Some(level.to_owned());
         self
+    }
+}
+
+/// How a client names itself to servers (`clientInfo`): tether and its
+/// version unless the host says otherwise.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ClientInfo {
+    /// A name, for programs (`my-agent`).
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// A name for people (`My Agent`).
+    pub title: Option<String>,
+    /// Its web site.
+    pub website_url: Option<String>,
+    /// Icons, as MCP writes them (`{"src", "mimeType", "sizes"}`).
+    pub icons: Vec<Value>,
+}
+
+impl Default for ClientInfo {
+    fn default() -> Self {
+        ClientInfo::new("tether", env!("CARGO_PKG_VERSION"))
+    }
+}
+
+impl ClientInfo {
+    /// A client of this name and version.
+    pub fn new(name: &str, version: &str) -> ClientInfo {
+        ClientInfo {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            title: None,
+            website_url: None,
+            icons: Vec::new(),
+        }
+    }
+
+    /// Its name for people.
+    pub fn with_title(mut self, title: &str) -> ClientInfo {
+        self.title = Some(title.to_owned());
+        self
+    }
+
+    /// Its web site.
+    pub fn with_website_url(mut self, url: &str) -> ClientInfo {
+        self.website_url = Some(url.to_owned());
+        self
+    }
+
+    /// One more icon (`{"src": "https://…/icon.png", "mimeType": "image/png"}`).
+    pub fn with_icon(mut self, icon: Value) -> ClientInfo {
+        self.icons.push(icon);
+        self
+    }
+
+    /// As MCP writes an `Implementation`.
+    pub(crate) fn to_json(&self) -> Value {
+        let mut out = serde_json::json!({"name": self.name, "version": self.version});
+        if let Some(title) = &self.title {
+            out["title"] = serde_json::json!(title);
+        }
+        if let Some(url) = &self.website_url {
+            out["websiteUrl"] = serde_json::json!(url);
+        }
+        if !self.icons.is_empty() {
+            out["icons"] = serde_json::json!(self.icons);
+        }
+        out
+    }
+}
+
+/// What a client declares of itself beyond what its host handles: its
+/// name, and the `experimental` and `extensions` capabilities.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct Declared {
+    /// `clientInfo`.
+    pub client_info: ClientInfo,
+    /// `capabilities.experimental`, as given.
+    pub experimental: Option<Value>,
+    /// `capabilities.extensions`: each extension's settings by its name.
+    pub extensions: Option<Value>,
+}
+
+impl Declared {
+    /// Adds extension `name` with its `settings` (`{}` for none).
+    pub(crate) fn add_extension(&mut self, name: &str, settings: Value) {
+        let extensions = self.extensions.get_or_insert_with(|| serde_json::json!({}));
+        extensions[name] = settings;
     }
 }
 

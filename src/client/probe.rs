@@ -166,11 +166,11 @@ impl Client {
         meta.insert("io.modelcontextprotocol/protocolVersion".into(), version.into());
         meta.insert(
             "io.modelcontextprotocol/clientCapabilities".into(),
-            stateless_capabilities(&*self.options.host),
+            stateless_capabilities(&*self.options.host, &self.options.declared),
         );
         meta.insert(
             "io.modelcontextprotocol/clientInfo".into(),
-            json!({"name": "tether", "version": env!("CARGO_PKG_VERSION")}),
+            self.options.declared.client_info.to_json(),
         );
         if let Some(level) = &self.options.log_level {
             meta.insert("io.modelcontextprotocol/logLevel".into(), level.as_str().into());
@@ -181,8 +181,8 @@ impl Client {
 
 /// The client capabilities of the stateless revision: as the handshake's,
 /// less `roots.listChanged` (that notification is gone).
-fn stateless_capabilities(host: &dyn Host) -> Value {
-    let mut capabilities = host::client_capabilities(host);
+fn stateless_capabilities(host: &dyn Host, declared: &super::Declared) -> Value {
+    let mut capabilities = host::client_capabilities(host, declared);
     capabilities["roots"] = json!({});
     capabilities
 }

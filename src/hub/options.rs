@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::events::LogSink;
 use crate::auth::{AuthorizationHandler, TokenProvider};
+use crate::client::{ClientInfo, Declared};
 use crate::codemode::CallHook;
 use crate::config::ConfigLoader;
 use crate::host::{DefaultHost, Host};
@@ -33,6 +34,9 @@ pub struct HubOptions {
     /// Where the era each server was found to speak is kept across runs
     /// (the CLI's `eras.json`); without it, only while the hub lives.
     pub era_file: Option<std::path::PathBuf>,
+    /// How the hub's clients name themselves, and the capabilities they
+    /// declare beyond the host's.
+    pub declared: Declared,
     /// What every connection is lent: who has a person sign in to remote
     /// servers (without one, a server that wants OAuth fails with
     /// [`Error::LoginRequired`], `needsLogin`), where sign-ins are kept, the
@@ -50,12 +54,31 @@ impl Default for HubOptions {
             reload: None,
             call_hook: None,
             era_file: None,
+            declared: Declared::default(),
             lent: FromHost::default(),
         }
     }
 }
 
 impl HubOptions {
+    /// How the hub's clients name themselves to servers (`clientInfo`).
+    pub fn with_client_info(mut self, info: ClientInfo) -> HubOptions {
+        self.declared.client_info = info;
+        self
+    }
+
+    /// Declares `capabilities.experimental` to every server.
+    pub fn with_experimental(mut self, experimental: serde_json::Value) -> HubOptions {
+        self.declared.experimental = Some(experimental);
+        self
+    }
+
+    /// Declares the extension `name` with its settings to every server.
+    pub fn with_extension(mut self, name: &str, settings: serde_json::Value) -> HubOptions {
+        self.declared.add_extension(name, settings);
+        self
+    }
+
     /// Return from `Hub::start` at once; servers connect in the background.
     pub fn with_background(mut self, background: bool) -> HubOptions {
         self.background = background;

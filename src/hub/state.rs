@@ -315,6 +315,7 @@ impl Shared {
             // The level the log sink takes: a handshake-era server that
             // logs is told once, a stateless one with each request.
             log_level: self.options.log_sink.as_ref().map(|_| "info".to_owned()),
+            declared: self.options.declared.clone(),
             eras: self.eras.clone(),
         };
         let client = transport::for_entry(config, &self.options.lent)

@@ -960,3 +960,51 @@ fn a_calls_meta_keys_reach_the_server() {
     assert_eq!(seen.as_object().map(|meta| meta.len()), Some(1), "{seen}");
     client.close().unwrap();
 }
+
+/// A host that takes forms only, and sampling with tools.
+struct FormsOnly;
+
+impl Host for FormsOnly {
+    fn handles_elicitation(&self) -> bool {
+        true
+    }
+
+    fn elicitation_modes(&self) -> tether::ElicitationModes {
+        tether::ElicitationModes::new(true, false)
+    }
+
+    fn handles_sampling(&self) -> bool {
+        true
+    }
+
+    fn sampling_with_tools(&self) -> bool {
+        true
+    }
+}
+
+// Issue 25 (item 4): what a host says of itself: its name, form-only
+// elicitation, tool-using sampling, experimental and extensions.
+#[test]
+fn a_host_names_itself_and_declares_its_capabilities() {
+    let tag = Tag::new();
+    let info = tether::ClientInfo::new("my-agent", "2.1.0")
+        .with_title("My Agent")
+        .with_icon(json!({"src": "https://example.com/icon.png", "mimeType": "image/png"}));
+    let options = quick(5_000)
+        .with_host(Arc::new(FormsOnly))
+        .with_client_info(info)
+        .with_experimental(json!({"fastLane": {}}))
+        .with_extension("io.example/notes", json!({}));
+    let client = Client::connect("fx", &misbehave(&tag, &["--era", "legacy"]), options).unwrap();
+    let hello = client.call_tool("client_hello", json!({}), &CallOptions::default()).unwrap();
+    let hello: Value = serde_json::from_str(&hello.to_text()).unwrap();
+    assert_eq!(hello["clientInfo"]["name"], "my-agent", "{hello}");
+    assert_eq!(hello["clientInfo"]["title"], "My Agent");
+    assert_eq!(hello["clientInfo"]["icons"][0]["mimeType"], "image/png");
+    let capabilities = &hello["capabilities"];
+    assert_eq!(capabilities["elicitation"], json!({"form": {}}), "{capabilities}");
+    assert_eq!(capabilities["sampling"], json!({"tools": {}}));
+    assert_eq!(capabilities["experimental"], json!({"fastLane": {}}));
+    assert_eq!(capabilities["extensions"], json!({"io.example/notes": {}}));
+    client.close().unwrap();
+}
