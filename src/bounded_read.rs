@@ -22,7 +22,7 @@ pub(crate) const CONFIG_FILE_LIMIT: u64 = 1024 * 1024;
 
 /// The most a file given to `tether import` may hold: other clients keep
 /// more than their servers in theirs (Claude Code its history).
-#[cfg(feature = "import")]
+#[cfg(feature = "desktop")]
 pub(crate) const IMPORT_FILE_LIMIT: u64 = 32 * 1024 * 1024;
 
 /// The most a CA file or folder entry may hold: a full bundle is ~250 KB.

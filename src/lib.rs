@@ -88,7 +88,7 @@ pub use codemode::{
     CallHook, ConsoleCallback, NestedCall, NestedOutcome, ParentCall, PlannedCall, ScriptError,
     ScriptErrorKind, ScriptOptions, ScriptRun, Verdict, CODEMODE_AVAILABLE,
 };
-#[cfg(feature = "import")]
+#[cfg(feature = "desktop")]
 pub use config::ImportReport;
 pub use config::{
     default_config_dir, Config, ConfigFiles, ConfigLoader, EnterpriseIdentity, Exposure,

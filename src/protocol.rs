@@ -75,6 +75,9 @@ pub struct ServerInfo {
     pub instructions: Option<String>,
     /// The server's capabilities object, as sent.
     pub capabilities: Value,
+    /// Its `serverInfo` as sent (`name`, `version`, and `title`, `icons`,
+    /// `websiteUrl`, `description` when it gives them).
+    pub implementation: Value,
 }
 
 impl ServerInfo {
@@ -95,6 +98,7 @@ impl ServerInfo {
             version: text(server_info.and_then(|info| info.get("version"))),
             instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
             capabilities: result.get("capabilities").cloned().unwrap_or(Value::Null),
+            implementation: server_info.cloned().unwrap_or(Value::Null),
         })
     }
 
@@ -115,6 +119,7 @@ impl ServerInfo {
             version: text(server_info.and_then(|info| info.get("version"))),
             instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
             capabilities: result.get("capabilities").filter(|c| c.is_object())?.clone(),
+            implementation: server_info.cloned().unwrap_or(Value::Null),
         })
     }
 
@@ -157,6 +162,15 @@ pub struct Tool {
     /// Hints (`readOnlyHint`, …): for the host's policy only, never trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Value>,
+    /// How it may run (`taskSupport`), as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Value>,
+    /// Its icons, as sent (`{"src", "mimeType", "sizes"}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub icons: Vec<Value>,
+    /// Its `_meta`, as sent.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
 }
 
 fn empty_object_schema() -> Value {
@@ -357,6 +371,15 @@ pub struct Resource {
     /// Its size in bytes, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// `audience`, `priority`, `lastModified`, as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    /// Its icons, as sent (`{"src", "mimeType", "sizes"}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub icons: Vec<Value>,
+    /// Its `_meta`, as sent.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
 }
 
 impl Resource {
@@ -381,12 +404,24 @@ pub struct ResourceTemplate {
     /// Its name.
     #[serde(default)]
     pub name: String,
+    /// A display title, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     /// What it gives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The MIME type of what it gives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
+    /// `audience`, `priority`, `lastModified`, as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    /// Its icons, as sent (`{"src", "mimeType", "sizes"}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub icons: Vec<Value>,
+    /// Its `_meta`, as sent.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
 }
 
 /// One item of a `resources/read` result: text or a base64 blob.
@@ -405,6 +440,12 @@ pub struct ResourceContents {
     /// The base64 bytes, for a binary resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blob: Option<String>,
+    /// `audience`, `priority`, `lastModified`, as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    /// Its `_meta`, as sent.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
 }
 
 /// A prompt a server offers.
@@ -423,6 +464,12 @@ pub struct Prompt {
     /// Its arguments.
     #[serde(default)]
     pub arguments: Vec<PromptArgument>,
+    /// Its icons, as sent (`{"src", "mimeType", "sizes"}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub icons: Vec<Value>,
+    /// Its `_meta`, as sent.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
 }
 
 /// One argument of a prompt.
@@ -431,6 +478,9 @@ pub struct Prompt {
 pub struct PromptArgument {
     /// Its name.
     pub name: String,
+    /// A display title, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     /// What it means.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -448,6 +498,9 @@ pub struct PromptResult {
     pub description: Option<String>,
     /// The messages (`role` and `content`), as sent.
     pub messages: Vec<Value>,
+    /// Its `_meta`, as sent.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
 }
 
 /// What `completion/complete` completes an argument of: a prompt (by its
@@ -571,5 +624,28 @@ mod tests {
     fn tool_without_schema_gets_an_object_schema() {
         let tool: Tool = serde_json::from_value(json!({"name": "t"})).unwrap();
         assert_eq!(tool.input_schema, json!({"type": "object"}));
+    }
+
+    #[test]
+    fn what_a_server_says_of_its_items_is_kept_and_written_back() {
+        let sent = json!({"name": "t", "inputSchema": {"type": "object"},
+            "execution": {"taskSupport": "optional"},
+            "icons": [{"src": "https://example.com/t.svg", "mimeType": "image/svg+xml"}],
+            "_meta": {"example.com/x": 1}});
+        let tool: Tool = serde_json::from_value(sent.clone()).unwrap();
+        assert_eq!(tool.execution, Some(json!({"taskSupport": "optional"})));
+        assert_eq!(serde_json::to_value(&tool).unwrap(), sent);
+        let template: ResourceTemplate = serde_json::from_value(json!({
+            "uriTemplate": "x://{id}", "name": "x", "title": "X", "annotations": {"priority": 1}}))
+        .unwrap();
+        assert_eq!(template.title.as_deref(), Some("X"));
+        assert_eq!(template.annotations, Some(json!({"priority": 1})));
+        let argument: PromptArgument =
+            serde_json::from_value(json!({"name": "city", "title": "City"})).unwrap();
+        assert_eq!(argument.title.as_deref(), Some("City"));
+        let info = ServerInfo::from_initialize_result(&json!({"protocolVersion": "2025-11-25",
+            "serverInfo": {"name": "s", "version": "1", "title": "S", "websiteUrl": "https://s"}}))
+        .unwrap();
+        assert_eq!(info.implementation["websiteUrl"], "https://s");
     }
 }

@@ -545,7 +545,7 @@ pub(super) fn trust(
 /// `tether import` with no file: the files other clients keep where they
 /// usually are, offered on a terminal (a number, several, `all`), listed
 /// otherwise.
-#[cfg(feature = "import")]
+#[cfg(feature = "desktop")]
 pub(super) fn import_found(files: &ConfigFiles, again: &SameFiles) -> u8 {
     let found = ConfigFiles::import_candidates();
     if found.is_empty() {
@@ -600,7 +600,7 @@ pub(super) fn import_found(files: &ConfigFiles, again: &SameFiles) -> u8 {
     code
 }
 
-#[cfg(feature = "import")]
+#[cfg(feature = "desktop")]
 pub(super) fn import(files: &ConfigFiles, source: &Path, again: &SameFiles) -> u8 {
     match files.import(source) {
         Ok(report) => {

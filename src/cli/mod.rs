@@ -13,6 +13,7 @@ mod adhoc;
 mod args;
 mod arguments;
 mod browse;
+#[cfg(feature = "desktop")]
 mod completion;
 mod connect;
 mod escape;
@@ -162,7 +163,15 @@ fn run() -> ExitCode {
     }
     let code = match command {
         Command::Add(add) => manage::add(&files, add, &again),
+        #[cfg(feature = "desktop")]
         Command::Completion { shell } => completion::completion(&shell),
+        #[cfg(not(feature = "desktop"))]
+        Command::Completion { .. } => {
+            errln!(
+                "this tether was built without completion scripts (the \"desktop\" cargo feature)"
+            );
+            EXIT_USAGE
+        }
         #[cfg(feature = "serve")]
         Command::Sessions { end: false, json, .. } => keep::sessions::list(json),
         #[cfg(feature = "serve")]
@@ -181,13 +190,13 @@ fn run() -> ExitCode {
             manage::enable(&files, &name, enabled, scope, &again)
         }
         Command::Trust { dir, trusted, yes } => manage::trust(&files, dir, trusted, yes, &again),
-        #[cfg(feature = "import")]
+        #[cfg(feature = "desktop")]
         Command::Import { file: Some(file) } => manage::import(&files, &file, &again),
-        #[cfg(feature = "import")]
+        #[cfg(feature = "desktop")]
         Command::Import { file: None } => manage::import_found(&files, &again),
-        #[cfg(not(feature = "import"))]
+        #[cfg(not(feature = "desktop"))]
         Command::Import { .. } => {
-            errln!("this tether was built without import (the \"import\" cargo feature)");
+            errln!("this tether was built without import (the \"desktop\" cargo feature)");
             EXIT_USAGE
         }
         Command::Expose { name, mode, tool, scope } => {

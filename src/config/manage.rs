@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-#[cfg(feature = "import")]
+#[cfg(feature = "desktop")]
 use super::import::{self, ImportReport};
 use super::{
     check_entry, check_name, command_line_of, file, name_key, servers_of, trust, Exposure, Scope,
@@ -358,7 +358,7 @@ impl ConfigFiles {
     /// # Errors
     /// The source cannot be read or has no servers; the user file cannot be
     /// rewritten.
-    #[cfg(feature = "import")]
+    #[cfg(feature = "desktop")]
     pub fn import(&self, source: &Path) -> Result<ImportReport, Error> {
         import::import(source, &self.user_file()).map_err(Error::Config)
     }
@@ -367,7 +367,7 @@ impl ConfigFiles {
     /// Code and Desktop, Cursor, VS Code, Codex, Gemini CLI, Windsurf, Zed,
     /// OpenCode), each that exists with its client's name: what `tether
     /// import` offers when given no file.
-    #[cfg(feature = "import")]
+    #[cfg(feature = "desktop")]
     pub fn import_candidates() -> Vec<(&'static str, PathBuf)> {
         let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
             return Vec::new();

@@ -14,13 +14,13 @@
 //! overrides `enabled`, `exposure` and `toolExposure`.
 
 mod codemode;
-#[cfg(feature = "import")]
+#[cfg(feature = "desktop")]
 mod dialects;
 mod document;
 mod entry;
 pub(crate) mod expand;
 pub(crate) mod file;
-#[cfg(feature = "import")]
+#[cfg(feature = "desktop")]
 pub(crate) mod import;
 mod keywords;
 mod loader;
@@ -44,7 +44,7 @@ pub use codemode::ScriptLimits;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use document::{ConfigDocument, Servers as DocumentServers, MAX_ENTRIES_PER_FILE};
 pub(crate) use entry::check_name;
-#[cfg(feature = "import")]
+#[cfg(feature = "desktop")]
 pub use import::ImportReport;
 pub use keywords::UnknownWord;
 pub(crate) use loader::check_entry;

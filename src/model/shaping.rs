@@ -426,6 +426,9 @@ mod tests {
             input_schema: json!({"type": "object"}),
             output_schema,
             annotations: None,
+            execution: None,
+            icons: Vec::new(),
+            meta: None,
         }
     }
 

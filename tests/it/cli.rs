@@ -787,3 +787,22 @@ fn watch_prints_a_resources_updates_in_both_eras() {
     assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
     tag.assert_gone();
 }
+
+// Issue 25 (item 10): a resource's annotations, icons and `_meta` (and a
+// read's `_meta`) reach `--json` as the server sent them.
+#[test]
+fn resources_keep_their_annotations_icons_and_meta() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &["--resources"])}));
+    let (output, _) = run_tether(dir.path(), &["resources", "fx", "--json"], WITHIN);
+    let listed: Value = serde_json::from_str(&stdout_of(&output)).unwrap();
+    let one = &listed["resources"][0];
+    assert_eq!(one["title"], "The One", "{one}");
+    assert_eq!(one["annotations"]["audience"], json!(["user"]));
+    assert_eq!(one["icons"][0]["src"], "https://example.com/one.png");
+    assert_eq!(one["_meta"]["example.com/tag"], "first");
+    let (output, _) = run_tether(dir.path(), &["read", "fx", "test://one", "--json"], WITHIN);
+    let read: Value = serde_json::from_str(&stdout_of(&output)).unwrap();
+    assert_eq!(read["contents"][0]["_meta"]["example.com/tag"], "first", "{read}");
+    tag.assert_gone();
+}

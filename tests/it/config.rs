@@ -531,7 +531,7 @@ fn concurrent_adds_from_two_processes_lose_nothing() {
     assert_eq!(servers, 24);
 }
 
-#[cfg(feature = "import")]
+#[cfg(feature = "desktop")]
 #[test]
 fn import_translates_other_clients_files_and_reports_what_it_skipped() {
     let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/configs");
@@ -699,7 +699,7 @@ fn headers_with_equals_in_their_value_split_at_the_colon() {
     assert_eq!(setup.user_file()["mcpServers"]["web"]["headers"], json!({"Cookie": "sid=abc=="}));
 }
 
-#[cfg(feature = "import")]
+#[cfg(feature = "desktop")]
 #[test]
 fn import_keeps_other_clients_text_as_text() {
     let setup = Setup::new(None, None);
@@ -860,7 +860,7 @@ fn the_protocol_field_is_checked_and_era_points_to_it() {
 // means it: Codex's TOML, Gemini's httpUrl/url/millisecond timeout and tool
 // lists, ~/.claude.json's local servers named (not dropped), Zed, OpenCode
 // and Windsurf.
-#[cfg(feature = "import")]
+#[cfg(feature = "desktop")]
 #[test]
 fn import_reads_codex_gemini_claude_code_zed_opencode_and_windsurf() {
     let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/configs");
@@ -931,7 +931,7 @@ fn import_reads_codex_gemini_claude_code_zed_opencode_and_windsurf() {
 // Issue 26 (item 4): `tether import` with no file names the files other
 // clients keep where they usually are (here under a HOME made for the
 // test); without a terminal to ask on, it lists them and exits 2.
-#[cfg(feature = "import")]
+#[cfg(feature = "desktop")]
 #[test]
 fn import_without_a_file_offers_what_it_finds() {
     let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/configs");
@@ -1014,12 +1014,16 @@ fn the_local_scope_is_private_to_one_project_and_wins() {
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["scope"], "user");
 }
 
-// The smallest build leaves `tether import` out, and says so.
-#[cfg(not(feature = "import"))]
+// The smallest build leaves `tether import` and `tether completion` out,
+// and says so.
+#[cfg(not(feature = "desktop"))]
 #[test]
 fn a_build_without_import_says_so() {
     let setup = Setup::new(None, None);
     let (code, _, err) = setup.run(&["import", "/nonexistent.json"], &[]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("built without import"), "{err}");
+    let (code, _, err) = setup.run(&["completion", "bash"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("\"desktop\" cargo feature"), "{err}");
 }

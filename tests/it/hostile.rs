@@ -74,7 +74,7 @@ fn the_user_file_and_the_stores_are_never_read_past_their_limit() {
     assert!(seen.peak_kib < MEMORY_LIMIT_KIB, "peak {} KiB", seen.peak_kib);
     assert!(seen.took < Duration::from_secs(3), "took {:?}", seen.took);
     // An import of a device is refused the same way.
-    if cfg!(feature = "import") {
+    if cfg!(feature = "desktop") {
         let mut command = tether_in(config.path(), project.path());
         command.args(["import", "/dev/zero"]);
         let seen = run_measured(command, Duration::from_secs(10));

@@ -150,11 +150,12 @@ pub(super) enum Command {
         /// `--yes`: approve without asking.
         yes: bool,
     },
+    #[cfg_attr(not(feature = "desktop"), allow(dead_code))]
     Completion {
         /// `bash`, `zsh` or `fish`.
         shell: String,
     },
-    #[cfg_attr(not(feature = "import"), allow(dead_code))]
+    #[cfg_attr(not(feature = "desktop"), allow(dead_code))]
     Import {
         /// None: offer the files other clients keep where they usually are.
         file: Option<PathBuf>,
