@@ -68,6 +68,9 @@ mod spelling;
 pub mod for_cli {
     pub use crate::clock::rfc3339;
     pub use crate::codemode::{servers_named, Named};
+    pub use crate::config::file::{lock_within, Lock};
+    #[cfg(feature = "serve")]
+    pub use crate::serve::unix_peer;
     pub use crate::shell::{shell_quote, shell_words};
     pub use crate::spelling::closest;
     pub use crate::url::is_https_or_loopback_http;

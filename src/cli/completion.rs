@@ -46,10 +46,6 @@ pub(super) fn completion(shell: &str) -> u8 {
     EXIT_OK
 }
 
-/// The commands that start servers, which also take `--keep-alive`.
-const STARTS_SERVERS: [&str; 10] =
-    ["list", "tools", "resources", "read", "prompts", "prompt", "call", "run", "complete", "watch"];
-
 /// Words a command takes first besides flags and servers.
 fn subcommands(command: &str) -> &'static [&'static str] {
     match command {
@@ -69,7 +65,7 @@ fn commands() -> Vec<(&'static str, Vec<String>)> {
     super::help::commands()
         .map(|name| {
             let mut words = flags(super::help::of(name).unwrap_or(""));
-            if STARTS_SERVERS.contains(&name) {
+            if super::args::SERVER_COMMANDS.contains(&name) {
                 words.push("--keep-alive".to_owned());
             }
             words.extend(subcommands(name).iter().map(|word| (*word).to_owned()));

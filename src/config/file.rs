@@ -128,7 +128,7 @@ fn lock_path(path: &Path) -> PathBuf {
 }
 
 /// Holds an exclusive `flock` until dropped (closing the file releases it).
-pub(crate) struct Lock {
+pub struct Lock {
     _file: File,
 }
 
@@ -141,7 +141,7 @@ fn lock(path: &Path) -> Result<Lock, String> {
 ///
 /// # Errors
 /// The file cannot be opened (a link there is refused), or stays locked.
-pub(crate) fn lock_within(path: &Path, wait: Duration) -> Result<Lock, String> {
+pub fn lock_within(path: &Path, wait: Duration) -> Result<Lock, String> {
     // A link planted where the lock file goes is refused (`ELOOP`), never
     // followed to create or truncate a file where it points.
     let file = OpenOptions::new()

@@ -31,6 +31,8 @@ mod queue;
 mod streams;
 mod unix;
 
+pub use unix::unix_peer;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};

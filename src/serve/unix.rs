@@ -148,6 +148,14 @@ fn wait_readable(listener: &UnixListener, within: Duration) {
 
 /// True when the process at the other end runs as this process's user.
 fn same_user(stream: &UnixStream) -> bool {
+    // SAFETY: no arguments; it cannot fail.
+    unix_peer(stream).is_some_and(|(_, uid)| uid == unsafe { libc::geteuid() })
+}
+
+/// The process at the other end of a Unix socket, as the kernel says
+/// (`SO_PEERCRED`): its pid and user (for a client, the listener's as it
+/// was when it listened).
+pub fn unix_peer(stream: &UnixStream) -> Option<(i32, u32)> {
     let mut credentials = libc::ucred { pid: 0, uid: u32::MAX, gid: u32::MAX };
     let mut size = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: a valid descriptor and a buffer of the size given.
@@ -160,6 +168,5 @@ fn same_user(stream: &UnixStream) -> bool {
             &mut size,
         )
     };
-    // SAFETY: no arguments; it cannot fail.
-    got == 0 && credentials.uid == unsafe { libc::geteuid() }
+    (got == 0).then_some((credentials.pid, credentials.uid))
 }

@@ -385,7 +385,7 @@ pub(super) fn parse(
 }
 
 /// The commands that start servers, which take `--keep-alive`.
-const SERVER_COMMANDS: &[&str] = &[
+pub(super) const SERVER_COMMANDS: &[&str] = &[
     "list",
     "tools",
     "resources",

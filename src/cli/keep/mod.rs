@@ -244,7 +244,9 @@ fn ensure(
     invocation: &Invocation<'_>,
     cwd: &Path,
 ) -> Result<(), Failure> {
-    let _lock = runtime::lock(&kept.lock).map_err(Failure::Other)?;
+    // Another command starting the same keeper has it for its start at most.
+    let wait = server.start_timeout + START_SLACK + START_SLACK;
+    let _lock = runtime::lock(&kept.lock, wait).map_err(Failure::Other)?;
     if kept.answers() {
         return Ok(());
     }

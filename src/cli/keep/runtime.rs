@@ -7,7 +7,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -55,21 +54,12 @@ fn private(folder: &Path, uid: u32) -> Result<(), String> {
 }
 
 /// Holds `path`'s exclusive lock (made 0600, never through a link) until
-/// dropped.
-pub(super) fn lock(path: &Path) -> Result<File, String> {
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|err| format!("{}: {err}", path.display()))?;
-    // SAFETY: a valid descriptor.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(format!("{}: {}", path.display(), io::Error::last_os_error()));
-    }
-    Ok(file)
+/// dropped, waiting at most `wait` for a command starting the same keeper.
+pub(super) fn lock(
+    path: &Path,
+    wait: std::time::Duration,
+) -> Result<tether::for_cli::Lock, String> {
+    tether::for_cli::lock_within(path, wait)
 }
 
 /// `path` made anew, 0600, never through a link.

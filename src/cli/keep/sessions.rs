@@ -215,21 +215,9 @@ fn sweep(folder: &Path) {
 /// The pid of the process of this user listening at `socket`, if one does.
 fn keeper_of(socket: &Path) -> Option<i32> {
     let stream = UnixStream::connect(socket).ok()?;
-    let mut credentials = libc::ucred { pid: 0, uid: u32::MAX, gid: u32::MAX };
-    let mut size = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: a valid descriptor and a buffer of the size given.
-    let got = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&raw mut credentials).cast(),
-            &mut size,
-        )
-    };
+    let (pid, uid) = tether::for_cli::unix_peer(&stream)?;
     // SAFETY: no arguments; it cannot fail.
-    let mine = credentials.uid == unsafe { libc::geteuid() };
-    (got == 0 && mine && credentials.pid > 0).then_some(credentials.pid)
+    (uid == unsafe { libc::geteuid() } && pid > 0).then_some(pid)
 }
 
 /// How long since the socket was made.
