@@ -355,6 +355,10 @@ impl<'a> Front<'a> {
                 return plain(stream, 406, "subscriptions/listen needs text/event-stream", keep);
             }
             let pieces = streams.open_post(&asked.id, true);
+            // A handshake session's: refused on its own stream.
+            if !stateless && link.refuses_listen(&asked.id) {
+                return self.stream_events(stream, &headers, &pieces, stopped);
+            }
             // Listening: the link hears the hub's changes while it lasts.
             if stateless {
                 self.links.add(&link);

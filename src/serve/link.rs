@@ -194,6 +194,27 @@ impl Link {
         }
     }
 
+    /// Refuses a `subscriptions/listen` on a handshake session (a
+    /// 2025-11-25 client's, which has no such method; it would otherwise
+    /// turn the session stateless); true when it was refused, and answered.
+    pub(super) fn refuses_listen(&self, id: &RequestId) -> bool {
+        let handshake = {
+            let peer = lock(&self.peer);
+            !peer.stateless && peer.capabilities.is_object()
+        };
+        if handshake {
+            let refusal = RpcError {
+                code: crate::jsonrpc::METHOD_NOT_FOUND,
+                message: "subscriptions/listen is of the 2026-07-28 revision; this session began \
+                          with initialize"
+                    .into(),
+                data: None,
+            };
+            self.send(Route::Answer(id), Frame::response(id, &Err(refusal)));
+        }
+        handshake
+    }
+
     /// A stateless client's `subscriptions/listen`: kept open (never
     /// answered while it lasts), acknowledged with what it will hear.
     pub(super) fn listen(&self, id: &RequestId, params: Option<&Value>) {

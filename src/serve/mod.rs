@@ -350,7 +350,9 @@ fn read_all(input: &mut impl Read, core: &Core<'_>, link: &Arc<Link>) {
             Ok(Next::Frame(frame)) => match Message::parse(frame) {
                 // Held open, not answered: it never takes a worker.
                 Ok(Message::Request(request)) if request.method == "subscriptions/listen" => {
-                    link.listen(&request.id, request.params.as_ref());
+                    if !link.refuses_listen(&request.id) {
+                        link.listen(&request.id, request.params.as_ref());
+                    }
                 }
                 Ok(Message::Request(request)) => core.submit(link, request),
                 Ok(message) => core.hear(link, message),

@@ -539,3 +539,27 @@ fn a_question_withdrawn_upstream_is_withdrawn_in_front() {
     assert_eq!(answered["result"]["content"][0]["text"], "withdrew withdrawn-1", "{answered}");
     front.close();
 }
+
+// A review (issue 24): a `subscriptions/listen` on a handshake session
+// turned the session stateless. It is refused, and the session goes on as
+// it began: its list changes still reach it unprompted.
+#[test]
+fn a_listen_on_a_handshake_session_is_refused_and_changes_nothing() {
+    let tag = Tag::new();
+    let servers = json!({"fx": misbehave_entry(&tag, &["--era", "legacy"])});
+    let mut front = Front::start(servers, &["fx"]);
+    front.initialize(json!({}));
+    front.tools_with("grow");
+    let refused = front.request(
+        7,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    assert_eq!(refused["error"]["code"], -32601, "{refused}");
+    let grown = front.request(8, "tools/call", json!({"name": "grow", "arguments": {"name": "x"}}));
+    assert!(grown["result"].is_object(), "{grown}");
+    let changed = front
+        .next("a list change", |message| message["method"] == "notifications/tools/list_changed");
+    assert!(changed["params"].get("_meta").is_none(), "{changed}");
+    front.close();
+}
