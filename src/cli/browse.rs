@@ -356,6 +356,11 @@ pub(super) fn complete(
             emit_json(&completion.to_json());
             EXIT_OK
         }
+        Err(err) if matches!(err.root(), Error::Rpc(rpc) if rpc.code == -32601) => {
+            let code = report(&err);
+            detail!("hint: {server} offers no completions (the completions capability)");
+            code
+        }
         Ok(completion) => {
             let mut out = String::new();
             for value in &completion.values {

@@ -393,6 +393,9 @@ fn call(
         }
     }
     let arguments = match given.pairs {
+        // No arguments at all: checked against the schema's required ones
+        // once the server is up, as `key=value` words are.
+        [] if given.json.is_none() => None,
         [] => match super::arguments::from_json(given.json) {
             Ok(arguments) => Some(arguments),
             Err(message) => {
@@ -573,17 +576,18 @@ fn report_call_error(err: &Error, hub: &tether::Hub, name: &str, tool: &str) -> 
             .flat_map(|status| status.tools)
             .collect();
         let known: Vec<&str> = listed.iter().map(String::as_str).collect();
-        let hidden = hub.tools().into_iter().any(|entry| {
+        let key = |name: &str| name.replace('-', "_");
+        let hidden = hub.tools().into_iter().find(|entry| {
             Config::same_name(&entry.server, name)
-                && (entry.tool.name == tool || entry.qualified_name == tool)
+                && (entry.tool.name == tool || key(&entry.qualified_name) == key(tool))
                 && entry.exposure == tether::Exposure::Hidden
         });
-        if hidden {
+        if let Some(hidden) = hidden {
             detail!(
                 "hint: {:?} hides it (its \"exposure\" or \"toolExposure\", or --exclude-tools); \
                  to call it: tether expose {name} direct --tool {}",
                 escape::escaped(name),
-                escape::escaped(tool)
+                escape::escaped(&hidden.tool.name)
             );
         } else {
             match tether::for_cli::closest(tool, &known) {

@@ -604,7 +604,8 @@ Options:
       --stdio CMD   an ad-hoc server in place of SERVER
 
 Example:
-  tether watch everything demo://resource/static/document/architecture.md --count 1
+  tether watch notes file:///home/me/notes/today.md --read
+  tether watch --stdio \"npx -y my-server\" my://status --count 3 --json
 ",
     ),
     (
@@ -625,7 +626,8 @@ Options:
       --stdio CMD          an ad-hoc server in place of SERVER
 
 Example:
-  tether complete everything --prompt args-prompt city Lo
+  tether complete everything --prompt completable-prompt department E
+  tether complete everything --prompt completable-prompt name A --context department=Engineering
   tether complete everything --resource 'demo://resource/dynamic/text/{resourceId}' resourceId 1
 ",
     ),

@@ -113,7 +113,7 @@ fn run() -> ExitCode {
         outln!("tether {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::from(EXIT_OK);
     }
-    let Some(command) = args.command else {
+    let Some(mut command) = args.command else {
         eprint!("{}", help::GLOBAL);
         return ExitCode::from(EXIT_USAGE);
     };
@@ -142,6 +142,10 @@ fn run() -> ExitCode {
         }
     };
     let files = ConfigFiles::new(config_dir, project);
+    // `tether --keep-alive add …` means what `add --keep-alive` does.
+    if let (Command::Add(add), true) = (&mut command, args.keep_alive) {
+        add.keep_alive = true;
+    }
     // `--config FILE` is one run's servers: the commands that write files
     // would write others, which FILE then hides.
     let writes = matches!(

@@ -238,11 +238,17 @@ pub(crate) fn report(err: &Error) -> u8 {
         return EXIT_SERVER;
     }
     // Error messages carry what servers said: escaped, never interpreted.
-    error_line(escape::escaped(&err.to_string()));
-    if let Some(stderr) = match err.root() {
-        Error::Rpc(rpc) => server_failed_behind(rpc),
+    // A server that failed behind another tether: its words, as they
+    // would have been said here.
+    let behind = match err.root() {
+        Error::Rpc(rpc) => server_failed_behind(rpc).map(|stderr| (rpc.message.as_str(), stderr)),
         _ => None,
-    } {
+    };
+    match &behind {
+        Some((words, _)) => error_line(escape::escaped(words)),
+        None => error_line(escape::escaped(&err.to_string())),
+    }
+    if let Some((_, stderr)) = behind {
         for line in stderr {
             detail_line(format!("stderr: {}", escape::escaped(line)));
         }

@@ -92,7 +92,11 @@ pub(super) fn watch(
         Err(code) => return code,
     };
     if let Err(err) = hub.subscribe_resource(server, uri) {
-        return report(&err);
+        let code = report(&err);
+        if matches!(err.root(), tether::Error::Rpc(rpc) if rpc.code == -32601) {
+            detail!("hint: {server} offers no resource subscriptions (resources.subscribe)");
+        }
+        return code;
     }
     if !json {
         eprintln!("watching {} on {server} (Ctrl-C to stop)", escape::escaped(uri));

@@ -503,9 +503,10 @@ fn upstream_error(hub: &Hub, server: &str, err: &Error) -> RpcError {
             let lines: Vec<&str> =
                 tail.as_deref().map(|tail| tail.lines().collect()).unwrap_or_default();
             let last = &lines[lines.len().saturating_sub(10)..];
+            // The hub's words name the server already.
             RpcError {
                 code: INTERNAL,
-                message: format!("{server}: {}", err.chain()),
+                message: err.chain(),
                 data: Some(json!({"serverFailed": true, "stderr": last})),
             }
         }

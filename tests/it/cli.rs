@@ -806,3 +806,18 @@ fn resources_keep_their_annotations_icons_and_meta() {
     assert_eq!(read["contents"][0]["_meta"]["example.com/tag"], "first", "{read}");
     tag.assert_gone();
 }
+
+// A second cold trial: a call with no arguments at all skipped the check of
+// the schema's required ones.
+#[test]
+fn a_call_without_the_required_arguments_is_refused_before_it_is_made() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let (output, _) = run_tether(dir.path(), &["call", "fx", "sleep"], WITHIN);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
+    assert!(stderr_of(&output).contains("needs \"ms\""), "{}", stderr_of(&output));
+    // Given as JSON, it is the user's word: sent as written.
+    let (output, _) = run_tether(dir.path(), &["call", "fx", "sleep", "{}"], WITHIN);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr_of(&output));
+    tag.assert_gone();
+}

@@ -33,11 +33,17 @@ impl Runtime {
 
     /// `tether ARGS` on `config` with this runtime folder.
     fn run(&self, config: &Path, args: &[&str]) -> (Output, Duration) {
+        self.run_with(config, args, &[])
+    }
+
+    /// The same, with these variables set.
+    fn run_with(&self, config: &Path, args: &[&str], env: &[(&str, &str)]) -> (Output, Duration) {
         let mut command = Command::new(tether_bin());
         command
             .arg("--config-dir")
             .arg(config)
             .args(args)
+            .envs(env.iter().copied())
             .env("XDG_RUNTIME_DIR", self.0.path())
             .env_remove("RUST_LOG");
         run_command(command, None, WITHIN)
@@ -296,4 +302,41 @@ fn a_kept_server_asks_the_roots_of_the_command_in_front_and_its_crash_is_a_failu
         assert!(Instant::now() < until, "{}", stderr_of(&again));
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+// A second cold trial: a script that calls no tool started every server's
+// session; `--timeout` did not bound a session's start; a changed variable
+// reused the session started with the old value.
+#[test]
+fn a_session_starts_only_when_needed_within_the_timeout_and_anew_for_new_values() {
+    let tag = Tag::new();
+    let mut entry = misbehave_entry(&tag, &["--era", "legacy"]);
+    entry["env"] = json!({"MYV": "${TETHER_TEST_VALUE}"});
+    let hangs = misbehave_entry(&tag, &["--hang-initialize"]);
+    let config = config_dir(json!({"fx": entry, "hangs": hangs}));
+    let runtime = Runtime::new();
+    if tether::CODEMODE_AVAILABLE {
+        let (ran, _) = runtime.run_with(
+            config.path(),
+            &["--keep-alive", "run", "-e", "return 1"],
+            &[("TETHER_TEST_VALUE", "a")],
+        );
+        assert_eq!(stdout_of(&ran).trim(), "1", "{}", stderr_of(&ran));
+        assert!(runtime.sessions(config.path()).is_empty());
+    }
+    let (timed, took) =
+        runtime.run(config.path(), &["--keep-alive", "call", "hangs", "x", "--timeout", "1"]);
+    assert_eq!(timed.status.code(), Some(3), "{}", stderr_of(&timed));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let value_seen = |value: &str| {
+        let args = ["--keep-alive", "call", "fx", "env"];
+        let (output, _) = runtime.run_with(config.path(), &args, &[("TETHER_TEST_VALUE", value)]);
+        let env: Value = serde_json::from_str(stdout_of(&output).trim()).unwrap();
+        env["MYV"].as_str().unwrap_or("").to_owned()
+    };
+    assert_eq!(value_seen("a"), "a");
+    assert_eq!(value_seen("b"), "b", "a new value, a new session");
+    let names: Vec<Value> =
+        runtime.sessions(config.path()).iter().map(|s| s["name"].clone()).collect();
+    assert_eq!(names, [json!("fx"), json!("fx")]);
 }

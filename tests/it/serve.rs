@@ -282,7 +282,9 @@ fn one_server_keeps_its_names_and_its_failure_is_an_error() {
     }
     let failed = front.next("the failed call", |message| message["id"] == 2);
     let message = failed["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.starts_with("fx: "), "{failed}");
+    // Naming the server, and saying it failed (not a refusal).
+    assert!(message.starts_with("server \"fx\": "), "{failed}");
+    assert_eq!(failed["error"]["data"]["serverFailed"], true, "{failed}");
     front.close();
     tag.assert_gone();
 }
@@ -345,7 +347,7 @@ fn a_crashed_server_is_started_again() {
     let before: Vec<u32> = tag.live_processes().into_iter().map(|(pid, _)| pid).collect();
     let crashed = call(&mut front, 3);
     assert!(
-        crashed["error"]["message"].as_str().unwrap_or_default().starts_with("fx: "),
+        crashed["error"]["message"].as_str().unwrap_or_default().starts_with("server \"fx\": "),
         "{crashed}"
     );
     // Started again without a call asking (a new process), and announced.

@@ -267,6 +267,7 @@ pub(super) fn parse(
                     return Ok(args);
                 }
                 // Run by tether itself, never typed: no help, no completion.
+                #[cfg(feature = "serve")]
                 if word == "_keeper" || word == "_attach" {
                     args.command = Some(parse_internal(&mut parser, &word)?);
                     return Ok(args);
@@ -369,7 +370,14 @@ pub(super) fn parse(
                     }
                     "trust" | "untrust" => parse_trust(parser, word == "trust")?,
                     "import" => Command::Import { file: optional_value(parser)?.map(Into::into) },
+                    #[cfg(feature = "serve")]
                     "sessions" => parse_sessions(parser)?,
+                    #[cfg(not(feature = "serve"))]
+                    "sessions" => {
+                        return Err("this tether was built without kept-alive sessions (the \
+                                    \"serve\" cargo feature)"
+                            .into())
+                    }
                     "completion" => Command::Completion {
                         shell: optional_value(parser)?
                             .ok_or("usage: tether completion bash|zsh|fish")?,
@@ -426,10 +434,13 @@ fn parse_complete(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error>
     let (mut words, mut reference, mut context, mut json) = (Vec::new(), None, Vec::new(), false);
     while let Some(arg) = parser.next()? {
         match arg {
-            Long("prompt") if reference.is_none() => {
+            Long("prompt" | "resource") if reference.is_some() => {
+                return Err("complete takes one of --prompt NAME or --resource TEMPLATE".into())
+            }
+            Long("prompt") => {
                 reference = Some(tether::CompletionRef::Prompt(parser.value()?.string()?));
             }
-            Long("resource") if reference.is_none() => {
+            Long("resource") => {
                 let template = parser.value()?.string()?;
                 reference = Some(tether::CompletionRef::ResourceTemplate(template));
             }
@@ -456,6 +467,7 @@ fn parse_complete(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error>
 }
 
 /// `sessions [--json]`, `sessions end NAME... | --all`.
+#[cfg(feature = "serve")]
 fn parse_sessions(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     let (mut end, mut names, mut all, mut json) = (false, Vec::new(), false, false);
     while let Some(arg) = parser.next()? {
@@ -476,6 +488,7 @@ fn parse_sessions(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error>
 }
 
 /// `_keeper --socket PATH --idle S SERVER` and `_attach SOCKET`.
+#[cfg(feature = "serve")]
 fn parse_internal(parser: &mut lexopt::Parser, word: &str) -> Result<Command, lexopt::Error> {
     let (mut socket, mut idle, mut server) = (None, None, None);
     while let Some(arg) = parser.next()? {

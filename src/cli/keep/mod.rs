@@ -79,20 +79,38 @@ impl Kept {
 }
 
 /// The digest that tells one kept server from another: the entry as
-/// written (else as built), where it came from, and the folder it runs in.
+/// written, what it runs as expanded now (its arguments, its variables'
+/// values, those it takes from this environment; a URL and its headers),
+/// where it came from, and the folder it runs in. A variable that changed
+/// (a rotated token) makes another session.
 fn key(server: &ServerConfig, cwd: &Path) -> String {
+    let mut parts: Vec<String> = vec![
+        server.name.clone(),
+        server.scope.as_str().to_owned(),
+        server.source.as_deref().map(|path| path.display().to_string()).unwrap_or_default(),
+        server.raw.as_ref().map(ToString::to_string).unwrap_or_default(),
+        cwd.display().to_string(),
+    ];
+    match &server.transport {
+        TransportConfig::Stdio(stdio) => {
+            parts.push(stdio.command.clone());
+            parts.extend(stdio.args.iter().cloned());
+            parts.extend(stdio.env.iter().map(|(name, value)| format!("{name}={value}")));
+            parts.extend(
+                stdio.env_from.iter().map(|(name, from)| {
+                    format!("{name}={}", std::env::var(from).unwrap_or_default())
+                }),
+            );
+            parts.push(format!("{}{:?}", stdio.inherit_env, stdio.cwd));
+        }
+        TransportConfig::Http(http) => {
+            parts.push(http.url.clone());
+            parts.extend(http.headers.iter().map(|(name, value)| format!("{name}: {value}")));
+        }
+        _ => {}
+    }
     let mut context = ring::digest::Context::new(&ring::digest::SHA256);
-    let written = match &server.raw {
-        Some(raw) => raw.to_string(),
-        None => format!("{:?}", server.transport),
-    };
-    for part in [
-        server.name.as_str(),
-        server.scope.as_str(),
-        &server.source.as_deref().map(|path| path.display().to_string()).unwrap_or_default(),
-        &written,
-        &cwd.display().to_string(),
-    ] {
+    for part in &parts {
         context.update(part.as_bytes());
         context.update(&[0]);
     }
@@ -105,6 +123,8 @@ fn key(server: &ServerConfig, cwd: &Path) -> String {
 pub(super) enum Named {
     All,
     These(Vec<String>),
+    /// A script that calls no server's tool: none, even with --keep-alive.
+    Nothing,
 }
 
 impl Named {
@@ -115,6 +135,7 @@ impl Named {
                 let names: Vec<&str> =
                     config.servers.iter().map(|server| server.name.as_str()).collect();
                 match tether::for_cli::servers_named(source, &names) {
+                    tether::for_cli::Named::Some(named) if named.is_empty() => Named::Nothing,
                     tether::for_cli::Named::Some(named) => Named::These(named),
                     _ => Named::All,
                 }
@@ -128,6 +149,7 @@ impl Named {
         match self {
             Named::All => true,
             Named::These(names) => names.iter().any(|name| Config::same_name(name, server)),
+            Named::Nothing => false,
         }
     }
 }
@@ -169,6 +191,11 @@ pub(super) fn reach(
         }
     };
     let alone = config.servers.iter().filter(|server| wanted(server)).count() == 1;
+    // `--timeout` bounds the whole command, a session's start too.
+    let ceiling = match command {
+        Command::Call { timeout, .. } | Command::Run { timeout, .. } => *timeout,
+        _ => None,
+    };
     let mut kept_now = Vec::new();
     for server in &mut config.servers {
         if !server.enabled {
@@ -177,7 +204,11 @@ pub(super) fn reach(
         let kept = Kept::of(&folder, server, &cwd);
         if wanted(server) {
             let idle = server.keep_alive.unwrap_or(DEFAULT_IDLE);
-            match ensure(&kept, server, idle, invocation, &cwd) {
+            let mut bounded = server.clone();
+            if let Some(ceiling) = ceiling {
+                bounded.start_timeout = bounded.start_timeout.min(ceiling);
+            }
+            match ensure(&kept, &bounded, idle, invocation, &cwd) {
                 Ok(()) => {}
                 // The keeper said why, as the command would have.
                 Err(Failure::Said(code, words)) if alone => {
@@ -251,7 +282,10 @@ fn ensure(
         return Ok(());
     }
     let mut child = spawn_keeper(kept, server, idle, invocation, cwd).map_err(Failure::Other)?;
-    let deadline = Instant::now() + server.start_timeout + START_SLACK;
+    // The keeper's own start timeout is the entry's; a shorter one here
+    // (--timeout) gives up waiting sooner.
+    let slack = if server.start_timeout < START_SLACK { Duration::ZERO } else { START_SLACK };
+    let deadline = Instant::now() + server.start_timeout + slack;
     loop {
         if kept.answers() {
             return Ok(());
@@ -270,9 +304,8 @@ fn ensure(
             let _ = child.kill();
             let _ = child.wait();
             return Err(Failure::Other(format!(
-                "it did not start within {:.0} s (startTimeout, and {} s more)",
-                server.start_timeout.as_secs_f64(),
-                START_SLACK.as_secs()
+                "it did not start within {:.1} s (the start timeout, or --timeout)",
+                server.start_timeout.as_secs_f64()
             )));
         }
         std::thread::sleep(START_POLL);

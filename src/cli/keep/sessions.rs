@@ -84,7 +84,8 @@ pub(in crate::cli) fn list(json: bool) -> u8 {
         "NAME".to_owned(),
         "PID".to_owned(),
         "UP".to_owned(),
-        "ENDS IDLE".to_owned(),
+        "IDLE LIMIT".to_owned(),
+        "FOLDER".to_owned(),
         "SERVER".to_owned(),
     ]];
     for session in &sessions {
@@ -93,6 +94,7 @@ pub(in crate::cli) fn list(json: bool) -> u8 {
             session.pid.to_string(),
             up_since(&session.socket),
             span(Duration::from_secs(session.record.idle_seconds)),
+            session.record.folder.clone(),
             session.record.server.clone(),
         ]);
     }
