@@ -105,6 +105,14 @@ fn flags(help: &str) -> Vec<String> {
     found.into_iter().collect()
 }
 
+/// The options that take a value: the word after one is not counted as a
+/// command's own word, and is completed as that option's values or files.
+const VALUE_OPTIONS: &str = "--timeout|--max-chars|--save-images|-o|--output|--count|--context|\
+--prompt|--resource|--stdio|--server|-s|--scope|-e|--env|-H|--header|-t|--transport|--url|\
+--description|--start-timeout|--protocol|--include-tools|--exclude-tools|--bearer-token-env-var|\
+--tool|--http|--token-env|--allow-origin|-n|--lines|--callback-port|--client-id|--client-secret|\
+--root|--config-dir|--project|--config";
+
 /// The configured servers' names, read with the files the command line
 /// names (`$__tether_files`), starting nothing.
 const SERVERS: &str = "tether $__tether_files list --no-connect --json 2>/dev/null | \
@@ -132,12 +140,17 @@ fn bash() -> String {
 __tether_servers() {{
     {SERVERS} | tr '\n' ' '
 }}
+__tether_sessions() {{
+    tether sessions --json 2>/dev/null | sed -n 's/.*"name": *"\([^"]*\)".*/\1/p' | tr '\n' ' '
+}}
 _tether() {{
     local cur="${{COMP_WORDS[COMP_CWORD]}}" command="" i words=0 __tether_files=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${{COMP_WORDS[i]}}" in
             --config-dir|--project|--config)
                 __tether_files="$__tether_files ${{COMP_WORDS[i]}} ${{COMP_WORDS[i+1]}}"; ((i++)) ;;
+            --config-dir=*|--project=*|--config=*)
+                __tether_files="$__tether_files ${{COMP_WORDS[i]}}" ;;
             --root) ((i++)) ;;
             -*) ;;
             *) command="${{COMP_WORDS[i]}}"; break ;;
@@ -147,13 +160,25 @@ _tether() {{
         COMPREPLY=($(compgen -W "{} {GLOBAL_OPTIONS}" -- "$cur"))
         return
     fi
-    # The words typed after the command, flags aside.
+    # The words typed after the command, flags and their values aside.
     for ((i = i + 1; i < COMP_CWORD; i++)); do
         case "${{COMP_WORDS[i]}}" in
+            {VALUE_OPTIONS}) ((i++)) ;;
             -*) ;;
             *) ((words++)) ;;
         esac
     done
+    # An option's value: its choices, else files.
+    case "${{COMP_WORDS[COMP_CWORD-1]}}" in
+        -s|--scope) COMPREPLY=($(compgen -W "user project local" -- "$cur")); return ;;
+        -t|--transport) COMPREPLY=($(compgen -W "http sse stdio" -- "$cur")); return ;;
+        --protocol) COMPREPLY=($(compgen -W "auto legacy modern" -- "$cur")); return ;;
+        {VALUE_OPTIONS}) COMPREPLY=(); return ;;
+    esac
+    if [ "$command" = sessions ] && [ "$words" -ge 1 ]; then
+        COMPREPLY=($(compgen -W "--all $(__tether_sessions)" -- "$cur"))
+        return
+    fi
     case "$command" in
 {cases}    esac
 }}

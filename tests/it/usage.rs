@@ -602,6 +602,13 @@ fn completion_scripts_complete_commands_flags_and_servers() {
     assert_eq!(flags.trim(), "--timeout", "{flags}");
     let servers = complete("tether call d", 2);
     assert!(servers.split_whitespace().any(|word| word == "demo"), "{servers}");
+    // An option's value is not the server's place; a scope's choices.
+    let after_value = complete("tether call --timeout 5 d", 4);
+    assert!(after_value.split_whitespace().any(|word| word == "demo"), "{after_value}");
+    let tool_place = complete("tether call demo d", 3);
+    assert!(!tool_place.contains("demo"), "{tool_place}");
+    let scopes = complete("tether list -s ''", 3);
+    assert_eq!(scopes.trim(), "user project local", "{scopes}");
     for shell in ["zsh", "fish"] {
         let script = stdout_of(&run_tether(dir.path(), &["completion", shell], WITHIN).0);
         assert!(script.contains("serve") && script.contains("import"), "{shell}: {script}");
