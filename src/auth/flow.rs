@@ -444,10 +444,9 @@ impl OAuth {
         if param("state") != Some(state.as_str()) {
             return Err(Error::Auth("the authorization answer's state does not match".into()));
         }
-        if let Some(error) = param("error") {
-            let detail = param("error_description").map(|d| format!(" ({d})")).unwrap_or_default();
-            return Err(Error::Auth(format!("the authorization was refused: {error}{detail}")));
-        }
+        // Then the issuer (RFC 9207), before anything the answer says is
+        // acted on or shown, its error included: another server's words
+        // are not this one's.
         match param("iss") {
             Some(iss) if iss != server.issuer => {
                 return Err(Error::Auth(format!(
@@ -459,6 +458,10 @@ impl OAuth {
                 return Err(Error::Auth("the authorization answer lacks its iss".into()))
             }
             _ => {}
+        }
+        if let Some(error) = param("error") {
+            let detail = param("error_description").map(|d| format!(" ({d})")).unwrap_or_default();
+            return Err(Error::Auth(format!("the authorization was refused: {error}{detail}")));
         }
         let code = param("code")
             .ok_or_else(|| Error::Auth("the authorization answer has no code".into()))?;

@@ -135,6 +135,19 @@ fn a_resource_mismatch_stops_before_any_authorization_request() {
     );
 }
 
+// Issue 25 (item 11): RFC 9207's order. An error in an answer from another
+// issuer is not shown as this server's refusal; from the right one it is.
+#[test]
+fn the_issuer_is_checked_before_an_authorization_error_is_believed() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--deny", "--bad-iss"]);
+    let err = connect(server.target(OAuthSettings::default())).err().unwrap().to_string();
+    assert!(err.contains("issuer") && !err.contains("access_denied"), "{err}");
+    let server = AuthFixture::start(&tag, &["--deny"]);
+    let err = connect(server.target(OAuthSettings::default())).err().unwrap().to_string();
+    assert!(err.contains("refused: access_denied (the person said no)"), "{err}");
+}
+
 #[test]
 fn an_issuer_mismatch_and_a_server_without_s256_are_refused() {
     let tag = Tag::new();
