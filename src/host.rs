@@ -231,8 +231,9 @@ impl ElicitationModes {
 }
 
 /// The `capabilities` object tether declares for this host, with what the
-/// host's options add (`experimental`, `extensions`).
-pub(crate) fn client_capabilities(host: &dyn Host, extra: &crate::client::Declared) -> Value {
+/// host's options add (`extra`: `experimental` and `extensions`, each
+/// when given).
+pub(crate) fn client_capabilities(host: &dyn Host, extra: [(&str, Option<&Value>); 2]) -> Value {
     // The host may change its roots; `Hub::notify_roots_changed` says so.
     let mut capabilities = json!({"roots": {"listChanged": true}});
     if host.handles_sampling() {
@@ -250,11 +251,10 @@ pub(crate) fn client_capabilities(host: &dyn Host, extra: &crate::client::Declar
         }
         capabilities["elicitation"] = elicitation;
     }
-    if let Some(experimental) = &extra.experimental {
-        capabilities["experimental"] = experimental.clone();
-    }
-    if let Some(extensions) = &extra.extensions {
-        capabilities["extensions"] = extensions.clone();
+    for (key, value) in extra {
+        if let Some(value) = value {
+            capabilities[key] = value.clone();
+        }
     }
     capabilities
 }

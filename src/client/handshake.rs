@@ -35,7 +35,10 @@ impl Client {
         let timeout = deadline.saturating_duration_since(Instant::now());
         let params = json!({
             "protocolVersion": LATEST_PROTOCOL_VERSION,
-            "capabilities": host::client_capabilities(&*self.options.host, &self.options.declared),
+            "capabilities": host::client_capabilities(
+                &*self.options.host,
+                self.options.declared.capabilities()
+            ),
             "clientInfo": self.options.declared.client_info.to_json(),
         });
         let options = CallOptions {

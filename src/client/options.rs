@@ -189,6 +189,11 @@ pub struct Declared {
 }
 
 impl Declared {
+    /// The capabilities it adds to the host's, for `host::client_capabilities`.
+    pub(crate) fn capabilities(&self) -> [(&'static str, Option<&Value>); 2] {
+        [("experimental", self.experimental.as_ref()), ("extensions", self.extensions.as_ref())]
+    }
+
     /// Adds extension `name` with its `settings` (`{}` for none).
     pub(crate) fn add_extension(&mut self, name: &str, settings: Value) {
         let extensions = self.extensions.get_or_insert_with(|| serde_json::json!({}));

@@ -182,7 +182,7 @@ impl Client {
 /// The client capabilities of the stateless revision: as the handshake's,
 /// less `roots.listChanged` (that notification is gone).
 fn stateless_capabilities(host: &dyn Host, declared: &super::Declared) -> Value {
-    let mut capabilities = host::client_capabilities(host, declared);
+    let mut capabilities = host::client_capabilities(host, declared.capabilities());
     capabilities["roots"] = json!({});
     capabilities
 }
