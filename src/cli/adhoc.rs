@@ -7,9 +7,7 @@
 
 use tether::{Config, HttpKind, ServerConfig};
 
-/// How the parsers hand a `--stdio CMD` on in a command's server field
-/// (a configured name never holds `:`).
-pub(super) const STDIO: &str = "stdio:";
+pub(super) use super::args::STDIO;
 
 /// True when `word` is an ad-hoc server, not a configured name.
 pub(super) fn is_adhoc(word: &str) -> bool {

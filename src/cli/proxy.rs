@@ -8,44 +8,18 @@
 //! feature.
 #![cfg_attr(not(feature = "serve"), allow(dead_code, unused_imports))]
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 use tether::{Config, Exposure, HttpKind, OAuthSettings, ServerConfig, TransportConfig};
 
+use super::args::ProxyArgs;
 use super::login::TerminalSignIn;
 use super::output::EXIT_USAGE;
 #[cfg(feature = "serve")]
 use super::serve::serve_config;
 use super::signals::SignalWatch;
-
-/// What `tether proxy` was given.
-#[derive(Debug, Default, PartialEq)]
-pub(crate) struct ProxyArgs {
-    pub(crate) url: String,
-    /// `--header "K: V"`, repeatable; `${VAR}` expanded.
-    pub(crate) headers: Vec<String>,
-    /// `--transport http-first|sse-first|http-only|sse-only`.
-    pub(crate) transport: Option<String>,
-    pub(crate) allow_http: bool,
-    pub(crate) callback_port: Option<u16>,
-    pub(crate) callback_host: Option<String>,
-    /// `--static-oauth-client-info JSON|@file`.
-    pub(crate) client_info: Option<String>,
-    pub(crate) auth_timeout: Option<Duration>,
-    /// `--ignore-tool PATTERN`, repeatable (`*` matches any run).
-    pub(crate) ignore_tools: Vec<String>,
-    pub(crate) debug_log: Option<PathBuf>,
-    /// `--resource URL`: the RFC 8707 resource to sign in for.
-    pub(crate) resource: Option<String>,
-    /// `--no-resource-param`: name no resource at all.
-    pub(crate) no_resource: bool,
-    pub(crate) check: bool,
-    /// `--http ADDRESS` and its companions: serve over Streamable HTTP.
-    pub(crate) http: super::args::HttpListen,
-}
 
 /// How long a sign-in may take by default (mcp-remote's `--auth-timeout`).
 const AUTH_TIMEOUT: Duration = Duration::from_secs(300);

@@ -133,7 +133,7 @@ pub(super) enum Command {
         /// `--http ADDRESS` and its companions: Streamable HTTP, not stdio.
         http: HttpListen,
     },
-    Proxy(Box<crate::cli::proxy::ProxyArgs>),
+    Proxy(Box<ProxyArgs>),
     Add(AddArgs),
     Remove {
         name: String,
@@ -392,6 +392,10 @@ pub(super) fn parse(
     Ok(args)
 }
 
+/// How the parsers hand a `--stdio CMD` on in a command's server field
+/// (a configured name never holds `:`); `adhoc.rs` makes its entry.
+pub(crate) const STDIO: &str = "stdio:";
+
 /// The commands that start servers, which take `--keep-alive`.
 pub(super) const SERVER_COMMANDS: &[&str] = &[
     "list",
@@ -647,6 +651,32 @@ fn parse_run(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
     Ok(Command::Run { file, code, timeout, json, adhoc })
 }
 
+/// What `tether proxy` was given.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct ProxyArgs {
+    pub(crate) url: String,
+    /// `--header "K: V"`, repeatable; `${VAR}` expanded.
+    pub(crate) headers: Vec<String>,
+    /// `--transport http-first|sse-first|http-only|sse-only`.
+    pub(crate) transport: Option<String>,
+    pub(crate) allow_http: bool,
+    pub(crate) callback_port: Option<u16>,
+    pub(crate) callback_host: Option<String>,
+    /// `--static-oauth-client-info JSON|@file`.
+    pub(crate) client_info: Option<String>,
+    pub(crate) auth_timeout: Option<Duration>,
+    /// `--ignore-tool PATTERN`, repeatable (`*` matches any run).
+    pub(crate) ignore_tools: Vec<String>,
+    pub(crate) debug_log: Option<PathBuf>,
+    /// `--resource URL`: the RFC 8707 resource to sign in for.
+    pub(crate) resource: Option<String>,
+    /// `--no-resource-param`: name no resource at all.
+    pub(crate) no_resource: bool,
+    pub(crate) check: bool,
+    /// `--http ADDRESS` and its companions: serve over Streamable HTTP.
+    pub(crate) http: HttpListen,
+}
+
 /// Serving over Streamable HTTP: `--http [HOST:]PORT`, `--token-env VAR`,
 /// `--allow-origin ORIGIN` (repeatable).
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -707,7 +737,7 @@ fn parse_serve(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
 
 /// `proxy URL [flags]`: mcp-remote's flags where tether has them.
 fn parse_proxy(parser: &mut lexopt::Parser) -> Result<Command, lexopt::Error> {
-    let mut args = crate::cli::proxy::ProxyArgs::default();
+    let mut args = ProxyArgs::default();
     let mut url = None;
     while let Some(arg) = parser.next()? {
         if let Long(flag) = arg {
@@ -819,7 +849,7 @@ fn stdio_server(parser: &mut lexopt::Parser) -> Result<String, lexopt::Error> {
     if line.trim().is_empty() {
         return Err("--stdio needs a command, like --stdio \"npx -y pkg\"".into());
     }
-    Ok(format!("{}{line}", crate::cli::adhoc::STDIO))
+    Ok(format!("{STDIO}{line}"))
 }
 
 /// `mcp__SERVER__TOOL` as (SERVER, the qualified name): the hub maps the
