@@ -226,12 +226,8 @@ impl Hub {
                 None => return Err(Error::UnknownTool(tool.to_owned()).for_server(name)),
             }
         };
-        let hidden = shared.registry().tools().iter().any(|entry| {
-            entry.server == name
-                && entry.tool.name == tool_name
-                && entry.exposure == Exposure::Hidden
-        });
-        if hidden {
+        // Asked of the entry, as the registry asks it: no walk over every tool.
+        if shared.exposure_of(name, &tool_name) == Some(Exposure::Hidden) {
             return Err(Error::UnknownTool(tool.to_owned()).for_server(name));
         }
         connected

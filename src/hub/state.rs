@@ -352,6 +352,11 @@ impl Shared {
         }
     }
 
+    /// How `server`'s entry exposes `tool` (`None`: no such server).
+    pub(super) fn exposure_of(&self, server: &str, tool: &str) -> Option<Exposure> {
+        self.state().slot(server).map(|slot| slot.config.exposure_of(tool))
+    }
+
     /// Keeps (`on`) or forgets a subscription of `server`'s, for its next
     /// connections.
     pub(super) fn subscribed(&self, server: &str, uri: &str, on: bool) {
