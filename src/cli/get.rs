@@ -93,7 +93,8 @@ fn sign_in_words(value: &Value) -> String {
     words.join(", ")
 }
 
-fn span(seconds: i64) -> String {
+/// A length of time in words: `45 s`, `12 min`, `3 h`, `2 days`.
+pub(super) fn span(seconds: i64) -> String {
     match seconds {
         s if s < 120 => format!("{s} s"),
         s if s < 7200 => format!("{} min", s / 60),

@@ -18,6 +18,7 @@ use serde_json::json;
 
 use tether::Config;
 
+use super::super::get::span;
 use super::super::output::{emit, emit_json, EXIT_OK, EXIT_SERVER, EXIT_USAGE};
 use super::super::{escape, table};
 use super::runtime;
@@ -93,7 +94,7 @@ pub(in crate::cli) fn list(json: bool) -> u8 {
             session.record.name.clone(),
             session.pid.to_string(),
             up_since(&session.socket),
-            span(Duration::from_secs(session.record.idle_seconds)),
+            span(session.record.idle_seconds as i64),
             session.record.folder.clone(),
             session.record.server.clone(),
         ]);
@@ -226,18 +227,7 @@ fn keeper_of(socket: &Path) -> Option<i32> {
 fn up_since(socket: &Path) -> String {
     let made = std::fs::symlink_metadata(socket).and_then(|meta| meta.modified());
     match made.ok().and_then(|made| SystemTime::now().duration_since(made).ok()) {
-        Some(up) => span(up),
+        Some(up) => span(up.as_secs() as i64),
         None => "?".into(),
-    }
-}
-
-/// `45s`, `12m`, `3h`, `2d`.
-fn span(length: Duration) -> String {
-    let seconds = length.as_secs();
-    match seconds {
-        0..60 => format!("{seconds}s"),
-        60..3600 => format!("{}m", seconds / 60),
-        3600..86_400 => format!("{}h", seconds / 3600),
-        _ => format!("{}d", seconds / 86_400),
     }
 }
