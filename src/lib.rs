@@ -56,6 +56,7 @@ mod jsonrpc;
 mod model;
 mod net;
 mod protocol;
+mod schema;
 #[cfg(feature = "serve")]
 mod serve;
 mod server_state;

@@ -182,9 +182,21 @@ fn empty_object_schema() -> Value {
 pub struct ToolResult {
     /// The whole result object.
     pub raw: Value,
+    /// Why its `structuredContent` does not match the `outputSchema` the
+    /// tool was listed with, or that it has none though the tool declared
+    /// one; `None` when it matches, when the tool reported an error, or when
+    /// the connection has not listed the tool. The result is still the
+    /// server's, whole: the host decides what a mismatch costs (the model's
+    /// [`shape_result`](crate::shape_result) makes it a warning).
+    pub schema_mismatch: Option<String>,
 }
 
 impl ToolResult {
+    /// A result as sent, not checked against any schema.
+    pub fn new(raw: Value) -> ToolResult {
+        ToolResult { raw, schema_mismatch: None }
+    }
+
     /// True when the tool reported an error (a tool error, not a transport one).
     pub fn is_error(&self) -> bool {
         self.raw.get("isError").and_then(Value::as_bool).unwrap_or(false)
@@ -581,6 +593,27 @@ impl Progress {
     }
 }
 
+/// The most characters of one server-supplied string (a name, a URI, a MIME
+/// type) that a note repeats, so that notes stay one short line each.
+const MAX_NOTE_FIELD: usize = 200;
+
+/// The largest char boundary of `text` at or before `index`.
+pub(crate) fn floor_char_boundary(text: &str, index: usize) -> usize {
+    let mut index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+/// A server-supplied string cut to [`MAX_NOTE_FIELD`] characters.
+pub(crate) fn clip(text: &str) -> String {
+    match text.char_indices().nth(MAX_NOTE_FIELD) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,14 +638,12 @@ mod tests {
 
     #[test]
     fn result_text_describes_every_block() {
-        let result = ToolResult {
-            raw: json!({"content": [
-                {"type": "text", "text": "hello"},
-                {"type": "image", "data": "AAAA", "mimeType": "image/png"},
-                {"type": "resource_link", "uri": "file:///x"},
-                {"type": "weird"}
-            ], "isError": true}),
-        };
+        let result = ToolResult::new(json!({"content": [
+            {"type": "text", "text": "hello"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "resource_link", "uri": "file:///x"},
+            {"type": "weird"}
+        ], "isError": true}));
         assert!(result.is_error());
         assert_eq!(
             result.to_text(),

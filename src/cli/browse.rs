@@ -315,7 +315,7 @@ pub(super) fn prompt(
                 let role = message.get("role").and_then(Value::as_str).unwrap_or("?");
                 let content = message.get("content").cloned().unwrap_or(Value::Null);
                 let text =
-                    tether::ToolResult { raw: serde_json::json!({"content": [content]}) }.to_text();
+                    tether::ToolResult::new(serde_json::json!({"content": [content]})).to_text();
                 out.push_str(&format!("{role}: {text}\n"));
             }
             emit_body(&out);

@@ -506,6 +506,11 @@ fn print_result(result: &tether::ToolResult, shown: &Shown, name: &str, tool: &s
             return EXIT_TOOL_ERROR;
         }
     }
+    if let Some(mismatch) = &result.schema_mismatch {
+        // The result is shown all the same: the server's contract, not the
+        // call, is what broke.
+        eprintln!("warning: server {name:?}: {}", escape::escaped(mismatch));
+    }
     if result.is_error() {
         // The result above is the tool's own account of it.
         errln!("server {name:?}: the tool {:?} reported an error", escape::escaped(tool));

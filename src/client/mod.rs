@@ -37,6 +37,7 @@ mod exchange;
 mod handshake;
 mod listen;
 mod options;
+mod output;
 mod param_headers;
 mod pending;
 mod probe;
@@ -100,6 +101,8 @@ pub struct Client {
     options: ClientOptions,
     /// The session, once the start found the server's era.
     session: OnceLock<Session>,
+    /// The tools' output schemas, for checking each call's result.
+    output_schemas: output::OutputSchemas,
 }
 
 impl Client {
@@ -142,7 +145,14 @@ impl Client {
         let router = Arc::new(Router::new(server, Arc::clone(&options.host), EVENTS_QUEUE));
         let inbox = Arc::clone(&router) as Arc<dyn Inbox>;
         let endpoint = open(inbox)?;
-        Ok(Client { router, endpoint, info: OnceLock::new(), options, session: OnceLock::new() })
+        Ok(Client {
+            router,
+            endpoint,
+            info: OnceLock::new(),
+            options,
+            session: OnceLock::new(),
+            output_schemas: output::OutputSchemas::default(),
+        })
     }
 
     /// The connection is gone: why, as far as it is known.
@@ -256,6 +266,7 @@ impl Client {
                     .map_err(|err| Error::Protocol(format!("bad tool in tools/list: {err}")))
             })
             .collect::<Result<Vec<Tool>, Error>>()?;
+        self.output_schemas.listed(&tools);
         if !self.stateless_http() {
             return Ok(tools);
         }
@@ -406,7 +417,7 @@ impl Client {
         if !raw.is_object() {
             return Err(Error::Protocol(format!("tools/call result is not an object: {raw}")));
         }
-        Ok(ToolResult { raw })
+        Ok(self.output_schemas.checked(name, raw))
     }
 
     /// Lists every resource, following `nextCursor` to the end.

@@ -39,7 +39,7 @@ impl ScriptRun {
         if self.error.is_some() {
             raw["isError"] = Value::Bool(true);
         }
-        ToolResult { raw }
+        ToolResult::new(raw)
     }
 }
 

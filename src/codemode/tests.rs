@@ -76,16 +76,16 @@ impl ScriptHost for Tools {
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_running.fetch_max(now, Ordering::SeqCst);
         let answer = match name {
-            "mcp__t__echo" => Ok(ToolResult {
-                raw: json!({"content": [{"type": "text", "text": arguments.to_string()}], "isError": false}),
-            }),
+            "mcp__t__echo" => Ok(ToolResult::new(
+                json!({"content": [{"type": "text", "text": arguments.to_string()}], "isError": false}),
+            )),
             "mcp__t__sleep" => {
                 let ms = arguments["ms"].as_u64().unwrap_or(0);
                 let cancelled = options.cancel.as_ref().map(|cancel| cancel.receiver().clone());
                 let wait = crossbeam_channel::after(Duration::from_millis(ms));
                 let never = crossbeam_channel::never();
                 crossbeam_channel::select! {
-                    recv(wait) -> _ => Ok(ToolResult { raw: json!({"content": [{"type": "text", "text": "slept"}]}) }),
+                    recv(wait) -> _ => Ok(ToolResult::new(json!({"content": [{"type": "text", "text": "slept"}]}))),
                     recv(cancelled.as_ref().unwrap_or(&never)) -> _ => {
                         self.cancelled.fetch_add(1, Ordering::SeqCst);
                         Err(Error::Cancelled)
@@ -93,9 +93,9 @@ impl ScriptHost for Tools {
                 }
             }
             "mcp__t__fail" => Err(Error::Disconnected(CloseReason::Eof).for_server("t")),
-            "mcp__t__oops" => Ok(ToolResult {
-                raw: json!({"content": [{"type": "text", "text": "bad input"}], "isError": true}),
-            }),
+            "mcp__t__oops" => Ok(ToolResult::new(
+                json!({"content": [{"type": "text", "text": "bad input"}], "isError": true}),
+            )),
             _ => Err(Error::UnknownTool(name.to_owned())),
         };
         self.running.fetch_sub(1, Ordering::SeqCst);

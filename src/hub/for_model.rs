@@ -84,7 +84,7 @@ impl Hub {
                             .into_iter()
                             .map(|item| json!({"type": "resource", "resource": item}))
                             .collect();
-                        ToolResult { raw: json!({"content": content}) }
+                        ToolResult::new(json!({"content": content}))
                     })
                 }
                 _ => Ok(tool_error("read_mcp_resource needs \"server\" and \"uri\"")),

@@ -1,8 +1,7 @@
 //! What the model sees, in one home: the registry of qualified tool names
 //! (`registry.rs`), the tools offered each turn and the hub's own
 //! (`tools.rs`), the ranking behind `tool_search` (`search.rs`), a tool
-//! result shaped for a model (`shaping.rs`) and the schema check its
-//! `structuredContent` gets (`schema.rs`), a tool as a TypeScript signature
+//! result shaped for a model (`shaping.rs`), a tool as a TypeScript signature
 //! for codemode scripts (`signature.rs`), and the servers section of the
 //! system prompt (`servers_prompt.rs`).
 //!
@@ -10,7 +9,6 @@
 //! over a snapshot and asks what to declare, what matches, what to show.
 
 pub(crate) mod registry;
-mod schema;
 pub(crate) mod search;
 pub(crate) mod servers_prompt;
 mod shaping;
@@ -23,6 +21,7 @@ pub use shaping::{shape_result, ModelBlock, ModelResult, ResultLimits};
 pub use tools::{ModelTool, CODEMODE, TOOL_SEARCH};
 
 use crate::config::Exposure;
+pub(crate) use crate::protocol::{clip, floor_char_boundary};
 
 /// How a tool is reached in this build: `codemode` needs the script engine
 /// (the `codemode` feature), and is `deferred` without it.
@@ -31,26 +30,5 @@ pub(crate) fn reached_as(exposure: Exposure) -> Exposure {
         Exposure::Deferred
     } else {
         exposure
-    }
-}
-
-/// The most characters of one server-supplied string (a name, a URI, a MIME
-/// type) that a note repeats, so that notes stay one short line each.
-const MAX_NOTE_FIELD: usize = 200;
-
-/// The largest char boundary of `text` at or before `index`.
-pub(crate) fn floor_char_boundary(text: &str, index: usize) -> usize {
-    let mut index = index.min(text.len());
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
-/// A server-supplied string cut to [`MAX_NOTE_FIELD`] characters.
-pub(crate) fn clip(text: &str) -> String {
-    match text.char_indices().nth(MAX_NOTE_FIELD) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
     }
 }

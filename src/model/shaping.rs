@@ -24,9 +24,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::schema::check_schema;
 use super::{clip, floor_char_boundary};
 use crate::protocol::{decoded_size, ContentBlock, Tool, ToolResult};
+use crate::schema::output_mismatch;
 
 /// The image formats models accept, as MIME types.
 const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
@@ -176,23 +176,14 @@ pub fn shape_result(
         pieces = truncate(server, &tool.name, pieces, limits, &mut saved_to, &mut warnings);
     }
 
-    if let Some(schema) = &tool.output_schema {
-        match structured_content {
-            Some(structured) => {
-                if let Err(why) = check_schema(structured, schema) {
-                    warnings.push(format!(
-                        "structuredContent does not match the outputSchema of {}: {why}",
-                        tool.name
-                    ));
-                }
-            }
-            None if !is_error => warnings.push(format!(
-                "{} has an outputSchema but its result has no structuredContent",
-                tool.name
-            )),
-            None => {}
-        }
-    }
+    // The client checked it when it knew the tool's schema; a result made
+    // elsewhere is checked here.
+    let mismatch = result.schema_mismatch.clone().or_else(|| {
+        tool.output_schema
+            .as_ref()
+            .and_then(|schema| output_mismatch(&tool.name, schema, &result.raw))
+    });
+    warnings.extend(mismatch);
 
     let blocks = pieces
         .into_iter()
@@ -437,7 +428,7 @@ mod tests {
     }
 
     fn shape_with(raw: Value, limits: &ResultLimits) -> ModelResult {
-        shape_result("demo", &tool(None), &ToolResult { raw }, limits)
+        shape_result("demo", &tool(None), &ToolResult::new(raw), limits)
     }
 
     fn text(text: &str) -> ModelBlock {
@@ -649,14 +640,12 @@ mod tests {
         let result = shape_result(
             "my server",
             &Tool { name: "read/file".to_owned(), ..tool(None) },
-            &ToolResult {
-                raw: json!({"content": [
-                    {"type": "image", "mimeType": "image/png", "data": "AAAA"},
-                    {"type": "text", "text": first},
-                    {"type": "audio", "mimeType": "audio/wav", "data": "AAAA"},
-                    {"type": "text", "text": second}
-                ]}),
-            },
+            &ToolResult::new(json!({"content": [
+                {"type": "image", "mimeType": "image/png", "data": "AAAA"},
+                {"type": "text", "text": first},
+                {"type": "audio", "mimeType": "audio/wav", "data": "AAAA"},
+                {"type": "text", "text": second}
+            ]})),
             &spill.limits(21),
         );
         let path = result.saved_to.clone().expect("the full text is saved");
@@ -777,7 +766,7 @@ mod tests {
             shape_result(
                 "demo",
                 &tool(Some(schema.clone())),
-                &ToolResult { raw },
+                &ToolResult::new(raw),
                 &Default::default(),
             )
         };

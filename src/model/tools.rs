@@ -183,10 +183,10 @@ pub(crate) fn search<'a>(
     let found: Vec<_> =
         index.search(query, limit).into_iter().map(|(index, _)| candidates[index]).collect();
     if found.is_empty() {
-        let answer = ToolResult {
-            raw: json!({"content": [{"type": "text", "text": format!("No tool matches {query:?}.")}],
+        let answer = ToolResult::new(
+            json!({"content": [{"type": "text", "text": format!("No tool matches {query:?}.")}],
                             "structuredContent": {"tools": []}}),
-        };
+        );
         return (found, answer);
     }
     let mut text = format!("{} tool(s) found; you can call them now:\n", found.len());
@@ -203,9 +203,9 @@ pub(crate) fn search<'a>(
             "inputSchema": entry.tool.input_schema,
         }));
     }
-    let answer = ToolResult {
-        raw: json!({"content": [{"type": "text", "text": text}], "structuredContent": {"tools": listed}}),
-    };
+    let answer = ToolResult::new(
+        json!({"content": [{"type": "text", "text": text}], "structuredContent": {"tools": listed}}),
+    );
     (found, answer)
 }
 
@@ -232,11 +232,11 @@ pub(crate) fn json_result(value: &Value, errors: &[Error]) -> ToolResult {
     for error in errors {
         text.push_str(&format!("\n(note: {error})"));
     }
-    ToolResult {
-        raw: json!({"content": [{"type": "text", "text": text}], "structuredContent": value}),
-    }
+    ToolResult::new(
+        json!({"content": [{"type": "text", "text": text}], "structuredContent": value}),
+    )
 }
 
 pub(crate) fn tool_error(message: &str) -> ToolResult {
-    ToolResult { raw: json!({"content": [{"type": "text", "text": message}], "isError": true}) }
+    ToolResult::new(json!({"content": [{"type": "text", "text": message}], "isError": true}))
 }

@@ -821,3 +821,25 @@ fn a_call_without_the_required_arguments_is_refused_before_it_is_made() {
     assert_eq!(output.status.code(), Some(1), "{}", stderr_of(&output));
     tag.assert_gone();
 }
+
+// Issue 25 (item 9): `tether call` shows a result whose structuredContent
+// breaks the tool's outputSchema, says so on stderr, and exits 0.
+#[test]
+fn call_says_when_a_result_breaks_the_output_schema() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &["--structured"])}));
+    let run = |args: &[&str]| run_tether(dir.path(), args, WITHIN).0;
+    let output =
+        run(&["call", "fx", "structured", r#"value:={"point": {"x": 2, "label": "Nope"}}"#]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let shown: Value = serde_json::from_str(&stdout_of(&output)).unwrap();
+    assert_eq!(shown, json!({"point": {"x": 2, "label": "Nope"}}));
+    assert_eq!(
+        stderr_of(&output).trim(),
+        r#"warning: server "fx": structuredContent does not match the outputSchema of structured: $.point.label: does not match the pattern "^[a-z]+$""#
+    );
+    let output =
+        run(&["call", "fx", "structured", r#"value:={"point": {"x": 2, "label": "yes"}}"#]);
+    assert_eq!(stderr_of(&output), "");
+    tag.assert_gone();
+}

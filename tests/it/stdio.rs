@@ -1008,3 +1008,51 @@ fn a_host_names_itself_and_declares_its_capabilities() {
     assert_eq!(capabilities["extensions"], json!({"io.example/notes": {}}));
     client.close().unwrap();
 }
+
+// Issue 25 (item 9): every call's structuredContent is checked against the
+// outputSchema the tool was listed with, `$ref` and `pattern` included, in
+// both eras; a mismatch is a flag on the result, which is kept whole.
+#[test]
+fn each_call_is_checked_against_the_tools_output_schema() {
+    let tag = Tag::new();
+    for era in ["legacy", "modern"] {
+        let client =
+            Client::connect("fx", &misbehave(&tag, &["--era", era, "--structured"]), quick(5_000))
+                .unwrap();
+        let call = |value: Option<Value>| {
+            let arguments = match value {
+                Some(value) => json!({"value": value}),
+                None => json!({}),
+            };
+            client.call_tool("structured", arguments, &CallOptions::default()).unwrap()
+        };
+        // Before the tool is listed, nothing is judged.
+        assert_eq!(call(Some(json!({"point": 3}))).schema_mismatch, None, "{era}");
+        client.list_tools(&CallOptions::default()).unwrap();
+        let good = call(Some(json!({"point": {"x": 1, "label": "ab"}})));
+        assert_eq!(good.schema_mismatch, None, "{era}");
+        let result = call(Some(json!({"point": {"x": 1.5, "label": "ab"}})));
+        assert_eq!(
+            result.schema_mismatch.as_deref(),
+            Some("structuredContent does not match the outputSchema of structured: $.point.x: expected an integer"),
+            "{era}"
+        );
+        assert_eq!(result.structured_content(), Some(&json!({"point": {"x": 1.5, "label": "ab"}})));
+        let result = call(Some(json!({"point": {"x": 1, "label": "Ab"}})));
+        assert!(
+            result
+                .schema_mismatch
+                .as_deref()
+                .unwrap()
+                .ends_with(r#"$.point.label: does not match the pattern "^[a-z]+$""#),
+            "{era}: {:?}",
+            result.schema_mismatch
+        );
+        assert_eq!(
+            call(None).schema_mismatch.as_deref(),
+            Some("structured has an outputSchema but its result has no structuredContent")
+        );
+        client.close().unwrap();
+    }
+    tag.assert_gone();
+}
