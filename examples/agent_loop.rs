@@ -126,6 +126,8 @@ fn main() {
                             println!("  -> {}", text.replace('\n', "\n     "))
                         }
                         ModelBlock::Image { mime_type, .. } => println!("  -> [{mime_type} image]"),
+                        // Audio, only with `ResultLimits::with_max_audio_bytes`.
+                        other => println!("  -> {other:?}"),
                     }
                 }
                 if shaped.is_error {

@@ -10,6 +10,7 @@ use std::io;
 use std::time::Duration;
 
 use crate::jsonrpc::RpcError;
+use crate::protocol::UrlElicitation;
 use crate::server_state::ServerState;
 
 /// Everything that can go wrong talking to an MCP server.
@@ -74,6 +75,16 @@ pub enum Error {
         /// The server's URL.
         url: String,
     },
+    /// The server needs the person to open one or more pages before it can
+    /// answer (MCP's URL-mode elicitation, error `-32042`): open each, wait
+    /// for the server to say they are done ([`crate::Client::wait_elicitations`],
+    /// [`crate::Hub::wait_elicitations`]), then send the request again.
+    UrlElicitationRequired {
+        /// The server's message.
+        message: String,
+        /// The pages to open.
+        elicitations: Vec<UrlElicitation>,
+    },
     /// A codemode script could not be run at all: this build has no script
     /// engine (the `codemode` feature), or the engine could not start. A
     /// script that runs and fails is a [`crate::ScriptRun`] with an error.
@@ -86,6 +97,9 @@ pub enum Error {
         source: Box<Error>,
     },
 }
+
+/// The JSON-RPC error code of MCP's `URLElicitationRequiredError`.
+const URL_ELICITATION_REQUIRED: i64 = -32042;
 
 /// Which wait ran out, and after how long.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +189,22 @@ impl Error {
         text
     }
 
+    /// The error a JSON-RPC error object means: a `-32042` that lists the
+    /// pages to open is [`Error::UrlElicitationRequired`], the rest
+    /// [`Error::Rpc`].
+    pub(crate) fn from_rpc(rpc: RpcError) -> Error {
+        if rpc.code == URL_ELICITATION_REQUIRED {
+            let listed = rpc.data.as_ref().and_then(|data| data.get("elicitations"));
+            let elicitations: Vec<UrlElicitation> = listed
+                .and_then(serde_json::Value::as_array)
+                .map_or(Vec::new(), |items| items.iter().filter_map(UrlElicitation::of).collect());
+            if !elicitations.is_empty() {
+                return Error::UrlElicitationRequired { message: rpc.message, elicitations };
+            }
+        }
+        Error::Rpc(rpc)
+    }
+
     /// Wraps this error with the name of the server it came from.
     pub(crate) fn for_server(self, name: &str) -> Error {
         match self {
@@ -206,6 +236,7 @@ impl Error {
                 | Error::Config(_)
                 | Error::Cancelled
                 | Error::Engine(_)
+                | Error::UrlElicitationRequired { .. }
         )
     }
 }
@@ -255,6 +286,10 @@ impl fmt::Display for Error {
                 reason @ (CloseReason::Exited { .. } | CloseReason::Unreachable(_)),
             ) => write!(f, "{reason}"),
             Error::Disconnected(reason) => write!(f, "connection closed: {reason}"),
+            Error::UrlElicitationRequired { message, elicitations } => {
+                let pages = if elicitations.len() == 1 { "a page" } else { "pages" };
+                write!(f, "the server asks you to open {pages} first: {message}")
+            }
             Error::UnknownTool(name) => write!(f, "no tool named {name:?}"),
             Error::UnknownServer(name) => write!(f, "no server named {name:?} is configured"),
             Error::NotConnected { state, .. } => {

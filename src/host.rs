@@ -150,6 +150,10 @@ pub struct Elicitation<'a> {
     pub schema: Option<&'a Value>,
     /// URL mode: the page to open.
     pub url: Option<&'a str>,
+    /// URL mode: the server's id for it, which a later
+    /// `notifications/elicitation/complete` names (that notification
+    /// reaches [`Host::notification`] for ids asked on this connection only).
+    pub elicitation_id: Option<&'a str>,
 }
 
 impl<'a> Elicitation<'a> {
@@ -161,6 +165,7 @@ impl<'a> Elicitation<'a> {
             mode: text("mode").unwrap_or("form"),
             schema: params.get("requestedSchema"),
             url: text("url"),
+            elicitation_id: text("elicitationId"),
         }
     }
 }

@@ -77,6 +77,9 @@ pub enum Message {
 /// The JSON-RPC error code for an unknown method.
 pub const METHOD_NOT_FOUND: i64 = -32601;
 
+/// The JSON-RPC error code for parameters the receiver refuses.
+pub(crate) const INVALID_PARAMS: i64 = -32602;
+
 #[derive(Deserialize)]
 struct Incoming {
     #[serde(default)]

@@ -112,6 +112,7 @@ pub use model::{
 pub use protocol::{
     Completion, CompletionRef, ContentBlock, Era, EraChoice, Progress, Prompt, PromptArgument,
     PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool, ToolResult,
+    UrlElicitation,
 };
 #[cfg(feature = "serve")]
 pub use serve::{Downstream, ServeOptions};

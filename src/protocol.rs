@@ -593,6 +593,36 @@ impl Progress {
     }
 }
 
+/// A page the person must open before a request can go on (MCP's URL-mode
+/// elicitation), as a `-32042` error lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UrlElicitation {
+    /// The server's id for it, which `notifications/elicitation/complete`
+    /// names when it is done.
+    pub elicitation_id: String,
+    /// The page to open.
+    pub url: String,
+    /// What the server says it is for.
+    pub message: String,
+}
+
+impl UrlElicitation {
+    /// One item of the error's `elicitations`: a URL-mode one with an id
+    /// and a URL, else nothing.
+    pub(crate) fn of(item: &Value) -> Option<UrlElicitation> {
+        let text = |name: &str| item.get(name).and_then(Value::as_str);
+        if text("mode").is_some_and(|mode| mode != "url") {
+            return None;
+        }
+        Some(UrlElicitation {
+            elicitation_id: text("elicitationId")?.to_owned(),
+            url: text("url")?.to_owned(),
+            message: text("message").unwrap_or("").to_owned(),
+        })
+    }
+}
+
 /// The most characters of one server-supplied string (a name, a URI, a MIME
 /// type) that a note repeats, so that notes stay one short line each.
 const MAX_NOTE_FIELD: usize = 200;

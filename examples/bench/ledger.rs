@@ -194,7 +194,8 @@ fn shaped_bytes(hub: &Hub, name: &str, result: &ToolResult) -> usize {
         .iter()
         .map(|block| match block {
             ModelBlock::Text { text } => text.len(),
-            ModelBlock::Image { data, .. } => data.len(),
+            ModelBlock::Image { data, .. } | ModelBlock::Audio { data, .. } => data.len(),
+            _ => 0,
         })
         .sum()
 }

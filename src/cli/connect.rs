@@ -458,7 +458,19 @@ fn call(
             }
         }
     };
-    let answer = hub.call_server_tool(&name, tool, arguments, &options);
+    let mut answer = hub.call_server_tool(&name, tool, arguments.clone(), &options);
+    // Pages the server wants opened first (`-32042`): on a terminal, offered,
+    // waited for, and the call made again (three times at most).
+    for _ in 0..3 {
+        let Err(err) = &answer else { break };
+        let Error::UrlElicitationRequired { message, elicitations } = err.root() else { break };
+        progress::clear();
+        let done = |wait| hub.wait_elicitations(&name, elicitations, wait).unwrap_or(false);
+        if !super::terminal::open_pages(&name, message, elicitations, &done) {
+            break;
+        }
+        answer = hub.call_server_tool(&name, tool, arguments.clone(), &options);
+    }
     progress::clear();
     match answer {
         Ok(result) => print_result(&result, shown, &name, tool),
@@ -610,6 +622,12 @@ fn report_call_error(err: &Error, hub: &tether::Hub, name: &str, tool: &str) -> 
         _ if INTERRUPTED.load(Ordering::SeqCst) => {}
         Error::LoginRequired { .. } => {
             detail!("hint: sign in with: tether login {name}");
+        }
+        Error::UrlElicitationRequired { elicitations, .. } => {
+            for page in elicitations {
+                detail!("open: {}", escape::escaped(&page.url));
+            }
+            detail!("hint: open it in a browser and finish there, then run the command again");
         }
         Error::Timeout(_) if !in_a_file => {
             detail!("hint: pass a longer --timeout");

@@ -83,10 +83,17 @@ const WITHDRAWN_POLL: Duration = Duration::from_millis(100);
 /// A line from the terminal; `None` at its end, or once the question is
 /// withdrawn (the line typed so far is left unread).
 fn read_answer(question: &str, withdrawn: &AtomicBool) -> Option<String> {
+    read_line_unless(question, &|| withdrawn.load(Ordering::SeqCst))
+}
+
+/// A line from the terminal; `None` at its end, or once `stop` says so
+/// (asked every [`WITHDRAWN_POLL`] or so; the line typed so far is left
+/// unread).
+fn read_line_unless(question: &str, stop: &dyn Fn() -> bool) -> Option<String> {
     eprint!("{question}");
     let _ = io::stderr().flush();
     loop {
-        if withdrawn.load(Ordering::SeqCst) {
+        if stop() {
             return None;
         }
         let mut poll =
@@ -129,6 +136,65 @@ fn ask_url(params: &Value, withdrawn: &AtomicBool) -> Option<Value> {
         _ => Some(json!({"action": "cancel"})),
     }
 }
+
+/// Before a call the server refused until the person opens pages
+/// (`-32042`): shows each page, offers to open it, then waits for the server
+/// to say they are done (`done`, asked about a tenth of a second at a time)
+/// or for Enter. True when the call should be made again; false without a
+/// terminal, when a page is not a plain http(s) URL, at the terminal's end,
+/// or after [`PAGES_WAIT`].
+pub(super) fn open_pages(
+    server: &str,
+    message: &str,
+    pages: &[tether::UrlElicitation],
+    done: &dyn Fn(Duration) -> bool,
+) -> bool {
+    if !(io::stdin().is_terminal() && io::stderr().is_terminal()) {
+        return false;
+    }
+    eprintln!("\nServer {server:?} asks you to open first: {}", escaped_body(message));
+    for page in pages {
+        let shown = escaped(&page.url);
+        if !page.message.is_empty() && page.message != message {
+            eprintln!("  {}", escaped_body(&page.message));
+        }
+        eprintln!("  {shown}");
+        // As for a URL the server asks to open while it works (`ask_url`).
+        if shown != page.url
+            || !(page.url.starts_with("https://") || page.url.starts_with("http://"))
+        {
+            eprintln!("That is not a plain http(s) URL; tether will not open it.");
+            return false;
+        }
+        let never = || false;
+        let Some(open) = read_line_unless("Open it in your browser? [y/N] ", &never) else {
+            return false;
+        };
+        if open.eq_ignore_ascii_case("y") || open.eq_ignore_ascii_case("yes") {
+            open_in_browser(&page.url);
+        }
+    }
+    let started = std::time::Instant::now();
+    let finished = || started.elapsed() > PAGES_WAIT || done(WITHDRAWN_POLL);
+    let typed = read_line_unless(
+        "Waiting for the server to say you are done; press Enter to try again now: ",
+        &finished,
+    );
+    match typed {
+        Some(_) => true,
+        None if done(Duration::ZERO) => {
+            eprintln!("\nThe server says you are done; trying again.");
+            true
+        }
+        None => {
+            eprintln!();
+            false
+        }
+    }
+}
+
+/// The longest wait for the pages of a `-32042` to be done.
+const PAGES_WAIT: Duration = Duration::from_secs(600);
 
 /// Opens `url` with `$BROWSER` (a program and its own arguments, split on
 /// white space), else the desktop's opener; the URL is the last argument,

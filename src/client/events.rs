@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use serde_json::Value;
 
+use super::url_elicitations::UrlElicitations;
 use crate::host::{self, Host};
 use crate::jsonrpc::{Frame, Notification, Request, RequestId, RpcError};
 use crate::sync::lock;
@@ -69,6 +70,9 @@ pub(super) struct EventQueue {
     /// The server's requests queued or being answered, by id: a request the
     /// server gives up is skipped, or the host told and its answer kept.
     requests: Mutex<HashMap<RequestId, Asked>>,
+    /// The URL-mode elicitations open: a completion for another id is not
+    /// handed on.
+    url_elicitations: UrlElicitations,
 }
 
 /// A server request the host has not answered yet.
@@ -122,7 +126,37 @@ impl EventQueue {
             worker: Mutex::default(),
             closing: OnceLock::new(),
             requests: Mutex::default(),
+            url_elicitations: UrlElicitations::default(),
         })
+    }
+
+    pub(super) fn url_elicitations(&self) -> &UrlElicitations {
+        &self.url_elicitations
+    }
+
+    /// Notes the id of a URL-mode `elicitation/create`.
+    pub(super) fn note_url_elicitation(&self, method: &str, params: &Value) {
+        if method == "elicitation/create"
+            && params.get("mode").and_then(Value::as_str) == Some("url")
+        {
+            if let Some(id) = params.get("elicitationId").and_then(Value::as_str) {
+                self.url_elicitations.opened(id);
+            }
+        }
+    }
+
+    /// False for a `notifications/elicitation/complete` of an id not open
+    /// (it is then dropped); true for every other notification.
+    fn known_completion(&self, notification: &Notification) -> bool {
+        if notification.method != "notifications/elicitation/complete" {
+            return true;
+        }
+        let id = notification.params.as_ref().and_then(|params| params.get("elicitationId"));
+        let known = id.and_then(Value::as_str).is_some_and(|id| self.url_elicitations.complete(id));
+        if !known {
+            log::debug!("{}: ignored a completion of an unknown elicitation", self.server);
+        }
+        known
     }
 
     /// The count `event` belongs to, and its bound (a `Stop` has none).
@@ -356,7 +390,12 @@ fn events_loop(queue: &EventQueue) {
                     false
                 }
             }
-            Event::Notification(_) | Event::Stderr(_) => queue.past_close(),
+            // A completion of a URL-mode elicitation this connection does
+            // not know open (unknown, or completed already) is ignored.
+            Event::Notification(notification) => {
+                queue.past_close() || !queue.known_completion(notification)
+            }
+            Event::Stderr(_) => queue.past_close(),
             Event::Stop => false,
         };
         if dropped {
@@ -365,6 +404,9 @@ fn events_loop(queue: &EventQueue) {
         match event {
             Event::Request(request) => {
                 let params = request.params.unwrap_or(Value::Null);
+                // Open before the host sees it: the completion may come
+                // while the host still answers.
+                queue.note_url_elicitation(&request.method, &params);
                 // A host that panics answers with an error; this thread and
                 // what waits behind the request go on.
                 let outcome = catch_unwind(AssertUnwindSafe(|| {

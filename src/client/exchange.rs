@@ -254,7 +254,7 @@ impl Client {
             };
             match wake {
                 Wake::Reply(Reply::Done(Ok(result))) => return Ok(result),
-                Wake::Reply(Reply::Done(Err(error))) => return Err(Error::Rpc(error)),
+                Wake::Reply(Reply::Done(Err(error))) => return Err(Error::from_rpc(error)),
                 Wake::Reply(Reply::Closed(reason)) => return Err(Error::Disconnected(reason)),
                 Wake::Reply(Reply::Failed(error)) => return Err(error),
                 // A late reply to an earlier call on this thread's channel.
@@ -320,7 +320,7 @@ impl Client {
                 match replies.recv_timeout(Duration::from_secs(1)) {
                     Ok((of, _)) if of != id => continue,
                     Ok((_, Reply::Progress(_))) => continue,
-                    Ok((_, Reply::Done(outcome))) => return Some(outcome.map_err(Error::Rpc)),
+                    Ok((_, Reply::Done(outcome))) => return Some(outcome.map_err(Error::from_rpc)),
                     Ok((_, Reply::Closed(reason))) => {
                         return Some(Err(Error::Disconnected(reason)))
                     }

@@ -97,7 +97,7 @@ pub(super) fn listen_loop(
             return; // Closed.
         }
         let _pending = PendingGuard { pending: router.pending(), id };
-        router.stateless().listening_as(id);
+        router.stateless().listening_as(id, &filter);
         if router.send(Frame::request(id, "subscriptions/listen", Some(params))).is_err() {
             return;
         }

@@ -25,7 +25,7 @@ use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
 use crate::protocol::{
     Completion, CompletionRef, Era, Prompt, PromptResult, Resource, ResourceContents,
-    ResourceTemplate, ServerInfo, Tool, ToolResult,
+    ResourceTemplate, ServerInfo, Tool, ToolResult, UrlElicitation,
 };
 use crate::threads::NamedThread;
 
@@ -45,6 +45,7 @@ mod rounds;
 mod router;
 mod session;
 mod stateless;
+mod url_elicitations;
 
 use crate::transport::{self, Endpoint, Inbox, Transport};
 pub(crate) use eras::EraMemory;
@@ -234,10 +235,38 @@ impl Client {
             Some(meta) => rounds::with_meta(params, meta),
             None => params,
         };
-        match self.stateless_session() {
+        let answer = match self.stateless_session() {
             Some(session) => self.stateless_request(method, params, session.meta(), options),
             None => self.exchange(method, params.as_ref(), options),
+        };
+        answer.map_err(|err| self.noted(err))
+    }
+
+    /// Notes the pages a `-32042` error lists as open, so that their
+    /// completions reach the host and [`Client::wait_elicitations`] waits
+    /// for them.
+    fn noted(&self, err: Error) -> Error {
+        if let Error::UrlElicitationRequired { elicitations, .. } = &err {
+            for elicitation in elicitations {
+                self.router.url_elicitations().opened(&elicitation.elicitation_id);
+            }
         }
+        err
+    }
+
+    /// Waits until the server says each of `elicitations` is done
+    /// (`notifications/elicitation/complete`), at most `timeout`; true when
+    /// it did. Those of an [`Error::UrlElicitationRequired`] this client
+    /// returned, or of a URL-mode `elicitation/create` its host answered;
+    /// any other counts as done. The server need not say so (MCP makes it
+    /// optional), so a host should also let the person retry by hand.
+    pub fn wait_elicitations(&self, elicitations: &[UrlElicitation], timeout: Duration) -> bool {
+        let ids: Vec<&str> =
+            elicitations.iter().map(|elicitation| elicitation.elicitation_id.as_str()).collect();
+        // A timeout too long to add is a day: nobody waits longer at a page.
+        let now = Instant::now();
+        let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400));
+        self.router.url_elicitations().wait(&ids, deadline)
     }
 
     /// Sends a notification.
@@ -403,11 +432,13 @@ impl Client {
     ) -> Result<ToolResult, Error> {
         let raw = match (self.stateless_session(), &options.meta) {
             // The lean way for the commonest request: nothing to merge.
-            (None, None) => self.exchange_with(
-                "tools/call",
-                Params::ToolCall { name, arguments: &arguments },
-                options,
-            )?,
+            (None, None) => self
+                .exchange_with(
+                    "tools/call",
+                    Params::ToolCall { name, arguments: &arguments },
+                    options,
+                )
+                .map_err(|err| self.noted(err))?,
             _ => self.request(
                 "tools/call",
                 Some(json!({"name": name, "arguments": arguments})),
@@ -560,7 +591,32 @@ impl Client {
                 }));
             }
             self.router.stateless().subscribe(uri, on);
-            return Ok(());
+            if !on {
+                return Ok(());
+            }
+            // The stream opens again with the new filter; its acknowledgment
+            // says whether the server took the resource.
+            let timeout = options.timeout.unwrap_or(self.options.request_timeout);
+            let now = Instant::now();
+            let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400));
+            return match self.router.stateless().taken(uri, deadline) {
+                Some(true) => Ok(()),
+                Some(false) => {
+                    self.router.stateless().subscribe(uri, false);
+                    Err(Error::Rpc(crate::jsonrpc::RpcError {
+                        code: crate::jsonrpc::INVALID_PARAMS,
+                        message: format!(
+                            "the server did not take the subscription to {uri} (its \
+                             acknowledgment of the listen stream left it out)"
+                        ),
+                        data: None,
+                    }))
+                }
+                None => Err(Error::Timeout(crate::error::Timeout::request(
+                    "subscriptions/listen",
+                    timeout,
+                ))),
+            };
         }
         let method = if on { "resources/subscribe" } else { "resources/unsubscribe" };
         self.request(method, Some(json!({"uri": uri})), options).map(|_| ())

@@ -153,6 +153,7 @@ impl Client {
                 };
                 let input = request.get("params").unwrap_or(&Value::Null);
                 log::debug!("{server}: the server asks for {method} ({key})");
+                self.router.note_url_elicitation(method, input);
                 let answer =
                     host::answer(&*self.options.host, server, method, input).map_err(Error::Rpc)?;
                 answers.insert(key.clone(), answer);

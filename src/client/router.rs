@@ -84,6 +84,17 @@ impl Router {
         &self.stateless
     }
 
+    /// The URL-mode elicitations open on this connection.
+    pub(super) fn url_elicitations(&self) -> &super::url_elicitations::UrlElicitations {
+        self.events.url_elicitations()
+    }
+
+    /// Notes a URL-mode `elicitation/create` the host is about to answer
+    /// outside the events thread (a stateless request's round).
+    pub(super) fn note_url_elicitation(&self, method: &str, params: &Value) {
+        self.events.note_url_elicitation(method, params);
+    }
+
     /// The incoming stream, when a waiting caller may read it itself.
     pub(super) fn reading(&self) -> Option<&Arc<dyn SharedRead>> {
         self.reading.get()
@@ -229,7 +240,7 @@ impl Inbox for Router {
             }
             Message::Notification(notification) => {
                 self.server_cancelled(&notification);
-                let caught_up = self.stateless.acknowledged(&notification);
+                let caught_up = self.stateless.acknowledged(&self.server, &notification);
                 for changed in std::iter::once(notification).chain(caught_up) {
                     self.stateless.lists().changed(&changed.method);
                     if self.events.push(Event::Notification(changed)).is_err() {

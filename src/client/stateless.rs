@@ -10,9 +10,10 @@
 //! Written by the session start and the listen thread, read by the reader
 //! on every message: atomics and one small lock, never held across I/O.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
+use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
@@ -35,8 +36,22 @@ pub(super) struct StatelessState {
     /// The resources the host subscribed to (the listen filter's
     /// `resourceSubscriptions`), and who opens the stream again when they
     /// change.
-    resources: Mutex<std::collections::BTreeSet<String>>,
+    resources: Mutex<BTreeSet<String>>,
     refilter: Mutex<Option<Sender<()>>>,
+    /// The filter the open stream asked for, and what the server's
+    /// acknowledgments took of it: a subscriber waits on `taken` to learn
+    /// whether its resource was.
+    asked: Mutex<Value>,
+    acked: Mutex<Taken>,
+    taken: Condvar,
+}
+
+/// What the last acknowledgment took of the filter asked: the resources
+/// asked, and those the server agreed to.
+#[derive(Default)]
+struct Taken {
+    asked: BTreeSet<String>,
+    agreed: BTreeSet<String>,
 }
 
 impl StatelessState {
@@ -87,9 +102,57 @@ impl StatelessState {
         id != 0 && self.listening.load(Ordering::Acquire) == id
     }
 
-    /// A `subscriptions/listen` request went out under `id`.
-    pub(super) fn listening_as(&self, id: i64) {
+    /// A `subscriptions/listen` request asking for `filter` went out under
+    /// `id`.
+    pub(super) fn listening_as(&self, id: i64, filter: &Value) {
+        *lock(&self.asked) = filter.clone();
         self.listening.store(id, Ordering::Release);
+    }
+
+    /// Waits until an acknowledgment of a stream that asked for `uri`
+    /// arrives, at most until `deadline`: whether the server took it
+    /// (`None` when none came in time).
+    pub(super) fn taken(&self, uri: &str, deadline: Instant) -> Option<bool> {
+        let mut acked = lock(&self.acked);
+        loop {
+            if acked.asked.contains(uri) {
+                return Some(acked.agreed.contains(uri));
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            acked = crate::sync::wait_timeout(&self.taken, acked, left);
+        }
+    }
+
+    /// Compares an acknowledged filter with the one asked: list changes the
+    /// server will not announce are said (once per stream), and which of
+    /// the resources asked it took is kept for [`StatelessState::taken`].
+    fn compare(&self, server: &str, agreed: Option<&Value>) {
+        let asked = lock(&self.asked).clone();
+        let agreed_to =
+            |key: &str| agreed.and_then(|agreed| agreed.get(key)) == Some(&Value::Bool(true));
+        for (key, what) in [
+            ("toolsListChanged", "tool"),
+            ("promptsListChanged", "prompt"),
+            ("resourcesListChanged", "resource"),
+        ] {
+            if asked.get(key) == Some(&Value::Bool(true)) && !agreed_to(key) {
+                log::info!("{server}: the server will not announce {what} list changes");
+            }
+        }
+        let uris = |filter: Option<&Value>| -> BTreeSet<String> {
+            filter
+                .and_then(|filter| filter.get("resourceSubscriptions"))
+                .and_then(Value::as_array)
+                .map_or_else(BTreeSet::new, |uris| {
+                    uris.iter().filter_map(Value::as_str).map(str::to_owned).collect()
+                })
+        };
+        let taken = Taken { asked: uris(Some(&asked)), agreed: uris(agreed) };
+        for refused in taken.asked.difference(&taken.agreed) {
+            log::warn!("{server}: the server did not take the subscription to {refused}");
+        }
+        *lock(&self.acked) = taken;
+        self.taken.notify_all();
     }
 
     /// The start is about to open the first listen stream: the receiver
@@ -118,10 +181,16 @@ impl StatelessState {
     /// `list_changed` for each, so that they are listed again as if the
     /// server had said so. (The first stream is acknowledged before the
     /// start ends, so the first listing misses nothing.)
-    pub(super) fn acknowledged(&self, notification: &Notification) -> Vec<Notification> {
+    pub(super) fn acknowledged(
+        &self,
+        server: &str,
+        notification: &Notification,
+    ) -> Vec<Notification> {
         if notification.method != "notifications/subscriptions/acknowledged" {
             return Vec::new();
         }
+        let agreed = notification.params.as_ref().and_then(|params| params.get("notifications"));
+        self.compare(server, agreed);
         // The first stream is opened before the start ends: nothing to catch up.
         if let Some(first) = lock(&self.first_ack).take() {
             let _ = first.try_send(());

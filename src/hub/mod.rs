@@ -37,7 +37,7 @@ use crate::error::{CloseReason, Error};
 use crate::model::registry::RegisteredTool;
 use crate::protocol::{
     Completion, CompletionRef, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate,
-    ToolResult,
+    ToolResult, UrlElicitation,
 };
 use crate::server_state::ServerState;
 use slot::{Phase, Slot};
@@ -166,6 +166,22 @@ impl Hub {
         };
         let client = Arc::clone(&self.core.shared.connected(&server)?.client);
         client.call_tool(&tool_name, arguments, options).map_err(|err| err.for_server(&server))
+    }
+
+    /// Waits until `server` says each of `elicitations` is done, as
+    /// [`Client::wait_elicitations`]: for a call that failed with
+    /// [`Error::UrlElicitationRequired`], before calling again.
+    ///
+    /// # Errors
+    /// [`Error::UnknownServer`] or [`Error::NotConnected`].
+    pub fn wait_elicitations(
+        &self,
+        server: &str,
+        elicitations: &[UrlElicitation],
+        timeout: Duration,
+    ) -> Result<bool, Error> {
+        let client = Arc::clone(&self.core.shared.connected(server)?.client);
+        Ok(client.wait_elicitations(elicitations, timeout))
     }
 
     /// Waits for the starting servers whose tools' names begin as

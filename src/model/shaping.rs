@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::tools::READ_RESOURCE;
 use super::{clip, floor_char_boundary};
 use crate::protocol::{decoded_size, ContentBlock, Tool, ToolResult};
 use crate::schema::output_mismatch;
@@ -50,6 +51,9 @@ pub struct ResultLimits {
     /// Where full texts are saved; `None` means `tether-results` in the
     /// system's temporary folder.
     pub spill_dir: Option<PathBuf>,
+    /// The largest audio clip, in decoded bytes, passed on as audio for a
+    /// model that takes it; 0 (the default) makes every clip a note.
+    pub max_audio_bytes: usize,
 }
 
 impl Default for ResultLimits {
@@ -59,6 +63,7 @@ impl Default for ResultLimits {
             max_image_bytes: 5 * 1024 * 1024,
             max_images: 4,
             spill_dir: None,
+            max_audio_bytes: 0,
         }
     }
 }
@@ -87,11 +92,20 @@ impl ResultLimits {
         self.spill_dir = Some(dir);
         self
     }
+
+    /// Audio clips up to `bytes` (decoded) reach the model as
+    /// [`ModelBlock::Audio`], for a model that takes audio; 0 makes each a
+    /// note, as by default.
+    pub fn with_max_audio_bytes(mut self, bytes: usize) -> ResultLimits {
+        self.max_audio_bytes = bytes;
+        self
+    }
 }
 
 /// One block of what the model sees.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum ModelBlock {
     /// Text: the server's own, or a note about a block left out.
     Text {
@@ -100,6 +114,15 @@ pub enum ModelBlock {
     },
     /// An image in one of the formats models accept.
     Image {
+        /// Its MIME type, as the server sent it.
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+        /// Its bytes in base64, as the server sent them.
+        data: String,
+    },
+    /// An audio clip, only when the limits allow audio
+    /// ([`ResultLimits::with_max_audio_bytes`]).
+    Audio {
         /// Its MIME type, as the server sent it.
         #[serde(rename = "mimeType")]
         mime_type: String,
@@ -131,6 +154,7 @@ enum Piece {
     Content(String),
     Note(String),
     Image { mime_type: String, data: String },
+    Audio { mime_type: String, data: String },
 }
 
 /// Turns a tool result into what the model should see.
@@ -152,8 +176,20 @@ pub fn shape_result(
 
     let mut pieces = Vec::new();
     let mut images = 0;
-    for block in result.content() {
+    // A block whose `annotations.audience` leaves the assistant out is the
+    // person's, not the model's.
+    let for_the_model = |block: &&Value| match block.pointer("/annotations/audience") {
+        Some(Value::Array(audience)) => audience.iter().any(|who| who == "assistant"),
+        _ => true,
+    };
+    for block in result.content().iter().filter(for_the_model) {
         pieces.push(shape_block(server, block, limits, &mut images));
+    }
+    if pieces.is_empty() && !result.content().is_empty() {
+        pieces.push(Piece::Note(format!(
+            "[every block of the result from {} is meant for the user, not shown]",
+            clip(server)
+        )));
     }
     if pieces.is_empty() {
         // The MCP specification asks servers to repeat structured content as
@@ -190,6 +226,7 @@ pub fn shape_result(
         .map(|piece| match piece {
             Piece::Content(text) | Piece::Note(text) => ModelBlock::Text { text },
             Piece::Image { mime_type, data } => ModelBlock::Image { mime_type, data },
+            Piece::Audio { mime_type, data } => ModelBlock::Audio { mime_type, data },
         })
         .collect();
     ModelResult {
@@ -235,13 +272,24 @@ fn shape_block(server: &str, block: &Value, limits: &ResultLimits, images: &mut 
                 Piece::Image { mime_type: mime_type.to_owned(), data: data.to_owned() }
             }
         }
-        ContentBlock::Audio { mime_type, data } => Piece::Note(format!(
-            "[{} audio from {server}, {} bytes, not shown]",
-            clip_or(mime_type, "unknown"),
-            decoded_size(data)
-        )),
+        ContentBlock::Audio { mime_type, data } => {
+            let size = decoded_size(data);
+            let why = if limits.max_audio_bytes == 0 {
+                None
+            } else if !is_base64(data) {
+                Some(": its data is not valid base64".to_owned())
+            } else if size > limits.max_audio_bytes {
+                Some(format!(": larger than the limit of {} bytes", limits.max_audio_bytes))
+            } else {
+                return Piece::Audio { mime_type: mime_type.to_owned(), data: data.to_owned() };
+            };
+            Piece::Note(format!(
+                "[{} audio from {server}, {size} bytes, not shown{}]",
+                clip_or(mime_type, "unknown"),
+                why.unwrap_or_default()
+            ))
+        }
         ContentBlock::ResourceLink { uri, name, description } => {
-            let uri = clip_or(uri, "without a URI");
             let name = name.map(clip).filter(|name| !name.is_empty());
             let description = description.map(clip).filter(|text| !text.is_empty());
             let about = match (name, description) {
@@ -249,7 +297,9 @@ fn shape_block(server: &str, block: &Value, limits: &ResultLimits, images: &mut 
                 (Some(text), None) | (None, Some(text)) => format!(": {text}"),
                 (None, None) => String::new(),
             };
-            Piece::Note(format!("[resource {uri} on server {server}{about}]"))
+            // What `read_mcp_resource` takes to read it, as JSON.
+            let read = serde_json::json!({"server": server, "uri": uri});
+            Piece::Note(format!("[resource link{about}; read it with {READ_RESOURCE} {read}]"))
         }
         ContentBlock::Resource { uri, mime_type, text, blob } => {
             let uri = clip_or(uri, "without a URI");
@@ -566,10 +616,60 @@ mod tests {
         assert_eq!(
             result.blocks,
             vec![
-                text("[resource file:///a.txt on server demo: a.txt (notes)]"),
-                text("[resource file:///b.txt on server demo: b.txt]"),
-                text("[resource file:///c.txt on server demo]"),
+                text(
+                    r#"[resource link: a.txt (notes); read it with read_mcp_resource {"server":"demo","uri":"file:///a.txt"}]"#
+                ),
+                text(
+                    r#"[resource link: b.txt; read it with read_mcp_resource {"server":"demo","uri":"file:///b.txt"}]"#
+                ),
+                text(
+                    r#"[resource link; read it with read_mcp_resource {"server":"demo","uri":"file:///c.txt"}]"#
+                ),
             ]
+        );
+    }
+
+    #[test]
+    fn audio_reaches_a_model_that_takes_it() {
+        let limits = ResultLimits::default().with_max_audio_bytes(10);
+        let result = shape_result(
+            "demo",
+            &tool(None),
+            &ToolResult::new(json!({"content": [
+                {"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="},
+                {"type": "audio", "mimeType": "audio/wav", "data": "UklGRiQAAABXQVZF"},
+                {"type": "audio", "mimeType": "audio/wav", "data": "not base64!"}
+            ]})),
+            &limits,
+        );
+        assert_eq!(
+            result.blocks,
+            vec![
+                ModelBlock::Audio { mime_type: "audio/wav".into(), data: "UklGRg==".into() },
+                text("[audio/wav audio from demo, 12 bytes, not shown: larger than the limit of 10 bytes]"),
+                text("[audio/wav audio from demo, 8 bytes, not shown: its data is not valid base64]"),
+            ]
+        );
+    }
+
+    #[test]
+    fn blocks_for_the_user_alone_do_not_reach_the_model() {
+        let result = shape(json!({"content": [
+            {"type": "text", "text": "for both", "annotations": {"audience": ["user", "assistant"]}},
+            {"type": "text", "text": "for you", "annotations": {"audience": ["user"]}},
+            {"type": "text", "text": "for the model", "annotations": {"audience": ["assistant"]}},
+            {"type": "text", "text": "for anyone", "annotations": {"priority": 1}}
+        ]}));
+        assert_eq!(
+            result.blocks,
+            vec![text("for both"), text("for the model"), text("for anyone")]
+        );
+        let result = shape(json!({"content": [
+            {"type": "text", "text": "for you", "annotations": {"audience": ["user"]}}
+        ], "structuredContent": {"secret": 1}}));
+        assert_eq!(
+            result.blocks,
+            vec![text("[every block of the result from demo is meant for the user, not shown]")]
         );
     }
 

@@ -494,6 +494,21 @@ fn rpc(code: i64, message: String) -> RpcError {
 fn upstream_error(hub: &Hub, server: &str, err: &Error) -> RpcError {
     match err.root() {
         Error::Rpc(error) => error.clone(),
+        // Read into pages to open on the way in; sent on as the server's.
+        Error::UrlElicitationRequired { message, elicitations } => {
+            let elicitations: Vec<Value> = elicitations
+                .iter()
+                .map(|page| {
+                    json!({"mode": "url", "elicitationId": page.elicitation_id,
+                           "url": page.url, "message": page.message})
+                })
+                .collect();
+            RpcError {
+                code: -32042,
+                message: message.clone(),
+                data: Some(json!({"elicitations": elicitations})),
+            }
+        }
         _ if err.is_server_failure() => {
             let tail = hub
                 .status()

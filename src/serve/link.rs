@@ -480,9 +480,12 @@ impl Host for LinkHost {
             }
             // Tools are announced when the hub's registry moves (mod.rs),
             // after the hub listed them again; these pass on as they come.
+            // A page opened is done: only ids the upstream connection saw
+            // asked get here, and a client ignores those it was not asked.
             "notifications/resources/list_changed"
             | "notifications/prompts/list_changed"
-            | "notifications/resources/updated" => {
+            | "notifications/resources/updated"
+            | "notifications/elicitation/complete" => {
                 self.0.notify(&notification.method, notification.params.as_ref());
             }
             _ => {}

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::support::{
     config_dir, fixture, misbehave_entry, run_tether, run_tether_with_stdin, stderr_of, stdout_of,
-    tether_bin, wait_exit, wait_within, Tag, TempDir,
+    tether_bin, wait_exit, wait_within, OnTerminal, Tag, TempDir,
 };
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -785,6 +785,15 @@ fn watch_prints_a_resources_updates_in_both_eras() {
     // A server without subscriptions refuses: said, and a usage error.
     let (output, _) = run_tether(dir.path(), &["watch", "plain", "test://one"], WITHIN);
     assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
+    // Issue 25 (item 12): a 2026-07-28 server whose acknowledgment of the
+    // listen stream leaves the resource out did not take it: said, exit 2.
+    let (output, _) = run_tether(dir.path(), &["watch", "new", "test://missing"], WITHIN);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
+    assert!(
+        stderr_of(&output).contains("the server did not take the subscription to test://missing"),
+        "{}",
+        stderr_of(&output)
+    );
     tag.assert_gone();
 }
 
@@ -841,5 +850,37 @@ fn call_says_when_a_result_breaks_the_output_schema() {
     let output =
         run(&["call", "fx", "structured", r#"value:={"point": {"x": 2, "label": "yes"}}"#]);
     assert_eq!(stderr_of(&output), "");
+    tag.assert_gone();
+}
+
+// Issue 25 (item 6): a call the server refuses until a page is opened
+// (-32042). Without a terminal: said, with the page, exit 2. At a terminal:
+// the page is shown and offered, tether waits for the server to say it is
+// done, then calls again.
+#[test]
+fn call_offers_the_page_a_server_wants_opened_and_calls_again() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let (output, _) = run_tether(dir.path(), &["call", "fx", "page_gate"], WITHIN);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
+    let said = stderr_of(&output);
+    assert!(said.contains("the server asks you to open a page first"), "{said}");
+    assert!(said.contains("open: https://pages.example/open?id=page-1"), "{said}");
+    assert!(said.contains("then run the command again"), "{said}");
+
+    let mut command = Command::new(tether_bin());
+    command.arg("--config-dir").arg(dir.path()).args([
+        "call",
+        "fx",
+        "page_gate",
+        "complete_ms=500",
+    ]);
+    let mut terminal = OnTerminal::start(command);
+    terminal.expect("Open it in your browser? [y/N] ", WITHIN);
+    assert!(terminal.screen().contains("https://pages.example/open?id=page-1"));
+    terminal.type_in("n\n");
+    terminal.expect("The server says you are done; trying again.", WITHIN);
+    let (code, stdout) = terminal.finish(WITHIN);
+    assert_eq!((code, stdout.trim()), (Some(0), "the page was opened; 1 asked"));
     tag.assert_gone();
 }

@@ -921,7 +921,10 @@ fn a_refused_loopback_url_fails_at_once() {
         ClientOptions::default(),
     );
     assert!(client.is_err());
-    assert!(began.elapsed() - took < Duration::from_millis(100), "the library too");
+    // Most of it, in a debug build, is reading the system's CA bundle;
+    // a retry would pause 250 ms first.
+    let library = began.elapsed() - took;
+    assert!(library < Duration::from_millis(250), "the library too: {library:?}");
 }
 
 // Issue 26 (item 10): a header from a `!command` (a short-lived token, as

@@ -565,3 +565,32 @@ fn a_listen_on_a_handshake_session_is_refused_and_changes_nothing() {
     assert!(changed["params"].get("_meta").is_none(), "{changed}");
     front.close();
 }
+
+// Issue 25 (item 6) through `tether serve`: an upstream's -32042 reaches the
+// client in front as the server sent it (its pages listed), and so does the
+// server's word that the page is done; a completion of an id the upstream
+// never gave out does not.
+#[test]
+fn a_page_to_open_and_its_completion_pass_through_serve() {
+    let tag = Tag::new();
+    let servers = json!({"fx": misbehave_entry(&tag, &["--era", "legacy"])});
+    let mut front = Front::start(servers, &["fx"]);
+    front.initialize(json!({"elicitation": {"url": {}}}));
+    front.tools_with("page_gate");
+    let refused = front.request(
+        2,
+        "tools/call",
+        json!({"name": "page_gate", "arguments": {"complete_ms": 200}}),
+    );
+    assert_eq!(refused["error"]["code"], -32042, "{refused}");
+    let page = &refused["error"]["data"]["elicitations"][0];
+    assert_eq!(page["elicitationId"], "page-1", "{refused}");
+    assert_eq!(page["url"], "https://pages.example/open?id=page-1");
+    let done = front.next("the completion", |message| {
+        message["method"] == "notifications/elicitation/complete"
+    });
+    assert_eq!(done["params"]["elicitationId"], "page-1", "{done}");
+    let answered = front.request(3, "tools/call", json!({"name": "page_gate", "arguments": {}}));
+    assert_eq!(answered["result"]["content"][0]["text"], "the page was opened; 1 asked");
+    front.close();
+}

@@ -1056,3 +1056,83 @@ fn each_call_is_checked_against_the_tools_output_schema() {
     }
     tag.assert_gone();
 }
+
+/// Opens every page it is asked to (URL-mode elicitation), and records the
+/// elicitation ids it was asked and the completions it heard.
+#[derive(Default)]
+struct PageHost {
+    asked: Mutex<Vec<String>>,
+    completed: Mutex<Vec<String>>,
+}
+
+impl Host for PageHost {
+    fn handles_elicitation(&self) -> bool {
+        true
+    }
+
+    fn elicit(&self, _server: &str, params: &Value) -> Result<Value, tether::RpcError> {
+        let asked = tether::Elicitation::of(params);
+        self.asked.lock().unwrap().push(format!("{}:{:?}", asked.mode, asked.elicitation_id));
+        Ok(json!({"action": "accept"}))
+    }
+
+    fn notification(&self, _server: &str, notification: &Notification) {
+        if notification.method == "notifications/elicitation/complete" {
+            let id = notification.params.as_ref().unwrap()["elicitationId"].as_str().unwrap();
+            self.completed.lock().unwrap().push(id.to_owned());
+        }
+    }
+}
+
+// Issue 25 (item 6): a -32042 refusal is a typed error listing the pages to
+// open; the client waits for the server to say they are done, and hands the
+// host only completions of ids it saw opened, once each.
+#[test]
+fn a_page_to_open_first_is_a_typed_error_and_its_completion_is_awaited() {
+    let tag = Tag::new();
+    let host = Arc::new(PageHost::default());
+    let options = quick(5_000).with_host(host.clone());
+    let client = Client::connect("fx", &misbehave(&tag, &[]), options).unwrap();
+    let gate = |arguments: Value| client.call_tool("page_gate", arguments, &CallOptions::default());
+
+    // Never done: the wait gives up at its timeout.
+    let refused = gate(json!({})).unwrap_err();
+    let Error::UrlElicitationRequired { message, elicitations } = &refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(message, "This request needs a page opened first.");
+    assert_eq!(elicitations.len(), 1);
+    assert_eq!(elicitations[0].elicitation_id, "page-1");
+    assert_eq!(elicitations[0].url, "https://pages.example/open?id=page-1");
+    assert_eq!(elicitations[0].message, "Open this page to connect your account.");
+    let started = Instant::now();
+    assert!(!client.wait_elicitations(elicitations, Duration::from_millis(300)));
+    assert!(started.elapsed() >= Duration::from_millis(300));
+
+    // Done 200 ms later: the wait ends then, and the call goes through.
+    let refused = gate(json!({"complete_ms": 200})).unwrap_err();
+    let Error::UrlElicitationRequired { elicitations, .. } = &refused else { panic!() };
+    let started = Instant::now();
+    assert!(client.wait_elicitations(elicitations, Duration::from_secs(5)));
+    assert_quick(started, Duration::from_secs(2), "waiting for the page's completion");
+    assert_eq!(gate(json!({})).unwrap().to_text(), "the page was opened; 2 asked");
+    // The server's completion of an id it never gave out, and its repeat,
+    // never reach the host.
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(*host.completed.lock().unwrap(), ["page-2"]);
+
+    // A page the server asks the host to open (elicitation/create, URL
+    // mode): its id reaches the host, and so does its completion, alone.
+    let said = client.call_tool("ask_page", json!({"ms": 100}), &CallOptions::default());
+    assert_eq!(said.unwrap().to_text(), "asked for a page");
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(*host.asked.lock().unwrap(), [r#"url:Some("asked-page-1")"#]);
+    assert_eq!(*host.completed.lock().unwrap(), ["page-2", "asked-page-1"]);
+    close_and_check(client, &tag);
+
+    // A stateless server's refusal is the same typed error.
+    let client = connect(&tag, &["--era", "modern"]);
+    let refused = client.call_tool("page_gate", json!({}), &CallOptions::default()).unwrap_err();
+    assert!(matches!(refused, Error::UrlElicitationRequired { .. }), "{refused:?}");
+    close_and_check(client, &tag);
+}

@@ -10,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -450,5 +450,95 @@ pub fn wait_exit(child: &mut std::process::Child, within: Duration) -> Option<i3
             panic!("tether did not exit within {within:?}");
         }
         thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A command run with a terminal (a pseudo-terminal) on its stdin and
+/// stderr, as a person at a terminal runs it; stdout is a pipe.
+pub struct OnTerminal {
+    child: std::process::Child,
+    master: std::fs::File,
+    screen: Arc<Mutex<String>>,
+    stdout: Option<thread::JoinHandle<Vec<u8>>>,
+}
+
+impl OnTerminal {
+    pub fn start(mut command: Command) -> OnTerminal {
+        use std::os::fd::FromRawFd;
+        let (mut master, mut slave) = (0, 0);
+        // SAFETY: two valid out-pointers; no name, settings or size asked.
+        let opened = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+        // SAFETY: both descriptors were just opened and are owned here.
+        let (master, slave) =
+            unsafe { (std::fs::File::from_raw_fd(master), std::fs::File::from_raw_fd(slave)) };
+        command
+            .stdin(slave.try_clone().unwrap())
+            .stderr(slave)
+            .stdout(std::process::Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let screen = Arc::new(Mutex::new(String::new()));
+        let mut reading = master.try_clone().unwrap();
+        let shown = Arc::clone(&screen);
+        // Ends at EIO once every holder of the terminal's other side is gone.
+        thread::spawn(move || {
+            let mut buf = [0; 4096];
+            while let Ok(n @ 1..) = std::io::Read::read(&mut reading, &mut buf) {
+                shown.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut stdout = child.stdout.take().unwrap();
+        let stdout = thread::spawn(move || {
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut stdout, &mut buf).ok();
+            buf
+        });
+        OnTerminal { child, master, screen, stdout: Some(stdout) }
+    }
+
+    /// Waits (at most `within`) for `text` on the terminal.
+    pub fn expect(&self, text: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        while !self.screen.lock().unwrap().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "{text:?} not shown; the screen:\n{}",
+                self.screen()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Types `text` at the terminal.
+    pub fn type_in(&mut self, text: &str) {
+        std::io::Write::write_all(&mut self.master, text.as_bytes()).unwrap();
+    }
+
+    pub fn screen(&self) -> String {
+        self.screen.lock().unwrap().clone()
+    }
+
+    /// Waits at most `within` for the exit: its code and stdout.
+    pub fn finish(mut self, within: Duration) -> (Option<i32>, String) {
+        let code = wait_exit(&mut self.child, within);
+        let stdout = self.stdout.take().unwrap().join().unwrap();
+        (code, String::from_utf8_lossy(&stdout).into_owned())
+    }
+}
+
+impl Drop for OnTerminal {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.child.kill().ok();
+            self.child.wait().ok();
+        }
     }
 }

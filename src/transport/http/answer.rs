@@ -171,7 +171,7 @@ impl HttpTransport {
                     .ok()
             });
         if let Some(error) = unaddressed {
-            return Err(Error::Rpc(error));
+            return Err(Error::from_rpc(error));
         }
         // A JSON answer is the response or nothing: waiting on would only
         // end at the caller's timeout.

@@ -300,7 +300,7 @@ impl HttpTransport {
             return http_error(response);
         }
         match rpc_refusal(response, None) {
-            Ok(error) => Error::Rpc(error),
+            Ok(error) => Error::from_rpc(error),
             Err(refusal) => refusal,
         }
     }
