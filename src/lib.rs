@@ -70,6 +70,7 @@ pub mod for_cli {
     pub use crate::clock::rfc3339;
     pub use crate::codemode::{servers_named, Named};
     pub use crate::config::file::{lock_within, Lock};
+    pub use crate::schema::check_schema;
     #[cfg(feature = "serve")]
     pub use crate::serve::unix_peer;
     pub use crate::shell::{shell_quote, shell_words};

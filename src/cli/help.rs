@@ -73,6 +73,9 @@ Global options (before the command):
   --no-roots         offer the servers no folder at all
   --keep-alive       keep the command's servers running for the next commands
                      (a kept-alive session each; ends after 15 minutes unused)
+  --answers JSON|@FILE  answer servers' forms (elicitation) with these values, by field,
+                     without asking, also with no terminal
+  --accept-defaults  answer servers' forms with each field's default where no answer is given
   -v, --verbose      more log output on stderr (repeat for more); RUST_LOG overrides
   -q, --quiet        only errors on stderr
   -h, --help         this text

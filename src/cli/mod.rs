@@ -17,6 +17,7 @@ mod browse;
 mod completion;
 mod connect;
 mod escape;
+mod form;
 mod get;
 mod help;
 #[cfg(feature = "serve")]
@@ -228,7 +229,18 @@ fn run() -> ExitCode {
                     return ExitCode::from(EXIT_SERVER);
                 }
             };
-            let run = Run { only_file: args.config_file.as_deref(), keep_alive: args.keep_alive };
+            let scripted = match scripted_answers(args.answers.as_deref(), args.accept_defaults) {
+                Ok(scripted) => scripted,
+                Err(why) => {
+                    errln!("{why}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
+            let run = Run {
+                only_file: args.config_file.as_deref(),
+                keep_alive: args.keep_alive,
+                scripted,
+            };
             let code = with_config(command, &files, &run, roots, &mut signals);
             signals.stop().unwrap_or(code)
         }
@@ -242,6 +254,33 @@ struct Run<'a> {
     only_file: Option<&'a std::path::Path>,
     /// `--keep-alive`.
     keep_alive: bool,
+    /// `--answers`, `--accept-defaults`.
+    scripted: Option<terminal::Scripted>,
+}
+
+/// `--answers JSON|@FILE` and `--accept-defaults`, read: the answers must be
+/// a JSON object.
+fn scripted_answers(
+    answers: Option<&str>,
+    accept_defaults: bool,
+) -> Result<Option<terminal::Scripted>, String> {
+    let answers = match answers {
+        None => None,
+        Some(given) => {
+            let text = match given.strip_prefix('@') {
+                Some(file) => std::fs::read_to_string(file)
+                    .map_err(|err| format!("--answers: cannot read {file}: {err}"))?,
+                None => given.to_owned(),
+            };
+            match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(serde_json::Value::Object(answers)) => Some(answers),
+                Ok(_) => return Err("--answers takes a JSON object of the fields' values".into()),
+                Err(err) => return Err(format!("--answers is not JSON: {err}")),
+            }
+        }
+    };
+    Ok((answers.is_some() || accept_defaults)
+        .then(|| terminal::Scripted { answers, accept_defaults }))
 }
 
 /// The commands that read the configuration: `get`, `login`, `logout`, and
@@ -377,7 +416,7 @@ fn with_config(
         return EXIT_USAGE;
     }
     let mut options = options
-        .with_host(Arc::new(terminal::TerminalHost::new(roots.clone())))
+        .with_host(Arc::new(terminal::TerminalHost::new(roots.clone(), run.scripted.clone())))
         // A one-shot command has its answer: a server that does not
         // exit when its input ends (many do not) gets SIGTERM soon.
         .with_shutdown_grace(ONE_SHOT_GRACE);

@@ -21,11 +21,15 @@ use serde_json::{json, Map, Value};
 use tether::{Host, Root, RpcError};
 
 use super::escape::{escaped, escaped_body};
+use super::form;
 use super::output::lock;
 
-/// Answers on the terminal, one question at a time.
+/// Answers on the terminal, one question at a time, or from a script's
+/// answers (`--answers`, `--accept-defaults`).
 pub(super) struct TerminalHost {
     interactive: bool,
+    /// A script's answers to forms: then no form is asked on the terminal.
+    scripted: Option<Scripted>,
     /// The folders offered to servers (`roots/list`).
     roots: Vec<Root>,
     /// Two servers asking at once take turns.
@@ -34,9 +38,18 @@ pub(super) struct TerminalHost {
     withdrawn: AtomicBool,
 }
 
+/// `--answers JSON` (the values of forms' fields, by name) and
+/// `--accept-defaults` (each field's default where no answer is given).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Scripted {
+    pub(super) answers: Option<Map<String, Value>>,
+    pub(super) accept_defaults: bool,
+}
+
 impl TerminalHost {
-    pub(super) fn new(roots: Vec<Root>) -> TerminalHost {
+    pub(super) fn new(roots: Vec<Root>, scripted: Option<Scripted>) -> TerminalHost {
         TerminalHost {
+            scripted,
             interactive: io::stdin().is_terminal() && io::stderr().is_terminal(),
             roots,
             asking: Mutex::new(()),
@@ -51,10 +64,29 @@ impl Host for TerminalHost {
     }
 
     fn handles_elicitation(&self) -> bool {
-        self.interactive
+        self.interactive || self.scripted.is_some()
+    }
+
+    fn elicitation_modes(&self) -> tether::ElicitationModes {
+        // A script answers forms; only a person opens pages.
+        tether::ElicitationModes::new(true, self.interactive)
     }
 
     fn elicit(&self, server: &str, params: &Value) -> Result<Value, RpcError> {
+        let is_form = params.get("mode").and_then(Value::as_str).unwrap_or("form") == "form";
+        if let (Some(scripted), true) = (&self.scripted, is_form) {
+            let schema = params.get("requestedSchema").unwrap_or(&Value::Null);
+            let fields = form::fields(schema);
+            return Ok(
+                match form::fill(&fields, scripted.answers.as_ref(), scripted.accept_defaults) {
+                    Ok(content) => json!({"action": "accept", "content": content}),
+                    Err(why) => {
+                        eprintln!("Server {server:?} asked a form; declined: {why}");
+                        json!({"action": "decline"})
+                    }
+                },
+            );
+        }
         if !self.interactive {
             return Ok(json!({"action": "decline"}));
         }
@@ -224,57 +256,29 @@ pub(super) fn open_in_browser(url: &str) {
 }
 
 fn ask_form(schema: &Value, withdrawn: &AtomicBool) -> Option<Value> {
-    let empty = Map::new();
-    let properties = schema.get("properties").and_then(Value::as_object).unwrap_or(&empty);
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map_or(Vec::new(), |names| names.iter().filter_map(Value::as_str).collect());
     let mut content = Map::new();
-    for (name, property) in properties {
-        let kind = property.get("type").and_then(Value::as_str).unwrap_or("string");
-        let title = escaped(property.get("title").and_then(Value::as_str).unwrap_or(name));
-        let kind = escaped(kind);
-        let choices: Vec<String> =
-            property.get("enum").and_then(Value::as_array).map_or(Vec::new(), |values| {
-                values.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
-            });
-        let default = property.get("default");
-        let is_required = required.contains(&name.as_str());
-        if let Some(description) = property.get("description").and_then(Value::as_str) {
+    for field in form::fields(schema) {
+        if let Some(description) = field.description {
             eprintln!("  {}", escaped_body(description));
         }
         loop {
-            let mut question = format!("{title} ({kind}");
-            if !choices.is_empty() {
-                question.push_str(&format!(": {}", escaped(&choices.join(", "))));
-            }
-            question.push(')');
-            if let Some(default) = default {
-                question.push_str(&format!(" [{}]", escaped(&default_text(default))));
-            }
-            if is_required {
-                question.push_str(" *");
-            }
-            question.push_str(": ");
-            let answer = read_answer(&question, withdrawn)?;
-            let kind = kind.as_str();
-            if answer.is_empty() {
-                match default {
+            let answer = read_answer(&field.question(), withdrawn)?;
+            if answer.trim().is_empty() {
+                match field.default {
                     Some(default) => {
-                        content.insert(name.clone(), default.clone());
+                        content.insert(field.name.to_owned(), default.clone());
                         break;
                     }
-                    None if !is_required => break,
+                    None if !field.required => break,
                     None => {
                         eprintln!("  This one is required.");
                         continue;
                     }
                 }
             }
-            match parse_value(&answer, kind, &choices) {
+            match field.parse(&answer) {
                 Ok(value) => {
-                    content.insert(name.clone(), value);
+                    content.insert(field.name.to_owned(), value);
                     break;
                 }
                 Err(why) => eprintln!("  {why}"),
@@ -309,30 +313,5 @@ fn choice(answer: &str) -> Option<Choice> {
         "d" | "decline" | "n" | "no" => Some(Choice::Decline),
         "c" | "cancel" => Some(Choice::Cancel),
         _ => None,
-    }
-}
-
-fn default_text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn parse_value(answer: &str, kind: &str, choices: &[String]) -> Result<Value, String> {
-    if !choices.is_empty() && !choices.iter().any(|choice| choice == answer) {
-        return Err(format!("Choose one of: {}", choices.join(", ")));
-    }
-    match kind {
-        "integer" => {
-            answer.parse::<i64>().map(Value::from).map_err(|_| "A whole number, please.".into())
-        }
-        "number" => answer.parse::<f64>().map(Value::from).map_err(|_| "A number, please.".into()),
-        "boolean" => match answer.to_ascii_lowercase().as_str() {
-            "y" | "yes" | "true" => Ok(Value::Bool(true)),
-            "n" | "no" | "false" => Ok(Value::Bool(false)),
-            _ => Err("yes or no, please.".into()),
-        },
-        _ => Ok(Value::String(answer.to_owned())),
     }
 }

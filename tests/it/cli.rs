@@ -1,7 +1,7 @@
 //! The `tether` binary: each command's output and exit code, and that no
 //! server outlives it, also when it gets a signal or is killed outright.
 
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -882,5 +882,76 @@ fn call_offers_the_page_a_server_wants_opened_and_calls_again() {
     terminal.expect("The server says you are done; trying again.", WITHIN);
     let (code, stdout) = terminal.finish(WITHIN);
     assert_eq!((code, stdout.trim()), (Some(0), "the page was opened; 1 asked"));
+    tag.assert_gone();
+}
+
+// Issue 25 (item 13): a server's form, answered by a script (`--answers`,
+// `--accept-defaults`, without a terminal) and at a terminal: titled
+// choices by number or title, a multiple choice sent as an array, and
+// answers the schema refuses asked again.
+#[test]
+fn forms_are_answered_by_scripts_and_at_the_terminal_and_checked() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let reply = |output: &Output| -> Value {
+        let text = stdout_of(output);
+        serde_json::from_str(text.trim())
+            .unwrap_or_else(|_| panic!("{text}: {}", stderr_of(output)))
+    };
+    let answers = r#"{"name": "Ada", "color": "Green", "age": "36"}"#;
+    let (output, _) = run_tether(
+        dir.path(),
+        &["call", "fx", "ask_form", "--answers", answers, "--accept-defaults"],
+        WITHIN,
+    );
+    assert_eq!(
+        reply(&output)["result"],
+        json!({"action": "accept", "content":
+            {"name": "Ada", "age": 36, "color": "#0f0", "sizes": ["m"], "news": false}})
+    );
+    // A required field without an answer: declined, and said.
+    let (output, _) =
+        run_tether(dir.path(), &["--accept-defaults", "call", "fx", "ask_form"], WITHIN);
+    assert_eq!(reply(&output)["result"], json!({"action": "decline"}));
+    assert!(stderr_of(&output).contains(r#"no answer for the required field "color""#));
+    let (output, _) =
+        run_tether(dir.path(), &["call", "fx", "ask_form", "--answers", "[1]"], WITHIN);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
+
+    let mut command = Command::new(tether_bin());
+    command.arg("--config-dir").arg(dir.path()).args(["call", "fx", "ask_form"]);
+    let mut terminal = OnTerminal::start(command);
+    // The fixture's fields come in the order of their names.
+    terminal.expect("age (a whole number): ", WITHIN);
+    terminal.type_in("200\n");
+    terminal.expect("Not accepted: expected at most 150.", WITHIN);
+    terminal.type_in("\n");
+    terminal.expect("Color (one of: 1 Red, 2 Green) *: ", WITHIN);
+    terminal.type_in("2\n");
+    terminal.expect("email (email): ", WITHIN);
+    terminal.type_in("nope\n");
+    terminal.expect("Not accepted: not a valid email.", WITHIN);
+    terminal.type_in("ada@example.com\n");
+    terminal.expect("Name *: ", WITHIN);
+    terminal.type_in("A\n");
+    terminal.expect("Not accepted: expected at least 2 characters, found 1.", WITHIN);
+    terminal.type_in("Ada\n");
+    terminal.expect("news (yes or no) [false]: ", WITHIN);
+    terminal.type_in("\n");
+    terminal.expect(
+        "sizes (any of: 1 Small, 2 Medium, 3 Large; separated by commas) [Medium]: ",
+        WITHIN,
+    );
+    terminal.type_in("1, large\n");
+    terminal.expect("Send this?", WITHIN);
+    terminal.type_in("\n");
+    let (code, stdout) = terminal.finish(WITHIN);
+    assert_eq!(code, Some(0));
+    let reply: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(
+        reply["result"],
+        json!({"action": "accept", "content": {"name": "Ada", "email": "ada@example.com",
+               "color": "#0f0", "sizes": ["s", "l"], "news": false}})
+    );
     tag.assert_gone();
 }

@@ -45,6 +45,10 @@ pub(super) struct Args {
     /// `--keep-alive`: the command's servers kept running for the next
     /// command (a kept-alive session each).
     pub(super) keep_alive: bool,
+    /// `--answers JSON|@FILE`: a script's answers to servers' forms.
+    pub(super) answers: Option<String>,
+    /// `--accept-defaults`: a form's defaults where no answer is given.
+    pub(super) accept_defaults: bool,
     pub(super) verbosity: i32,
     pub(super) command: Option<Command>,
     /// `--help` (or `help`): the global help, or with `help_topic` a command's.
@@ -273,6 +277,8 @@ pub(super) fn parse(
             Long("root") => args.roots.push(parser.value()?.into()),
             Long("no-roots") => args.no_roots = true,
             Long("keep-alive") => args.keep_alive = true,
+            Long("answers") => args.answers = Some(parser.value()?.string()?),
+            Long("accept-defaults") => args.accept_defaults = true,
             Short('v') | Long("verbose") => args.verbosity += 1,
             Short('q') | Long("quiet") => args.verbosity = -1,
             Short('h') | Long("help") => args.help = true,
@@ -332,17 +338,11 @@ pub(super) fn parse(
                     args.help_topic = Some(word);
                     return Ok(args);
                 }
-                // `--keep-alive` where the command's flags go, too.
+                // `--keep-alive`, `--accept-defaults` and `--answers JSON`
+                // where the command's flags go, too (before any `--`).
                 let mut rest = rest;
                 if SERVER_COMMANDS.contains(&word.as_str()) {
-                    let dashes = rest.iter().position(|arg| arg == "--").unwrap_or(rest.len());
-                    let before = rest.len();
-                    let mut at = 0;
-                    rest.retain(|arg| {
-                        at += 1;
-                        !(at <= dashes && arg == "--keep-alive")
-                    });
-                    args.keep_alive |= rest.len() != before;
+                    take_run_options(&mut rest, &mut args)?;
                 }
                 // For `add`, what follows `--` is the server's command, verbatim.
                 let mut after_dashes = None;
@@ -414,7 +414,37 @@ pub(super) fn parse(
 /// (a configured name never holds `:`); `adhoc.rs` makes its entry.
 pub(crate) const STDIO: &str = "stdio:";
 
-/// The commands that start servers, which take `--keep-alive`.
+/// Takes the options of the whole run a command's flags may hold out of
+/// `rest` (up to a `--`): `--keep-alive`, `--accept-defaults`, `--answers
+/// JSON` (or `--answers=JSON`).
+fn take_run_options(rest: &mut Vec<OsString>, args: &mut Args) -> Result<(), lexopt::Error> {
+    let mut kept = Vec::with_capacity(rest.len());
+    let mut words = std::mem::take(rest).into_iter();
+    while let Some(word) = words.next() {
+        if word == "--" {
+            kept.push(word);
+            kept.extend(words.by_ref());
+            break;
+        }
+        match word.to_str() {
+            Some("--keep-alive") => args.keep_alive = true,
+            Some("--accept-defaults") => args.accept_defaults = true,
+            Some("--answers") => {
+                let value = words.next().ok_or("--answers takes a JSON object or @FILE")?;
+                args.answers = Some(value.into_string().map_err(lexopt::Error::NonUnicodeValue)?);
+            }
+            Some(other) if other.starts_with("--answers=") => {
+                args.answers = Some(other["--answers=".len()..].to_owned());
+            }
+            _ => kept.push(word),
+        }
+    }
+    *rest = kept;
+    Ok(())
+}
+
+/// The commands that start servers, which take `--keep-alive`,
+/// `--answers` and `--accept-defaults`.
 pub(super) const SERVER_COMMANDS: &[&str] = &[
     "list",
     "tools",
