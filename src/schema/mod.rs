@@ -280,11 +280,8 @@ impl<'s> Checker<'s> {
     ) -> Checked<'v> {
         let count = |name: &str| schema.get(name).and_then(Value::as_u64);
         let length = items.len() as u64;
-        if let Some(minimum) = count("minItems").filter(|&minimum| length < minimum) {
-            return path.fail(format!("expected at least {minimum} items, found {length}"));
-        }
-        if let Some(maximum) = count("maxItems").filter(|&maximum| length > maximum) {
-            return path.fail(format!("expected at most {maximum} items, found {length}"));
+        if let Err(why) = check_count(schema, ("minItems", "maxItems"), length, "items") {
+            return path.fail(why);
         }
         if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
             if let Some((first, second)) = repeated(items) {
@@ -356,13 +353,11 @@ impl<'s> Checker<'s> {
         path: &Path,
         before: &Seen<'v>,
     ) -> Checked<'v> {
-        let count = |name: &str| schema.get(name).and_then(Value::as_u64);
         let length = object.len() as u64;
-        if let Some(minimum) = count("minProperties").filter(|&minimum| length < minimum) {
-            return path.fail(format!("expected at least {minimum} properties, found {length}"));
-        }
-        if let Some(maximum) = count("maxProperties").filter(|&maximum| length > maximum) {
-            return path.fail(format!("expected at most {maximum} properties, found {length}"));
+        if let Err(why) =
+            check_count(schema, ("minProperties", "maxProperties"), length, "properties")
+        {
+            return path.fail(why);
         }
         if let Some(Value::Array(required)) = schema.get("required") {
             required_in(object, required, path)?;
@@ -539,16 +534,10 @@ fn check_number(value: &Value, number: f64, schema: &Map<String, Value>) -> Resu
 }
 
 fn check_string(text: &str, schema: &Map<String, Value>) -> Result<(), String> {
-    let count = |name: &str| schema.get(name).and_then(Value::as_u64);
-    if count("minLength").is_some() || count("maxLength").is_some() {
+    if schema.contains_key("minLength") || schema.contains_key("maxLength") {
         // JSON Schema counts characters (code points), not bytes.
         let length = text.chars().count() as u64;
-        if let Some(minimum) = count("minLength").filter(|&minimum| length < minimum) {
-            return Err(format!("expected at least {minimum} characters, found {length}"));
-        }
-        if let Some(maximum) = count("maxLength").filter(|&maximum| length > maximum) {
-            return Err(format!("expected at most {maximum} characters, found {length}"));
-        }
+        check_count(schema, ("minLength", "maxLength"), length, "characters")?;
     }
     if let Some(source) = schema.get("pattern").and_then(Value::as_str) {
         let matched = Pattern::parse(source).ok().and_then(|pattern| pattern.is_match(text));
@@ -558,6 +547,24 @@ fn check_string(text: &str, schema: &Map<String, Value>) -> Result<(), String> {
                 clip(&Value::from(source).to_string())
             ));
         }
+    }
+    Ok(())
+}
+
+/// A count's bounds (`min`, `max`: of items, properties or characters):
+/// why `length` is outside them.
+fn check_count(
+    schema: &Map<String, Value>,
+    (min, max): (&str, &str),
+    length: u64,
+    noun: &str,
+) -> Result<(), String> {
+    let bound = |name: &str| schema.get(name).and_then(Value::as_u64);
+    if let Some(minimum) = bound(min).filter(|&minimum| length < minimum) {
+        return Err(format!("expected at least {minimum} {noun}, found {length}"));
+    }
+    if let Some(maximum) = bound(max).filter(|&maximum| length > maximum) {
+        return Err(format!("expected at most {maximum} {noun}, found {length}"));
     }
     Ok(())
 }
