@@ -112,8 +112,8 @@ pub use model::{
 };
 pub use protocol::{
     Completion, CompletionRef, ContentBlock, Era, EraChoice, Progress, Prompt, PromptArgument,
-    PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Tool, ToolResult,
-    UrlElicitation,
+    PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Task, TaskStart,
+    TaskStatus, Tool, ToolResult, UrlElicitation,
 };
 #[cfg(feature = "serve")]
 pub use serve::{Downstream, ServeOptions};

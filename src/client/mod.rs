@@ -25,7 +25,7 @@ use crate::error::{CloseReason, Error};
 use crate::jsonrpc::Frame;
 use crate::protocol::{
     Completion, CompletionRef, Era, Prompt, PromptResult, Resource, ResourceContents,
-    ResourceTemplate, ServerInfo, Tool, ToolResult, UrlElicitation,
+    ResourceTemplate, ServerInfo, Task, TaskStart, Tool, ToolResult, UrlElicitation,
 };
 use crate::threads::NamedThread;
 
@@ -35,9 +35,9 @@ mod eras;
 mod events;
 mod exchange;
 mod handshake;
+mod listed;
 mod listen;
 mod options;
-mod output;
 mod param_headers;
 mod pending;
 mod probe;
@@ -45,6 +45,7 @@ mod rounds;
 mod router;
 mod session;
 mod stateless;
+mod tasks;
 mod url_elicitations;
 
 use crate::transport::{self, Endpoint, Inbox, Transport};
@@ -102,8 +103,8 @@ pub struct Client {
     options: ClientOptions,
     /// The session, once the start found the server's era.
     session: OnceLock<Session>,
-    /// The tools' output schemas, for checking each call's result.
-    output_schemas: output::OutputSchemas,
+    /// What the last tool list said: output schemas, tools run as tasks.
+    listed: listed::ListedTools,
 }
 
 impl Client {
@@ -152,7 +153,7 @@ impl Client {
             info: OnceLock::new(),
             options,
             session: OnceLock::new(),
-            output_schemas: output::OutputSchemas::default(),
+            listed: listed::ListedTools::default(),
         })
     }
 
@@ -295,7 +296,7 @@ impl Client {
                     .map_err(|err| Error::Protocol(format!("bad tool in tools/list: {err}")))
             })
             .collect::<Result<Vec<Tool>, Error>>()?;
-        self.output_schemas.listed(&tools);
+        self.listed.listed(&tools);
         if !self.stateless_http() {
             return Ok(tools);
         }
@@ -430,6 +431,16 @@ impl Client {
         arguments: Value,
         options: &CallOptions,
     ) -> Result<ToolResult, Error> {
+        // A tool that must run as a task (and a server that takes tasks).
+        if self.stateless_session().is_none()
+            && self.listed.task_required(name)
+            && self.takes_tool_tasks()
+        {
+            return match self.start_tool_task(name, arguments, options)? {
+                TaskStart::Task(task) => self.waited_out(task, Some(name), options),
+                TaskStart::Done(result) => Ok(result),
+            };
+        }
         let raw = match (self.stateless_session(), &options.meta) {
             // The lean way for the commonest request: nothing to merge.
             (None, None) => self
@@ -448,7 +459,12 @@ impl Client {
         if !raw.is_object() {
             return Err(Error::Protocol(format!("tools/call result is not an object: {raw}")));
         }
-        Ok(self.output_schemas.checked(name, raw))
+        // A 2026-07-28 server may make any call a task: waited out here.
+        if raw.get("resultType").and_then(Value::as_str) == Some("task") {
+            let task = Task::of(raw).map_err(Error::Protocol)?;
+            return self.waited_out(task, Some(name), options);
+        }
+        Ok(self.listed.checked(name, raw))
     }
 
     /// Lists every resource, following `nextCursor` to the end.

@@ -180,10 +180,16 @@ impl Client {
 }
 
 /// The client capabilities of the stateless revision: as the handshake's,
-/// less `roots.listChanged` (that notification is gone).
+/// less `roots.listChanged` (that notification is gone), with the tasks
+/// extension.
 fn stateless_capabilities(host: &dyn Host, declared: &super::Declared) -> Value {
     let mut capabilities = host::client_capabilities(host, declared.capabilities());
     capabilities["roots"] = json!({});
+    // tether waits out a call the server makes a task (`tasks.rs`).
+    if !capabilities["extensions"].is_object() {
+        capabilities["extensions"] = json!({});
+    }
+    capabilities["extensions"][super::rounds::TASKS_EXTENSION] = json!({});
     capabilities
 }
 

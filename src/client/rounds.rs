@@ -22,6 +22,37 @@ use super::{CallOptions, Client};
 use crate::error::Error;
 use crate::host;
 
+impl Client {
+    /// Answers an `inputRequests` map through the host, on this thread:
+    /// the `inputResponses` to send back, by the same keys.
+    pub(super) fn answer_inputs(&self, requests: &Value) -> Result<Map<String, Value>, Error> {
+        let server = self.router.server();
+        let Some(requests) = requests.as_object() else {
+            return Err(Error::Protocol("inputRequests is not an object".into()));
+        };
+        if requests.len() > MAX_INPUTS_PER_ROUND {
+            return Err(Error::Protocol(format!(
+                "the server asked for {} inputs in one round; tether answers at most \
+                 {MAX_INPUTS_PER_ROUND}",
+                requests.len()
+            )));
+        }
+        let mut answers = Map::new();
+        for (key, request) in requests {
+            let Some(method) = request.get("method").and_then(Value::as_str) else {
+                return Err(Error::Protocol(format!("input request {key:?} has no method")));
+            };
+            let input = request.get("params").unwrap_or(&Value::Null);
+            log::debug!("{server}: the server asks for {method} ({key})");
+            self.router.note_url_elicitation(method, input);
+            let answer =
+                host::answer(&*self.options.host, server, method, input).map_err(Error::Rpc)?;
+            answers.insert(key.clone(), answer);
+        }
+        Ok(answers)
+    }
+}
+
 /// Rounds of input one request may ask for before tether gives up on it.
 const MAX_ROUNDS: usize = 16;
 /// Inputs one round may ask for: each is a question to the host (a person,
@@ -41,6 +72,9 @@ const HEADER_MISMATCH: i64 = -32020;
 /// Requests that may end with `input_required`.
 const MAY_ASK: [&str; 3] = ["tools/call", "resources/read", "prompts/get"];
 
+/// The 2026-07-28 tasks extension, which tether declares in every request.
+pub(super) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
 impl Client {
     /// Sends `method` statelessly with `meta`, through as many rounds of
     /// input as the server asks for.
@@ -59,6 +93,9 @@ impl Client {
             let mut result = self.resending(method, params.as_ref(), &round_options)?;
             match result.get("resultType").map(|kind| kind.as_str()) {
                 None | Some(Some("complete")) => return Ok(result),
+                // A call the server runs on as a task (the tasks extension
+                // tether declares): `call_tool` waits it out.
+                Some(Some("task")) if method == "tools/call" => return Ok(result),
                 Some(Some("input_required")) if MAY_ASK.contains(&method) => {
                     self.answer_round(&mut params, &mut result)?;
                 }
@@ -134,31 +171,10 @@ impl Client {
     /// Answers one `input_required` result's requests through the host and
     /// puts the answers and the server's state into the next round's params.
     fn answer_round(&self, params: &mut Option<Value>, result: &mut Value) -> Result<(), Error> {
-        let server = self.router.server();
-        let mut answers = Map::new();
-        if let Some(requests) = result.get("inputRequests") {
-            let Some(requests) = requests.as_object() else {
-                return Err(Error::Protocol("inputRequests is not an object".into()));
-            };
-            if requests.len() > MAX_INPUTS_PER_ROUND {
-                return Err(Error::Protocol(format!(
-                    "the server asked for {} inputs in one round; tether answers at most \
-                     {MAX_INPUTS_PER_ROUND}",
-                    requests.len()
-                )));
-            }
-            for (key, request) in requests {
-                let Some(method) = request.get("method").and_then(Value::as_str) else {
-                    return Err(Error::Protocol(format!("input request {key:?} has no method")));
-                };
-                let input = request.get("params").unwrap_or(&Value::Null);
-                log::debug!("{server}: the server asks for {method} ({key})");
-                self.router.note_url_elicitation(method, input);
-                let answer =
-                    host::answer(&*self.options.host, server, method, input).map_err(Error::Rpc)?;
-                answers.insert(key.clone(), answer);
-            }
-        }
+        let answers = match result.get("inputRequests") {
+            Some(requests) => self.answer_inputs(requests)?,
+            None => Map::new(),
+        };
         let state = match result.get_mut("requestState").map(Value::take) {
             None | Some(Value::Null) => None,
             Some(Value::String(state)) if state.len() > MAX_REQUEST_STATE => {

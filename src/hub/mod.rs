@@ -37,7 +37,7 @@ use crate::error::{CloseReason, Error};
 use crate::model::registry::RegisteredTool;
 use crate::protocol::{
     Completion, CompletionRef, Prompt, PromptResult, Resource, ResourceContents, ResourceTemplate,
-    ToolResult, UrlElicitation,
+    Task, TaskStart, ToolResult, UrlElicitation,
 };
 use crate::server_state::ServerState;
 use slot::{Phase, Slot};
@@ -182,6 +182,87 @@ impl Hub {
     ) -> Result<bool, Error> {
         let client = Arc::clone(&self.core.shared.connected(server)?.client);
         Ok(client.wait_elicitations(elicitations, timeout))
+    }
+
+    /// Calls a tool by its qualified name as a task, as
+    /// [`Client::start_tool_task`]: the task, or the answer when the server
+    /// gave it at once. Ask about the task with the server's name (the
+    /// result's [`Hub::task_result`], [`Hub::get_task`], [`Hub::cancel_task`]).
+    ///
+    /// # Errors
+    /// As [`Hub::call`].
+    pub fn start_tool_task(
+        &self,
+        qualified_name: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Result<(String, TaskStart), Error> {
+        let registry = self.core.shared.registry();
+        let entry = registry
+            .get(qualified_name)
+            .filter(|entry| entry.exposure != Exposure::Hidden)
+            .ok_or_else(|| Error::UnknownTool(qualified_name.to_owned()))?;
+        let (server, tool) = (entry.server.clone(), entry.tool.name.clone());
+        let client = Arc::clone(&self.core.shared.connected(&server)?.client);
+        let started = client.start_tool_task(&tool, arguments, options);
+        started.map(|start| (server.clone(), start)).map_err(|err| err.for_server(&server))
+    }
+
+    /// Where `server`'s task is now, as [`Client::get_task`].
+    ///
+    /// # Errors
+    /// [`Error::UnknownServer`], [`Error::NotConnected`], or as the client's.
+    pub fn get_task(
+        &self,
+        server: &str,
+        task_id: &str,
+        options: &CallOptions,
+    ) -> Result<Task, Error> {
+        self.on_server(server, |client| client.get_task(task_id, options))
+    }
+
+    /// Waits for `server`'s task to end, as [`Client::task_result`].
+    ///
+    /// # Errors
+    /// As [`Hub::get_task`], and the task's own error.
+    pub fn task_result(
+        &self,
+        server: &str,
+        task_id: &str,
+        options: &CallOptions,
+    ) -> Result<ToolResult, Error> {
+        self.on_server(server, |client| client.task_result(task_id, options))
+    }
+
+    /// Cancels `server`'s task, as [`Client::cancel_task`].
+    ///
+    /// # Errors
+    /// As [`Hub::get_task`].
+    pub fn cancel_task(
+        &self,
+        server: &str,
+        task_id: &str,
+        options: &CallOptions,
+    ) -> Result<(), Error> {
+        self.on_server(server, |client| client.cancel_task(task_id, options))
+    }
+
+    /// `server`'s tasks, as [`Client::list_tasks`].
+    ///
+    /// # Errors
+    /// As [`Hub::get_task`].
+    pub fn list_tasks(&self, server: &str, options: &CallOptions) -> Result<Vec<Task>, Error> {
+        self.on_server(server, |client| client.list_tasks(options))
+    }
+
+    /// `work` on `server`'s connection, its error named with the server.
+    fn on_server<T>(
+        &self,
+        server: &str,
+        work: impl FnOnce(&Client) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let client = Arc::clone(&self.core.shared.connected(server)?.client);
+        work(&client).map_err(|err| err.for_server(server))
     }
 
     /// Waits for the starting servers whose tools' names begin as

@@ -215,6 +215,11 @@ impl Answerer<'_> {
             if self.options.passthrough.is_none() {
                 tool["name"] = json!(entry.qualified_name);
             }
+            // tether runs an upstream's task itself and answers the call
+            // whole, so the client in front calls every tool plainly.
+            if let Some(execution) = tool.get_mut("execution").and_then(Value::as_object_mut) {
+                execution.remove("taskSupport");
+            }
             tools.push(tool);
         }
         if codemode && crate::codemode::CODEMODE_AVAILABLE {

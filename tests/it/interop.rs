@@ -700,3 +700,71 @@ fn key_value_arguments_take_server_everythings_schema() {
     let png = std::fs::read(images.join("image-1.png")).unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG file");
 }
+
+/// Takes every elicitation: a URL one by accepting it, a form by the first
+/// choice of each field (what server-everything's research tool asks).
+struct AcceptingHost {
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+impl tether::Host for AcceptingHost {
+    fn handles_elicitation(&self) -> bool {
+        true
+    }
+
+    fn elicit(
+        &self,
+        _server: &str,
+        params: &serde_json::Value,
+    ) -> Result<serde_json::Value, tether::RpcError> {
+        let asked = tether::Elicitation::of(params);
+        self.asked.lock().unwrap().push(asked.mode.to_owned());
+        if asked.mode == "url" {
+            return Ok(json!({"action": "accept"}));
+        }
+        let mut content = serde_json::Map::new();
+        let properties = asked.schema.and_then(|schema| schema["properties"].as_object());
+        for (name, field) in properties.into_iter().flatten() {
+            if let Some(first) = field["oneOf"][0].get("const") {
+                content.insert(name.clone(), first.clone());
+            }
+        }
+        Ok(json!({"action": "accept", "content": content}))
+    }
+}
+
+// Issue 25 (items 3 and 6) against server-everything: its research tool
+// must run as a task (polled, its clarification asked through
+// tasks/result), and its URL elicitation tool refuses with -32042 first,
+// then asks the page with elicitation/create.
+#[test]
+fn server_everythings_task_tool_and_url_elicitation() {
+    let host = std::sync::Arc::new(AcceptingHost { asked: Default::default() });
+    let options = options().with_host(host.clone());
+    let client =
+        Client::connect("everything", &stdio(interop_setup::everything_server()), options).unwrap();
+    let tools = client.list_tools(&CallOptions::default()).unwrap();
+    let research = tools.iter().find(|tool| tool.name == "simulate-research-query").unwrap();
+    assert_eq!(research.execution.as_ref().unwrap()["taskSupport"], "required");
+
+    let plain = CallOptions::default();
+    let report = client.call_tool("simulate-research-query", json!({"topic": "tides"}), &plain);
+    let report = report.unwrap().to_text();
+    assert!(report.contains("tides") && report.contains("completed"), "{report}");
+    let asked = json!({"topic": "python", "ambiguous": true});
+    let report = client.call_tool("simulate-research-query", asked, &plain).unwrap().to_text();
+    assert!(report.contains("After receiving clarification"), "{report}");
+    assert_eq!(*host.asked.lock().unwrap(), ["form"]);
+
+    let arguments = json!({"url": "https://example.com/connect", "errorPath": true});
+    let refused =
+        client.call_tool("trigger-url-elicitation", arguments.clone(), &plain).unwrap_err();
+    let tether::Error::UrlElicitationRequired { elicitations, .. } = &refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(elicitations[0].url, "https://modelcontextprotocol.io");
+    let done = client.call_tool("trigger-url-elicitation", arguments, &plain).unwrap().to_text();
+    assert!(done.contains("User completed the URL elicitation flow"), "{done}");
+    assert_eq!(*host.asked.lock().unwrap(), ["form", "url"]);
+    client.close().unwrap();
+}

@@ -594,3 +594,20 @@ fn a_page_to_open_and_its_completion_pass_through_serve() {
     assert_eq!(answered["result"]["content"][0]["text"], "the page was opened; 1 asked");
     front.close();
 }
+
+// Issue 25 (item 3) through `tether serve`: an upstream tool that must run
+// as a task is served as a plain tool, and its call answered whole.
+#[test]
+fn an_upstream_task_is_answered_whole_through_serve() {
+    let tag = Tag::new();
+    let servers = json!({"fx": misbehave_entry(&tag, &["--tasks"])});
+    let mut front = Front::start(servers, &["fx"]);
+    front.initialize(json!({}));
+    let tools = front.tools_with("task_job");
+    let job = tools.iter().find(|tool| tool["name"] == "task_job").unwrap();
+    assert!(job["execution"].get("taskSupport").is_none(), "{job}");
+    let answered =
+        front.request(2, "tools/call", json!({"name": "task_job", "arguments": {"ms": 200}}));
+    assert_eq!(answered["result"]["content"][0]["text"], "job done after 200 ms", "{answered}");
+    front.close();
+}

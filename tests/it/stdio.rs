@@ -1136,3 +1136,83 @@ fn a_page_to_open_first_is_a_typed_error_and_its_completion_is_awaited() {
     assert!(matches!(refused, Error::UrlElicitationRequired { .. }), "{refused:?}");
     close_and_check(client, &tag);
 }
+
+/// Answers every form with the name Ada.
+struct AdaHost;
+
+impl Host for AdaHost {
+    fn handles_elicitation(&self) -> bool {
+        true
+    }
+
+    fn elicit(&self, _server: &str, _params: &Value) -> Result<Value, tether::RpcError> {
+        Ok(json!({"action": "accept", "content": {"name": "Ada"}}))
+    }
+}
+
+// Issue 25 (item 3): tasks in the handshake era. A tool that requires a
+// task is called as one and waited out (tasks/get, then tasks/result); a
+// failed task is its error; a host can start one, look at it, list and
+// cancel it; a call that times out cancels its task.
+#[test]
+fn a_tool_that_runs_as_a_task_is_waited_out_and_can_be_managed() {
+    let tag = Tag::new();
+    let client = connect(&tag, &["--tasks"]);
+    client.list_tools(&CallOptions::default()).unwrap();
+    let plain = CallOptions::default();
+    let result = client.call_tool("task_job", json!({"ms": 300}), &plain).unwrap();
+    assert_eq!(result.to_text(), "job done after 300 ms");
+    let counts = client.call_tool("request_counts", json!({}), &plain).unwrap().to_text();
+    let counts: Value = serde_json::from_str(&counts).unwrap();
+    assert!(counts["tasks/get"].as_u64().unwrap() >= 2, "{counts}");
+    assert_eq!(counts["tasks/result"], 1, "{counts}");
+
+    let failed = client.call_tool("task_job", json!({"ms": 50, "fail": true}), &plain).unwrap_err();
+    assert!(matches!(&failed, Error::Rpc(rpc) if rpc.message == "the job failed"), "{failed:?}");
+
+    let started = client.start_tool_task("task_job", json!({"ms": 5000}), &plain).unwrap();
+    let tether::TaskStart::Task(task) = started else { panic!("{started:?}") };
+    assert_eq!(task.task_id, "task-3");
+    assert_eq!(task.status, tether::TaskStatus::Working);
+    assert_eq!(task.poll_interval, Some(Duration::from_millis(50)));
+    let listed = client.list_tasks(&plain).unwrap();
+    assert_eq!(listed.len(), 3);
+    assert_eq!(listed[0].status, tether::TaskStatus::Completed);
+    client.cancel_task(&task.task_id, &plain).unwrap();
+    assert_eq!(
+        client.get_task(&task.task_id, &plain).unwrap().status,
+        tether::TaskStatus::Cancelled
+    );
+    let again = client.cancel_task(&task.task_id, &plain).unwrap_err();
+    assert!(matches!(&again, Error::Rpc(rpc) if rpc.code == -32602), "{again:?}");
+
+    // A call whose task outlasts its timeout: a timeout, and the task cancelled.
+    let started = Instant::now();
+    let short = CallOptions::default().with_timeout(Duration::from_millis(300));
+    let late = client.call_tool("task_job", json!({"ms": 5000}), &short).unwrap_err();
+    assert!(matches!(late, Error::Timeout(_)), "{late:?}");
+    assert_quick(started, Duration::from_secs(2), "a task call's timeout");
+    let listed = client.list_tasks(&plain).unwrap();
+    assert_eq!(listed[3].status, tether::TaskStatus::Cancelled, "{listed:?}");
+    close_and_check(client, &tag);
+}
+
+// Issue 25 (item 3): tasks in 2026-07-28 (the tasks extension, declared in
+// every request): a call the server makes a task is waited out through
+// tasks/get; one that needs input has it asked of the host and sent with
+// tasks/update; a failed task is its error.
+#[test]
+fn a_stateless_servers_task_is_waited_out_with_its_input_answered() {
+    let tag = Tag::new();
+    let options = quick(5_000).with_host(Arc::new(AdaHost));
+    let command = misbehave(&tag, &["--era", "modern", "--tasks"]);
+    let client = Client::connect("fx", &command, options).unwrap();
+    let plain = CallOptions::default();
+    let result = client.call_tool("task_job", json!({"ms": 200}), &plain).unwrap();
+    assert_eq!(result.to_text(), "job done after 200 ms");
+    let asked = client.call_tool("task_job", json!({"ms": 200, "ask": true}), &plain).unwrap();
+    assert_eq!(asked.to_text(), "job done after 200 ms for Ada");
+    let failed = client.call_tool("task_job", json!({"ms": 50, "fail": true}), &plain).unwrap_err();
+    assert!(matches!(&failed, Error::Rpc(rpc) if rpc.message == "the job failed"), "{failed:?}");
+    close_and_check(client, &tag);
+}
