@@ -169,7 +169,11 @@ const KNOWN_KEYS: &[&str] = &[
     "authServerMetadataUrl",
     "grant",
     "privateKey",
+    "enterprise",
 ];
+
+/// The keys of `oauth.enterprise`.
+const ENTERPRISE_KEYS: &[&str] = &["tokenEndpoint", "clientId", "idToken"];
 
 /// Reads an `oauth` object; the error names the key.
 pub(super) fn parse(
@@ -225,6 +229,23 @@ pub(super) fn parse(
     if settings.client_credentials && settings.client_id.is_none() {
         return Err("the client_credentials grant needs clientId".into());
     }
+    match object.get("enterprise") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(enterprise)) => {
+            if settings.client_id.is_none() {
+                return Err("enterprise sign-in needs clientId (this client at the server's \
+                            authorization server)"
+                    .into());
+            }
+            if settings.client_credentials {
+                return Err("enterprise sign-in and the client_credentials grant exclude each \
+                            other"
+                    .into());
+            }
+            settings.enterprise = Some(parse_enterprise(enterprise, expander)?);
+        }
+        Some(other) => return Err(format!("enterprise must be an object, not {other}")),
+    }
     settings.callback_port = match object.get("callbackPort") {
         None | Some(Value::Null) => None,
         Some(value) => match value.as_u64() {
@@ -248,6 +269,37 @@ pub(super) fn parse(
         }
     }
     Ok(settings)
+}
+
+/// `oauth.enterprise`: the identity provider's token endpoint, this
+/// client's id there, and the person's ID token (a secret: `${VAR}` or a
+/// `!command`, as `clientSecret`).
+fn parse_enterprise(
+    object: &Map<String, Value>,
+    expander: &mut Expander,
+) -> Result<EnterpriseIdentity, String> {
+    for key in object.keys() {
+        if !ENTERPRISE_KEYS.contains(&key.as_str()) {
+            let hint = closest(key, ENTERPRISE_KEYS)
+                .map(|known| format!(" (did you mean {known:?}?)"))
+                .unwrap_or_default();
+            return Err(format!("enterprise has an unknown key {key:?}{hint}"));
+        }
+    }
+    let text = |key: &str| match object.get(key) {
+        Some(Value::String(text)) if !text.is_empty() => Ok(text.clone()),
+        _ => Err(format!("enterprise needs {key} (a string)")),
+    };
+    let token_endpoint = text("tokenEndpoint")?;
+    if !crate::url::is_https_or_loopback_http(&token_endpoint) {
+        return Err(format!(
+            "enterprise.tokenEndpoint {token_endpoint:?} must be https (or http on this machine)"
+        ));
+    }
+    let id_token = expander
+        .expand_secret(&text("idToken")?)
+        .map_err(|why| format!("enterprise.idToken: {why}"))?;
+    Ok(EnterpriseIdentity::new(&token_endpoint, &text("clientId")?, &id_token))
 }
 
 /// `http://` to `localhost`, `127.0.0.1` or `[::1]` (where the sign-in's

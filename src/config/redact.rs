@@ -24,9 +24,7 @@ pub(crate) fn redacted(entry: &Value) -> Value {
             ("headers", Value::Object(map)) => {
                 hide_values(map, |name| is_credential_header(name) || looks_secret(name))
             }
-            ("oauth", Value::Object(map)) => {
-                hide_values(map, |name| name.eq_ignore_ascii_case("clientSecret"))
-            }
+            ("oauth", Value::Object(map)) => hide_oauth(map),
             ("url", Value::String(url)) if !is_indirect(url) => {
                 Value::String(crate::url::redact_url(url))
             }
@@ -36,6 +34,16 @@ pub(crate) fn redacted(entry: &Value) -> Value {
         out.insert(key.clone(), shown);
     }
     Value::Object(out)
+}
+
+/// An `oauth` object: its client secret, its private key and its
+/// enterprise identity's ID token are secrets.
+fn hide_oauth(map: &Map<String, Value>) -> Value {
+    let mut shown = hide_values(map, |name| matches!(name, "clientSecret" | "privateKey"));
+    if let Some(Value::Object(enterprise)) = map.get("enterprise") {
+        shown["enterprise"] = hide_values(enterprise, |name| name == "idToken");
+    }
+    shown
 }
 
 fn hide_values(map: &Map<String, Value>, secret: impl Fn(&str) -> bool) -> Value {
@@ -100,14 +108,17 @@ mod tests {
         let remote = json!({
             "url": "https://user:pw@example.com/mcp?key=abc",
             "headers": {"Authorization": "Bearer sk", "X-Auth-Token": "t", "Accept-Language": "fr", "Cookie": "${C}"},
-            "oauth": {"clientId": "id", "clientSecret": "s"},
+            "oauth": {"clientId": "id", "clientSecret": "s", "privateKey": "-----BEGIN",
+                      "enterprise": {"clientId": "c", "idToken": "eyJ", "tokenEndpoint": "https://i"}},
         });
         assert_eq!(
             redacted(&remote),
             json!({
                 "url": "https://example.com/mcp?…",
                 "headers": {"Authorization": HIDDEN, "X-Auth-Token": HIDDEN, "Accept-Language": "fr", "Cookie": "${C}"},
-                "oauth": {"clientId": "id", "clientSecret": HIDDEN},
+                "oauth": {"clientId": "id", "clientSecret": HIDDEN, "privateKey": HIDDEN,
+                          "enterprise": {"clientId": "c", "idToken": HIDDEN,
+                                         "tokenEndpoint": "https://i"}},
             })
         );
     }

@@ -16,7 +16,8 @@ use tether::{
 };
 
 use crate::support::{
-    config_dir, fixture, run_command, start_url_fixture, stderr_of, stdout_of, Tag, TempDir,
+    config_dir, fixture, run_command, run_tether, start_url_fixture, stderr_of, stdout_of,
+    tether_bin, Tag, TempDir,
 };
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -792,4 +793,47 @@ fn get_and_list_say_whether_a_sign_in_is_kept() {
     assert_eq!(server.requests_to("/mcp").len(), before, "--no-connect asks the server nothing");
     drop(server);
     tag.assert_gone();
+}
+
+// Issue 25 (item 12): enterprise-managed sign-in (SEP-990) set in mcp.json:
+// the ID token (from the environment) is exchanged at the identity
+// provider for an assertion, which the authorization server takes in a JWT
+// bearer grant; nobody is asked, and `tether get` hides the token.
+#[test]
+fn an_enterprise_identity_in_mcp_json_signs_in_without_a_person() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--client", "app:s3cret"]);
+    let dir = config_dir(json!({"web": {"url": server.url, "oauth": {
+        "clientId": "app", "clientSecret": "s3cret",
+        "enterprise": {"tokenEndpoint": format!("{}/idp/token", server.base()),
+                       "clientId": "idp-client", "idToken": "${TEST_ENTERPRISE_ID_TOKEN}"}}}}));
+    let mut command = Command::new(tether_bin());
+    command
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["call", "web", "whoami"])
+        .env("TEST_ENTERPRISE_ID_TOKEN", "id-token-for-ada")
+        .env_remove("RUST_LOG");
+    let output = run_command(command, None, WITHIN).0;
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert!(stdout_of(&output).starts_with("app "), "{}", stdout_of(&output));
+    assert!(server.requests_to("/authorize").is_empty());
+    let exchanged = server.requests_to("/idp/token");
+    assert_eq!(exchanged.len(), 1);
+    let granted = server.requests_to("/token");
+    assert_eq!(granted[0]["params"]["grant_type"], "urn:ietf:params:oauth:grant-type:jwt-bearer");
+    // A wrong ID token: the identity provider refuses, and that is said.
+    let mut command = Command::new(tether_bin());
+    command
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["call", "web", "whoami"])
+        .env("TEST_ENTERPRISE_ID_TOKEN", "someone-else")
+        .env_remove("RUST_LOG");
+    std::fs::remove_file(dir.path().join("mcp-auth.json")).ok();
+    let output = run_command(command, None, WITHIN).0;
+    assert_ne!(output.status.code(), Some(0));
+    assert!(stderr_of(&output).contains("identity provider"), "{}", stderr_of(&output));
+    let (shown, _) = run_tether(dir.path(), &["get", "web"], WITHIN);
+    assert!(stdout_of(&shown).contains("${TEST_ENTERPRISE_ID_TOKEN}"), "{}", stdout_of(&shown));
 }
