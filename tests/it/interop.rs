@@ -768,3 +768,82 @@ fn server_everythings_task_tool_and_url_elicitation() {
     assert_eq!(*host.asked.lock().unwrap(), ["form", "url"]);
     client.close().unwrap();
 }
+
+/// Records the URIs of `notifications/resources/updated`.
+#[derive(Default)]
+struct UpdatesHost {
+    updated: std::sync::Mutex<Vec<String>>,
+}
+
+impl tether::Host for UpdatesHost {
+    fn notification(&self, _server: &str, notification: &tether::Notification) {
+        if notification.method == "notifications/resources/updated" {
+            let uri = notification.params.as_ref().and_then(|params| params["uri"].as_str());
+            self.updated.lock().unwrap().push(uri.unwrap_or("").to_owned());
+        }
+    }
+}
+
+// Issue 25 (items 1 and 2) against server-everything: completion of a
+// prompt's arguments (the second narrowed by the first, as context), and a
+// resource subscription whose update reaches the host.
+#[test]
+fn server_everythings_completions_and_subscriptions() {
+    let host = std::sync::Arc::new(UpdatesHost::default());
+    let options = options().with_host(host.clone());
+    let client =
+        Client::connect("everything", &stdio(interop_setup::everything_server()), options).unwrap();
+    let plain = CallOptions::default();
+    let prompt = tether::CompletionRef::Prompt("completable-prompt".into());
+    let departments = client.complete(&prompt, "department", "E", None, &plain).unwrap();
+    assert_eq!(departments.values, ["Engineering"]);
+    let context = json!({"department": "Sales"});
+    let names = client.complete(&prompt, "name", "", Some(&context), &plain).unwrap();
+    assert_eq!(names.values, ["David", "Eve", "Frank"]);
+
+    let resources = client.list_resources(&plain).unwrap();
+    let uri = resources.first().expect("server-everything lists resources").uri.clone();
+    client.subscribe_resource(&uri, &plain).unwrap();
+    client.call_tool("toggle-subscriber-updates", json!({}), &plain).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while host.updated.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(host.updated.lock().unwrap().first(), Some(&uri));
+    client.close().unwrap();
+}
+
+// Issue 25 (items 2 and 9) against the Python SDK 2.3, in both eras: a
+// tool whose outputSchema the SDK made from its return type (`$defs`, a
+// `$ref` under `anyOf`) has its structuredContent checked and found to
+// match; a wrong one is found; and a prompt argument is completed.
+#[test]
+fn python_sdk_output_schemas_and_completions_in_both_eras() {
+    for era in [tether::EraChoice::Legacy, tether::EraChoice::Modern] {
+        let options = options().with_era(era);
+        let client =
+            Client::connect("py", &stdio(interop_setup::python_server("stdio")), options).unwrap();
+        let plain = CallOptions::default();
+        let tools = client.list_tools(&plain).unwrap();
+        let measure = tools.iter().find(|tool| tool.name == "measure").unwrap();
+        assert!(measure.output_schema.as_ref().unwrap()["$defs"]["Word"].is_object());
+        let measured = client.call_tool("measure", json!({"text": "tide pools"}), &plain).unwrap();
+        assert_eq!(measured.schema_mismatch, None, "{era:?}: {:?}", measured.raw);
+        assert_eq!(
+            measured.structured_content().unwrap(),
+            &json!({"words": 2, "characters": 10, "longest": {"text": "pools", "length": 5}})
+        );
+        let empty = client.call_tool("measure", json!({"text": ""}), &plain).unwrap();
+        assert_eq!(empty.schema_mismatch, None, "{era:?}: {:?}", empty.raw);
+        // The same schema judges a result that breaks it.
+        let schema = measure.output_schema.clone().unwrap();
+        let broken = json!({"words": 1, "characters": 2, "longest": {"text": "x"}});
+        let why = tether::for_cli::check_schema(&broken, &schema).unwrap_err();
+        assert_eq!(why, "$.longest: matches none of the schemas in anyOf");
+
+        let prompt = tether::CompletionRef::Prompt("greet".into());
+        let names = client.complete(&prompt, "name", "A", None, &plain).unwrap();
+        assert_eq!(names.values, ["Ada", "Alan"], "{era:?}");
+        client.close().unwrap();
+    }
+}
