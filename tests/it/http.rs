@@ -979,3 +979,23 @@ fn a_header_command_runs_again_once_when_the_server_refuses_its_value() {
         assert!(said.contains("401") || said.contains("403"), "{header}: {said}");
     }
 }
+
+// Issue 25 (item 3): a long call run as a task outlives its session: while
+// it is polled, the server forgets the session again and again (every 3
+// requests); each time the session is renewed and the polling goes on with
+// the same task, to its result.
+#[test]
+fn a_task_call_outlives_its_session() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--tasks", "--expire-session-after", "3"]);
+    let client = connect(&server, HttpKind::Streamable);
+    client.list_tools(&CallOptions::default()).unwrap();
+    let result = client.call_tool("task_job", json!({"ms": 700}), &CallOptions::default()).unwrap();
+    assert_eq!(result.to_text(), "job done after 700 ms");
+    let log = http_log(&client);
+    assert!(posts_of(&log, "initialize").len() >= 3, "the session was not renewed mid-task");
+    assert!(posts_of(&log, "tasks/get").len() >= 3);
+    // The job's call, and this log's: the job was not called again.
+    assert!(posts_of(&log, "tools/call").len() <= 2, "{log:?}");
+    client.close().unwrap();
+}
