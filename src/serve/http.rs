@@ -220,8 +220,30 @@ impl<'a> Front<'a> {
         stopped: &AtomicBool,
     ) -> std::io::Result<After> {
         let keep = request.keep_alive;
+        // A page allowed to call (another port of this machine, or an
+        // origin given with --allow-origin) may read every answer.
+        let origin = request.header("origin").filter(|origin| self.origin_allowed(origin));
+        http_wire::answering_origin(origin);
         if request.path != PATH {
             return plain(stream, 404, &format!("MCP is served at {PATH}"), keep);
+        }
+        // A browser's preflight carries no credentials: only where the
+        // request goes and who sends it are checked.
+        if request.method == "OPTIONS" {
+            match self.misdirected(request) {
+                Some((status, text)) => {
+                    http_wire::respond(stream, status, &[], text.as_bytes(), keep)?
+                }
+                None if origin.is_some() => http_wire::preflight(stream, keep)?,
+                None => http_wire::respond(
+                    stream,
+                    405,
+                    &[("Allow", "GET, POST, DELETE")],
+                    b"OPTIONS is a browser's preflight, with an Origin",
+                    keep,
+                )?,
+            }
+            return Ok(After::Next);
         }
         if let Some(why) = self.refusal(request) {
             let (status, text) = why;
@@ -245,7 +267,7 @@ impl<'a> Front<'a> {
                 http_wire::respond(
                     stream,
                     405,
-                    &[("Allow", "GET, POST, DELETE")],
+                    &[("Allow", "GET, POST, DELETE, OPTIONS")],
                     b"MCP takes GET, POST and DELETE",
                     keep,
                 )?;
@@ -254,9 +276,15 @@ impl<'a> Front<'a> {
         }
     }
 
-    /// Why a request is refused before it is read: a Host or Origin not
-    /// allowed (DNS rebinding, another site's page), or no bearer token.
-    fn refusal(&self, request: &HttpRequest) -> Option<Refusal> {
+    /// True for a page that may call: one on this machine, or one given
+    /// with --allow-origin.
+    fn origin_allowed(&self, origin: &str) -> bool {
+        WebUrl::parse(origin).is_some_and(|url| url.is_loopback())
+            || self.options.allowed_origins.iter().any(|allowed| allowed == origin)
+    }
+
+    /// A Host or Origin not allowed (DNS rebinding, another site's page).
+    fn misdirected(&self, request: &HttpRequest) -> Option<Refusal> {
         if self.loopback {
             let host = request.header("host").unwrap_or("");
             let named = WebUrl::parse(&format!("http://{host}/"));
@@ -264,12 +292,19 @@ impl<'a> Front<'a> {
                 return Some((403, "the Host header does not name this machine"));
             }
         }
-        if let Some(origin) = request.header("origin") {
-            let allowed = WebUrl::parse(origin).is_some_and(|url| url.is_loopback())
-                || self.options.allowed_origins.iter().any(|allowed| allowed == origin);
-            if !allowed {
-                return Some((403, "requests from this origin are not taken"));
+        match request.header("origin") {
+            Some(origin) if !self.origin_allowed(origin) => {
+                Some((403, "requests from this origin are not taken"))
             }
+            _ => None,
+        }
+    }
+
+    /// Why a request is refused before it is read: misdirected, or no
+    /// bearer token.
+    fn refusal(&self, request: &HttpRequest) -> Option<Refusal> {
+        if let Some(refusal) = self.misdirected(request) {
+            return Some(refusal);
         }
         if let Some(token) = &self.options.bearer_token {
             let given = request.header("authorization").and_then(|value| {

@@ -6,7 +6,13 @@
 //! (`ureq`); what is here is the little a Streamable HTTP server needs,
 //! and every read is bounded in size and time, so a slow or hostile
 //! client holds one connection thread for at most the deadline.
+//!
+//! CORS: a connection thread answers one request at a time, and the
+//! origin its response must name (a page allowed with `--allow-origin`) is
+//! that request's, so it is kept per thread ([`answering_origin`]) and every
+//! response head written on the thread carries it, whichever path answered.
 
+use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -17,6 +23,41 @@ const MAX_HEAD: usize = 16 * 1024;
 const MAX_HEADERS: usize = 100;
 /// How long a write may wait for the client to read.
 const WRITE_WAIT: Duration = Duration::from_secs(10);
+
+thread_local! {
+    /// The cross-origin page whose request this thread answers now.
+    static ORIGIN: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// What a browser is told a page may send and read here.
+const CORS_METHODS: &str = "GET, POST, DELETE, OPTIONS";
+const CORS_HEADERS: &str =
+    "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID";
+const CORS_EXPOSED: &str = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate";
+
+/// The request this thread answers next came from `origin`, a page allowed
+/// to read the answer (`None`: the same origin, or no browser).
+pub(super) fn answering_origin(origin: Option<&str>) {
+    ORIGIN.with(|kept| *kept.borrow_mut() = origin.map(str::to_owned));
+}
+
+/// The CORS lines of a response head, for the origin answered now.
+fn cors_lines(out: &mut String, preflight: bool) {
+    ORIGIN.with(|kept| {
+        if let Some(origin) = kept.borrow().as_deref() {
+            out.push_str(&format!("Access-Control-Allow-Origin: {origin}\r\nVary: Origin\r\n"));
+            if preflight {
+                out.push_str(&format!(
+                    "Access-Control-Allow-Methods: {CORS_METHODS}\r\n\
+                     Access-Control-Allow-Headers: {CORS_HEADERS}\r\n\
+                     Access-Control-Max-Age: 600\r\n"
+                ));
+            } else {
+                out.push_str(&format!("Access-Control-Expose-Headers: {CORS_EXPOSED}\r\n"));
+            }
+        }
+    });
+}
 
 /// One request.
 #[derive(Debug)]
@@ -247,6 +288,7 @@ pub(super) fn respond(
     for (name, value) in headers {
         out.push_str(&format!("{name}: {value}\r\n"));
     }
+    cors_lines(&mut out, false);
     out.push_str(&format!("Content-Length: {}\r\n", body.len()));
     if !keep_alive {
         out.push_str("Connection: close\r\n");
@@ -265,6 +307,20 @@ pub(super) fn start_events(stream: &mut TcpStream, headers: &[(&str, &str)]) -> 
     );
     for (name, value) in headers {
         out.push_str(&format!("{name}: {value}\r\n"));
+    }
+    cors_lines(&mut out, false);
+    out.push_str("\r\n");
+    stream.write_all(out.as_bytes())
+}
+
+/// The answer to a CORS preflight (`OPTIONS`) from an allowed page: what
+/// it may send.
+pub(super) fn preflight(stream: &mut TcpStream, keep_alive: bool) -> io::Result<()> {
+    let mut out = String::from("HTTP/1.1 204 No Content\r\n");
+    cors_lines(&mut out, true);
+    out.push_str("Content-Length: 0\r\n");
+    if !keep_alive {
+        out.push_str("Connection: close\r\n");
     }
     out.push_str("\r\n");
     stream.write_all(out.as_bytes())

@@ -330,3 +330,46 @@ fn hostile_chunks_are_refused_and_stateless_clients_never_share_ids() {
     serve.stop();
     tag.assert_gone();
 }
+
+// Issue 24: a page allowed with --allow-origin (or one on this machine)
+// can call from a browser: its preflight (no token) is answered with what
+// it may send, and every answer names it and exposes the session header.
+// Another site's page gets neither.
+#[test]
+fn an_allowed_page_passes_the_browsers_cors_checks() {
+    let tag = Tag::new();
+    let serve = HttpServe::start(
+        json!({"fx": misbehave_entry(&tag, &[])}),
+        &["--allow-origin", "https://app.example.com"],
+    );
+    let preflight =
+        "OPTIONS /mcp HTTP/1.1\r\nHost: {address}\r\nOrigin: https://app.example.com\r\n\
+                     Access-Control-Request-Method: POST\r\n\
+                     Access-Control-Request-Headers: authorization, content-type\r\n";
+    let (status, head, _) = serve.exchange(preflight, b"");
+    assert_eq!(status, 204, "{head}");
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains("access-control-allow-origin: https://app.example.com"), "{head}");
+    assert!(lower.contains("access-control-allow-methods: get, post, delete, options"), "{head}");
+    assert!(lower.contains("access-control-allow-headers: authorization, content-type"), "{head}");
+    let elsewhere = preflight.replace("https://app.example.com", "https://evil.example");
+    assert_eq!(serve.exchange(&elsewhere, b"").0, 403);
+
+    let (status, head, _) = serve.post(&initialize(), "Origin: https://app.example.com\r\n");
+    assert_eq!(status, 200, "{head}");
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains("access-control-allow-origin: https://app.example.com"), "{head}");
+    assert!(lower.contains("access-control-expose-headers: mcp-session-id"), "{head}");
+    // A refusal too, so the page can read why.
+    let (status, head, _) = serve.exchange(
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nOrigin: https://app.example.com\r\n",
+        b"{}",
+    );
+    assert_eq!(status, 401);
+    assert!(head.to_ascii_lowercase().contains("access-control-allow-origin"), "{head}");
+    // No Origin (not a browser): no CORS lines.
+    let (_, head, _) = serve.post(&initialize(), "");
+    assert!(!head.to_ascii_lowercase().contains("access-control"), "{head}");
+    serve.stop();
+    tag.assert_gone();
+}
