@@ -199,7 +199,11 @@ impl Error {
                 .and_then(serde_json::Value::as_array)
                 .map_or(Vec::new(), |items| items.iter().filter_map(UrlElicitation::of).collect());
             if !elicitations.is_empty() {
-                return Error::UrlElicitationRequired { message: rpc.message, elicitations };
+                // The TypeScript SDK's servers repeat the code in the message.
+                let repeated = format!("MCP error {}: ", rpc.code);
+                let message =
+                    rpc.message.strip_prefix(&repeated).unwrap_or(&rpc.message).to_owned();
+                return Error::UrlElicitationRequired { message, elicitations };
             }
         }
         Error::Rpc(rpc)

@@ -237,9 +237,20 @@ fn formatted(format: &str, text: &str) -> bool {
     let date = |text: &str| {
         let parts: Vec<&str> = text.split('-').collect();
         let number = |part: &str| part.parse::<u32>().unwrap_or(0);
-        matches!(parts[..], [year, month, day]
-            if digits(year, 4) && digits(month, 2) && digits(day, 2)
-                && (1..=12).contains(&number(month)) && (1..=31).contains(&number(day)))
+        let [year, month, day] = parts[..] else { return false };
+        if !(digits(year, 4) && digits(month, 2) && digits(day, 2)) {
+            return false;
+        }
+        let (year, month, day) = (number(year), number(month), number(day));
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+        let days = match month {
+            1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+            4 | 6 | 9 | 11 => 30,
+            2 if leap => 29,
+            2 => 28,
+            _ => return false,
+        };
+        (1..=days).contains(&day)
     };
     match format {
         "email" => match text.split_once('@') {
@@ -296,12 +307,27 @@ pub(super) fn fill(
         let given = answers.and_then(|answers| answers.get(field.name));
         let value = match (given, field.default) {
             (Some(value), _) => {
-                // Typed words are read as the terminal reads them.
+                // Typed words are read as the terminal reads them, and a
+                // choice may be named by its title (or its number).
                 let value = match (value, field.kind) {
                     (
                         Value::String(typed),
-                        Kind::Integer | Kind::Number | Kind::Boolean | Kind::OneOf,
+                        Kind::Integer | Kind::Number | Kind::Boolean | Kind::OneOf | Kind::AnyOf,
                     ) => field.parse(typed),
+                    (Value::Number(number), Kind::OneOf) if field.check(value).is_err() => {
+                        field.parse(&number.to_string())
+                    }
+                    (Value::Array(items), Kind::AnyOf) if field.check(value).is_err() => items
+                        .iter()
+                        .map(|item| match item {
+                            Value::String(typed) => field.choice(typed),
+                            other => field.choice(&other.to_string()),
+                        })
+                        .collect::<Result<Vec<Value>, String>>()
+                        .and_then(|chosen| {
+                            let chosen = Value::Array(chosen);
+                            field.check(&chosen).map(|()| chosen)
+                        }),
                     (value, _) => field.check(value).map(|()| value.clone()),
                 };
                 value.map_err(|why| format!("the answer for {:?}: {why}", field.name))?
@@ -410,8 +436,12 @@ mod tests {
             fill(&fields, None, true),
             Err("no answer for the required field \"name\" (give it in --answers)".into())
         );
-        let titled = json!({"name": "Ada", "color": "Green"});
-        assert_eq!(fill(&fields, titled.as_object(), false).unwrap()["color"], "#0f0");
+        let titled = json!({"name": "Ada", "color": "Green", "sizes": ["Small", "l"]});
+        let filled = fill(&fields, titled.as_object(), false).unwrap();
+        assert_eq!((&filled["color"], &filled["sizes"]), (&json!("#0f0"), &json!(["s", "l"])));
+        let typed = json!({"name": "Ada", "color": 2, "sizes": "Small, Large"});
+        let filled = fill(&fields, typed.as_object(), false).unwrap();
+        assert_eq!((&filled["color"], &filled["sizes"]), (&json!("#0f0"), &json!(["s", "l"])));
         let wrong = json!({"name": "Ada", "color": "blue"});
         assert!(fill(&fields, wrong.as_object(), true)
             .unwrap_err()
@@ -422,6 +452,9 @@ mod tests {
     fn formats_are_judged() {
         assert!(formatted("date", "2026-12-02"));
         assert!(!formatted("date", "2026-13-02"));
+        assert!(!formatted("date", "2021-02-29"));
+        assert!(formatted("date", "2024-02-29"));
+        assert!(!formatted("date", "2021-04-31"));
         assert!(formatted("date-time", "2026-12-02T13:19:38Z"));
         assert!(formatted("date-time", "2026-12-02T13:19:38.5+01:00"));
         assert!(!formatted("date-time", "2026-12-02 13:19:38"));

@@ -268,8 +268,13 @@ fn scripted_answers(
         None => None,
         Some(given) => {
             let text = match given.strip_prefix('@') {
+                Some("") => return Err("--answers @ names no file: --answers @FILE".into()),
                 Some(file) => std::fs::read_to_string(file)
                     .map_err(|err| format!("--answers: cannot read {file}: {err}"))?,
+                // A word, not JSON: the value was forgotten (`--answers call …`).
+                None if !given.trim_start().starts_with('{') => {
+                    return Err(format!("--answers takes a JSON object or @FILE, not {given:?}"))
+                }
                 None => given.to_owned(),
             };
             match serde_json::from_str::<serde_json::Value>(&text) {

@@ -88,6 +88,13 @@ impl Host for TerminalHost {
             );
         }
         if !self.interactive {
+            // Only a server that ignored what tether declared gets here.
+            if let Some(url) = params.get("url").and_then(Value::as_str) {
+                eprintln!(
+                    "Server {server:?} asked to open a page; declined (no terminal): {}",
+                    escaped(url)
+                );
+            }
             return Ok(json!({"action": "decline"}));
         }
         let _turn = lock(&self.asking);
@@ -162,10 +169,16 @@ fn ask_url(params: &Value, withdrawn: &AtomicBool) -> Option<Value> {
     if open.eq_ignore_ascii_case("y") || open.eq_ignore_ascii_case("yes") {
         open_in_browser(url);
     }
-    match choice(&read_answer("When you are done: (a)ccept, (d)ecline or (c)ancel? ", withdrawn)?) {
-        Some(Choice::Accept) => Some(json!({"action": "accept"})),
-        Some(Choice::Decline) => Some(json!({"action": "decline"})),
-        _ => Some(json!({"action": "cancel"})),
+    loop {
+        let answer =
+            read_answer("When you are done: (a)ccept, (d)ecline or (c)ancel [a]: ", withdrawn)?;
+        match choice(&answer) {
+            Some(Choice::Accept) => return Some(json!({"action": "accept"})),
+            Some(Choice::Decline) => return Some(json!({"action": "decline"})),
+            Some(Choice::Cancel) => return Some(json!({"action": "cancel"})),
+            None if answer.trim().is_empty() => return Some(json!({"action": "accept"})),
+            None => eprintln!("  answer a (or y), d (or n) or c"),
+        }
     }
 }
 
@@ -184,7 +197,8 @@ pub(super) fn open_pages(
     if !(io::stdin().is_terminal() && io::stderr().is_terminal()) {
         return false;
     }
-    eprintln!("\nServer {server:?} asks you to open first: {}", escaped_body(message));
+    let what = if pages.len() == 1 { "a page" } else { "pages" };
+    eprintln!("\nServer {server:?} asks you to open {what} first: {}", escaped_body(message));
     for page in pages {
         let shown = escaped(&page.url);
         if !page.message.is_empty() && page.message != message {
