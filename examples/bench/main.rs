@@ -39,6 +39,9 @@
 //! - `kept`: `bench kept N TETHER <server-cmd> [args…]`: a one-shot
 //!   `tether call` through a kept-alive session against one that starts
 //!   the server afresh (see `kept.rs`).
+//! - `schema`: `bench schema N <server-cmd>`: calls whose results are
+//!   checked against their tool's `outputSchema` against calls unchecked,
+//!   on `misbehave --structured` (see `schema.rs`).
 //! - `ledger`: `bench ledger 0 CONFIG_DIR`: the bytes a model would read
 //!   for eight multi-step tasks, with codemode against direct exposure, on
 //!   the servers `demo`, `everything` and `wordcount` of that folder's
@@ -54,6 +57,7 @@ mod fleet;
 mod kept;
 mod ledger;
 mod raw;
+mod schema;
 mod scripts;
 mod serve;
 
@@ -131,6 +135,7 @@ fn main() {
         "ledger" => return ledger::ledger(&server),
         "serve" => return serve::serve(n, &server),
         "kept" => return kept::kept(n, &server),
+        "schema" => return schema::schema(n, &server),
         _ => {}
     }
     // `BENCH_ONLY`: tether alone; its time stands in for the baselines'.

@@ -50,6 +50,80 @@ pub(crate) fn output_mismatch(tool: &str, schema: &Value, result: &Value) -> Opt
     }
 }
 
+/// A schema object with the keywords it holds found in one pass: most
+/// schemas hold a handful of the forty keywords a check asks about, and a
+/// miss is then a bit test, not a hash of the key.
+struct Node<'s> {
+    map: &'s Map<String, Value>,
+    present: u64,
+}
+
+impl<'s> Node<'s> {
+    fn new(map: &'s Map<String, Value>) -> Node<'s> {
+        let present = map.keys().filter_map(|key| bit(key)).fold(0, |bits, bit| bits | 1 << bit);
+        Node { map, present }
+    }
+
+    fn get(&self, keyword: &str) -> Option<&'s Value> {
+        match bit(keyword) {
+            Some(bit) if self.present & (1 << bit) == 0 => None,
+            _ => self.map.get(keyword),
+        }
+    }
+
+    fn contains_key(&self, keyword: &str) -> bool {
+        self.get(keyword).is_some()
+    }
+}
+
+/// A keyword's place in [`Node`]'s bits.
+fn bit(keyword: &str) -> Option<u32> {
+    Some(match keyword {
+        "type" => 0,
+        "enum" => 1,
+        "const" => 2,
+        "minimum" => 3,
+        "maximum" => 4,
+        "exclusiveMinimum" => 5,
+        "exclusiveMaximum" => 6,
+        "multipleOf" => 7,
+        "minLength" => 8,
+        "maxLength" => 9,
+        "pattern" => 10,
+        "minItems" => 11,
+        "maxItems" => 12,
+        "uniqueItems" => 13,
+        "prefixItems" => 14,
+        "items" => 15,
+        "additionalItems" => 16,
+        "contains" => 17,
+        "minContains" => 18,
+        "maxContains" => 19,
+        "unevaluatedItems" => 20,
+        "minProperties" => 21,
+        "maxProperties" => 22,
+        "required" => 23,
+        "dependentRequired" => 24,
+        "dependentSchemas" => 25,
+        "dependencies" => 26,
+        "propertyNames" => 27,
+        "properties" => 28,
+        "patternProperties" => 29,
+        "additionalProperties" => 30,
+        "unevaluatedProperties" => 31,
+        "allOf" => 32,
+        "anyOf" => 33,
+        "oneOf" => 34,
+        "not" => 35,
+        "if" => 36,
+        "then" => 37,
+        "else" => 38,
+        "$ref" => 39,
+        "$dynamicRef" => 40,
+        _ => return None,
+    })
+}
+
 /// How deep references may nest before a loop is suspected (and the value
 /// passes): far beyond any real schema.
 const MAX_DEPTH: u32 = 200;
@@ -137,7 +211,7 @@ impl<'s> Checker<'s> {
             return Ok(Seen::default());
         }
         self.depth += 1;
-        let checked = self.check_object(value, schema, path);
+        let checked = self.check_object(value, &Node::new(schema), path);
         self.depth -= 1;
         checked
     }
@@ -145,7 +219,7 @@ impl<'s> Checker<'s> {
     fn check_object<'v>(
         &mut self,
         value: &'v Value,
-        schema: &'s Map<String, Value>,
+        schema: &Node<'s>,
         path: &Path,
     ) -> Checked<'v> {
         if let Err(why) = check_value(value, schema) {
@@ -205,7 +279,7 @@ impl<'s> Checker<'s> {
     fn check_combinators<'v>(
         &mut self,
         value: &'v Value,
-        schema: &'s Map<String, Value>,
+        schema: &Node<'s>,
         path: &Path,
     ) -> Checked<'v> {
         let mut seen = Seen::default();
@@ -274,7 +348,7 @@ impl<'s> Checker<'s> {
     fn check_items<'v>(
         &mut self,
         items: &'v [Value],
-        schema: &'s Map<String, Value>,
+        schema: &Node<'s>,
         path: &Path,
         before: &Seen<'v>,
     ) -> Checked<'v> {
@@ -349,7 +423,7 @@ impl<'s> Checker<'s> {
         &mut self,
         value: &'v Value,
         object: &'v Map<String, Value>,
-        schema: &'s Map<String, Value>,
+        schema: &Node<'s>,
         path: &Path,
         before: &Seen<'v>,
     ) -> Checked<'v> {
@@ -388,13 +462,14 @@ impl<'s> Checker<'s> {
         }
         let properties = schema.get("properties").and_then(Value::as_object);
         // A pattern not understood (`None`) is taken to match every name.
-        let patterns: Vec<(Option<Pattern>, &'s Value)> = match schema.get("patternProperties") {
-            Some(Value::Object(patterns)) => patterns
-                .iter()
-                .map(|(source, pattern_schema)| (Pattern::parse(source).ok(), pattern_schema))
-                .collect(),
-            _ => Vec::new(),
-        };
+        let patterns: Vec<(Option<std::rc::Rc<Pattern>>, &'s Value)> =
+            match schema.get("patternProperties") {
+                Some(Value::Object(patterns)) => patterns
+                    .iter()
+                    .map(|(source, pattern_schema)| (Pattern::cached(source), pattern_schema))
+                    .collect(),
+                _ => Vec::new(),
+            };
         let additional = schema.get("additionalProperties");
         let unevaluated = schema.get("unevaluatedProperties");
         for (name, property) in object {
@@ -454,7 +529,7 @@ fn required_in(object: &Map<String, Value>, required: &[Value], path: &Path) -> 
 /// The keywords on the value itself: `type`, `enum`, `const`, the bounds
 /// of a number, and a string's length and `pattern`. The error says why,
 /// without the path.
-fn check_value(value: &Value, schema: &Map<String, Value>) -> Result<(), String> {
+fn check_value(value: &Value, schema: &Node<'_>) -> Result<(), String> {
     match schema.get("type") {
         Some(Value::String(name)) if !has_type(value, name) => {
             return Err(format!("expected {}", type_phrase(name)));
@@ -490,7 +565,7 @@ fn check_value(value: &Value, schema: &Map<String, Value>) -> Result<(), String>
     Ok(())
 }
 
-fn check_number(value: &Value, number: f64, schema: &Map<String, Value>) -> Result<(), String> {
+fn check_number(value: &Value, number: f64, schema: &Node<'_>) -> Result<(), String> {
     let bound = |name: &str| schema.get(name).and_then(Value::as_f64);
     // Draft 4 spelt an exclusive bound as a flag beside the bound.
     let flag = |name: &str| schema.get(name) == Some(&Value::Bool(true));
@@ -533,14 +608,14 @@ fn check_number(value: &Value, number: f64, schema: &Map<String, Value>) -> Resu
     Ok(())
 }
 
-fn check_string(text: &str, schema: &Map<String, Value>) -> Result<(), String> {
+fn check_string(text: &str, schema: &Node<'_>) -> Result<(), String> {
     if schema.contains_key("minLength") || schema.contains_key("maxLength") {
         // JSON Schema counts characters (code points), not bytes.
         let length = text.chars().count() as u64;
         check_count(schema, ("minLength", "maxLength"), length, "characters")?;
     }
     if let Some(source) = schema.get("pattern").and_then(Value::as_str) {
-        let matched = Pattern::parse(source).ok().and_then(|pattern| pattern.is_match(text));
+        let matched = Pattern::cached(source).and_then(|pattern| pattern.is_match(text));
         if matched == Some(false) {
             return Err(format!(
                 "does not match the pattern {}",
@@ -554,7 +629,7 @@ fn check_string(text: &str, schema: &Map<String, Value>) -> Result<(), String> {
 /// A count's bounds (`min`, `max`: of items, properties or characters):
 /// why `length` is outside them.
 fn check_count(
-    schema: &Map<String, Value>,
+    schema: &Node<'_>,
     (min, max): (&str, &str),
     length: u64,
     noun: &str,
@@ -615,7 +690,10 @@ fn canonical(value: &Value) -> String {
 }
 
 /// A JSON pointer from a URI fragment: percent escapes decoded.
-fn unescape_pointer(pointer: &str) -> String {
+fn unescape_pointer(pointer: &str) -> std::borrow::Cow<'_, str> {
+    if !pointer.contains('%') {
+        return std::borrow::Cow::Borrowed(pointer);
+    }
     let bytes = pointer.as_bytes();
     let mut decoded = Vec::with_capacity(bytes.len());
     let mut at = 0;
@@ -632,7 +710,7 @@ fn unescape_pointer(pointer: &str) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&decoded).into_owned()
+    std::borrow::Cow::Owned(String::from_utf8_lossy(&decoded).into_owned())
 }
 
 /// Every `$anchor`, `$dynamicAnchor` and `$id` under `schema`, with the

@@ -12,6 +12,13 @@
 //! depth: past either, the answer is "don't know", never a hang or a stack
 //! overflow on a hostile pattern.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// The most patterns one thread keeps parsed.
+const CACHED: usize = 128;
+
 /// A parsed pattern.
 #[derive(Debug)]
 pub(crate) struct Pattern {
@@ -78,6 +85,29 @@ impl Pattern {
         }
         let anchored = starts_anchored(&node);
         Ok(Pattern { node, anchored })
+    }
+
+    /// The pattern `source`, parsed once per thread: a schema checked on
+    /// every call names the same few patterns again and again. `None` when
+    /// it is not understood. At most [`CACHED`] are kept; past that the
+    /// cache starts again.
+    pub(crate) fn cached(source: &str) -> Option<Rc<Pattern>> {
+        thread_local! {
+            static PARSED: RefCell<HashMap<String, Option<Rc<Pattern>>>> =
+                RefCell::new(HashMap::new());
+        }
+        PARSED.with(|parsed| {
+            let mut parsed = parsed.borrow_mut();
+            if let Some(pattern) = parsed.get(source) {
+                return pattern.clone();
+            }
+            if parsed.len() >= CACHED {
+                parsed.clear();
+            }
+            let pattern = Pattern::parse(source).ok().map(Rc::new);
+            parsed.insert(source.to_owned(), pattern.clone());
+            pattern
+        })
     }
 
     /// Whether the pattern matches somewhere in `text`; `None` when the
