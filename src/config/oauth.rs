@@ -180,14 +180,7 @@ pub(super) fn parse(
     object: &Map<String, Value>,
     expander: &mut Expander,
 ) -> Result<OAuthSettings, String> {
-    for key in object.keys() {
-        if !KNOWN_KEYS.contains(&key.as_str()) {
-            let hint = closest(key, KNOWN_KEYS)
-                .map(|known| format!(" (did you mean {known:?}?)"))
-                .unwrap_or_default();
-            return Err(format!("has an unknown key {key:?}{hint}"));
-        }
-    }
+    only_keys(object, KNOWN_KEYS, "has")?;
     let text = |key: &str| match object.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text.clone())),
@@ -271,6 +264,20 @@ pub(super) fn parse(
     Ok(settings)
 }
 
+/// An error for the first key of `object` not among `known`, with the
+/// nearest known one; `owner` says whose key it is ("has", "enterprise has").
+fn only_keys(object: &Map<String, Value>, known: &[&str], owner: &str) -> Result<(), String> {
+    match object.keys().find(|key| !known.contains(&key.as_str())) {
+        Some(key) => {
+            let hint = closest(key, known)
+                .map(|close| format!(" (did you mean {close:?}?)"))
+                .unwrap_or_default();
+            Err(format!("{owner} an unknown key {key:?}{hint}"))
+        }
+        None => Ok(()),
+    }
+}
+
 /// `oauth.enterprise`: the identity provider's token endpoint, this
 /// client's id there, and the person's ID token (a secret: `${VAR}` or a
 /// `!command`, as `clientSecret`).
@@ -278,14 +285,7 @@ fn parse_enterprise(
     object: &Map<String, Value>,
     expander: &mut Expander,
 ) -> Result<EnterpriseIdentity, String> {
-    for key in object.keys() {
-        if !ENTERPRISE_KEYS.contains(&key.as_str()) {
-            let hint = closest(key, ENTERPRISE_KEYS)
-                .map(|known| format!(" (did you mean {known:?}?)"))
-                .unwrap_or_default();
-            return Err(format!("enterprise has an unknown key {key:?}{hint}"));
-        }
-    }
+    only_keys(object, ENTERPRISE_KEYS, "enterprise has")?;
     let text = |key: &str| match object.get(key) {
         Some(Value::String(text)) if !text.is_empty() => Ok(text.clone()),
         _ => Err(format!("enterprise needs {key} (a string)")),
