@@ -284,7 +284,8 @@ fn formatted(format: &str, text: &str) -> bool {
             });
             let hms: Vec<&str> = clock.split(':').collect();
             let zone_ok = zone.eq_ignore_ascii_case("z")
-                || (zone.len() == 6
+                || (zone.is_ascii()
+                    && zone.len() == 6
                     && digits(&zone[1..3], 2)
                     && &zone[3..4] == ":"
                     && digits(&zone[4..], 2));
@@ -458,6 +459,8 @@ mod tests {
         assert!(formatted("date-time", "2026-12-02T13:19:38Z"));
         assert!(formatted("date-time", "2026-12-02T13:19:38.5+01:00"));
         assert!(!formatted("date-time", "2026-12-02 13:19:38"));
+        assert!(!formatted("date-time", "2024-01-01T10:00:00+0\u{20ac}1"));
+        assert!(!formatted("date-time", "2024-01-01T10:00:\u{e9}0Z"));
         assert!(formatted("uri", "https://example.com/x"));
         assert!(!formatted("uri", "not a uri"));
         assert!(formatted("email", "a.b@c.org"));

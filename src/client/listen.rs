@@ -71,6 +71,7 @@ pub(super) fn listen_loop(
     let mut refiltered = false;
     loop {
         let mut filter = lists.cloned().unwrap_or_else(|| json!({}));
+        let generation = router.stateless().generation();
         let resources = router.stateless().subscribed();
         if !resources.is_empty() {
             filter["resourceSubscriptions"] = json!(resources);
@@ -97,7 +98,7 @@ pub(super) fn listen_loop(
             return; // Closed.
         }
         let _pending = PendingGuard { pending: router.pending(), id };
-        router.stateless().listening_as(id, &filter);
+        router.stateless().listening_as(id, &filter, generation);
         if router.send(Frame::request(id, "subscriptions/listen", Some(params))).is_err() {
             return;
         }

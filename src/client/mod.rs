@@ -606,7 +606,7 @@ impl Client {
                     data: None,
                 }));
             }
-            self.router.stateless().subscribe(uri, on);
+            let since = self.router.stateless().subscribe(uri, on);
             if !on {
                 return Ok(());
             }
@@ -615,7 +615,7 @@ impl Client {
             let timeout = options.timeout.unwrap_or(self.options.request_timeout);
             let now = Instant::now();
             let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400));
-            return match self.router.stateless().taken(uri, deadline) {
+            return match self.router.stateless().taken(uri, since, deadline) {
                 Some(true) => Ok(()),
                 Some(false) => {
                     self.router.stateless().subscribe(uri, false);
@@ -628,10 +628,14 @@ impl Client {
                         data: None,
                     }))
                 }
-                None => Err(Error::Timeout(crate::error::Timeout::request(
-                    "subscriptions/listen",
-                    timeout,
-                ))),
+                None => {
+                    // Not known to be taken: not kept either.
+                    self.router.stateless().subscribe(uri, false);
+                    Err(Error::Timeout(crate::error::Timeout::request(
+                        "subscriptions/listen",
+                        timeout,
+                    )))
+                }
             };
         }
         let method = if on { "resources/subscribe" } else { "resources/unsubscribe" };

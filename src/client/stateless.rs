@@ -41,15 +41,20 @@ pub(super) struct StatelessState {
     /// The filter the open stream asked for, and what the server's
     /// acknowledgments took of it: a subscriber waits on `taken` to learn
     /// whether its resource was.
-    asked: Mutex<Value>,
+    asked: Mutex<(Value, u64)>,
     acked: Mutex<Taken>,
     taken: Condvar,
+    /// Counts the changes of the resources subscribed to: a stream's filter
+    /// is of the count read before it was made, and a subscriber waits for
+    /// an acknowledgment at least as new as its change.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// What the last acknowledgment took of the filter asked: the resources
 /// asked, and those the server agreed to.
 #[derive(Default)]
 struct Taken {
+    generation: u64,
     asked: BTreeSet<String>,
     agreed: BTreeSet<String>,
 }
@@ -71,7 +76,9 @@ impl StatelessState {
 
     /// Adds (`on`) or removes a resource subscription; the listen stream is
     /// opened again with the new filter when the set changed.
-    pub(super) fn subscribe(&self, uri: &str, on: bool) {
+    /// Returns the change count an acknowledgment must reach to answer for
+    /// this subscription.
+    pub(super) fn subscribe(&self, uri: &str, on: bool) -> u64 {
         let changed = {
             let mut resources = lock(&self.resources);
             if on {
@@ -80,11 +87,20 @@ impl StatelessState {
                 resources.remove(uri)
             }
         };
-        if changed {
-            if let Some(refilter) = lock(&self.refilter).as_ref() {
-                let _ = refilter.try_send(());
-            }
+        if !changed {
+            return self.generation();
         }
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        if let Some(refilter) = lock(&self.refilter).as_ref() {
+            let _ = refilter.try_send(());
+        }
+        generation
+    }
+
+    /// The change count of the resources subscribed to, read before a
+    /// listen filter is made of them.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The resources subscribed to, for the listen filter.
@@ -104,18 +120,19 @@ impl StatelessState {
 
     /// A `subscriptions/listen` request asking for `filter` went out under
     /// `id`.
-    pub(super) fn listening_as(&self, id: i64, filter: &Value) {
-        *lock(&self.asked) = filter.clone();
+    /// `generation`: [`StatelessState::generation`] when the filter was made.
+    pub(super) fn listening_as(&self, id: i64, filter: &Value, generation: u64) {
+        *lock(&self.asked) = (filter.clone(), generation);
         self.listening.store(id, Ordering::Release);
     }
 
-    /// Waits until an acknowledgment of a stream that asked for `uri`
-    /// arrives, at most until `deadline`: whether the server took it
-    /// (`None` when none came in time).
-    pub(super) fn taken(&self, uri: &str, deadline: Instant) -> Option<bool> {
+    /// Waits until an acknowledgment of a stream that asked for `uri`, made
+    /// at change count `since` or later, arrives, at most until `deadline`:
+    /// whether the server took it (`None` when none came in time).
+    pub(super) fn taken(&self, uri: &str, since: u64, deadline: Instant) -> Option<bool> {
         let mut acked = lock(&self.acked);
         loop {
-            if acked.asked.contains(uri) {
+            if acked.generation >= since && acked.asked.contains(uri) {
                 return Some(acked.agreed.contains(uri));
             }
             let left = deadline.checked_duration_since(Instant::now())?;
@@ -127,7 +144,7 @@ impl StatelessState {
     /// server will not announce are said (once per stream), and which of
     /// the resources asked it took is kept for [`StatelessState::taken`].
     fn compare(&self, server: &str, agreed: Option<&Value>) {
-        let asked = lock(&self.asked).clone();
+        let (asked, generation) = lock(&self.asked).clone();
         let agreed_to =
             |key: &str| agreed.and_then(|agreed| agreed.get(key)) == Some(&Value::Bool(true));
         for (key, what) in [
@@ -147,7 +164,7 @@ impl StatelessState {
                     uris.iter().filter_map(Value::as_str).map(str::to_owned).collect()
                 })
         };
-        let taken = Taken { asked: uris(Some(&asked)), agreed: uris(agreed) };
+        let taken = Taken { generation, asked: uris(Some(&asked)), agreed: uris(agreed) };
         for refused in taken.asked.difference(&taken.agreed) {
             log::warn!("{server}: the server did not take the subscription to {refused}");
         }
@@ -189,8 +206,17 @@ impl StatelessState {
         if notification.method != "notifications/subscriptions/acknowledged" {
             return Vec::new();
         }
-        let agreed = notification.params.as_ref().and_then(|params| params.get("notifications"));
-        self.compare(server, agreed);
+        // Compared with the open stream's filter only when it is that
+        // stream's acknowledgment (an older one may come late).
+        let tag = notification
+            .params
+            .as_ref()
+            .and_then(|params| params.pointer("/_meta/io.modelcontextprotocol~1subscriptionId"));
+        if tag.and_then(Value::as_i64) == Some(self.listening.load(Ordering::Acquire)) {
+            let agreed =
+                notification.params.as_ref().and_then(|params| params.get("notifications"));
+            self.compare(server, agreed);
+        }
         // The first stream is opened before the start ends: nothing to catch up.
         if let Some(first) = lock(&self.first_ack).take() {
             let _ = first.try_send(());

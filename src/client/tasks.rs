@@ -153,6 +153,22 @@ impl Client {
                 TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled if stateless => {
                     return ended(task)
                 }
+                // 2026-07-28: the questions come with the task, and the
+                // answers go back with `tasks/update`; a person may take a
+                // while, so the quiet time starts again after.
+                TaskStatus::InputRequired if stateless => {
+                    let requests = task.raw.get("inputRequests").cloned().unwrap_or(Value::Null);
+                    let answers = self.answer_inputs(&requests)?;
+                    changed = Instant::now();
+                    let update = CallOptions {
+                        cancel: options.cancel.clone(),
+                        deadline: ceiling,
+                        ..CallOptions::default()
+                    };
+                    let params = json!({"taskId": task.task_id, "inputResponses": answers});
+                    self.request("tasks/update", Some(params), &update)?;
+                    task.status = TaskStatus::Working;
+                }
                 // 2025-11-25: `tasks/result` has the result, and waits for
                 // it while the task needs input (asked of the host meanwhile).
                 TaskStatus::Completed
@@ -167,9 +183,12 @@ impl Client {
             }
             let pause =
                 task.poll_interval.unwrap_or(DEFAULT_POLL).clamp(FASTEST_POLL, SLOWEST_POLL);
-            let quiet_end = changed + quiet;
-            let limit = ceiling.map_or(quiet_end, |ceiling| ceiling.min(quiet_end));
-            if Instant::now() + pause > limit {
+            // A quiet time too long to add to a clock is no limit at all.
+            let limit = match (changed.checked_add(quiet), ceiling) {
+                (Some(quiet_end), Some(ceiling)) => Some(quiet_end.min(ceiling)),
+                (quiet_end, ceiling) => quiet_end.or(ceiling),
+            };
+            if limit.is_some_and(|limit| Instant::now() + pause > limit) {
                 return Err(Error::Timeout(Timeout::request("tools/call", started.elapsed())));
             }
             let cancelled = match &options.cancel {
@@ -186,20 +205,10 @@ impl Client {
             }
             let poll = CallOptions {
                 cancel: options.cancel.clone(),
-                deadline: Some(limit),
+                deadline: limit,
                 ..CallOptions::default()
             };
-            let mut next = self.get_task(&task.task_id, &poll)?;
-            if next.status == TaskStatus::InputRequired && stateless {
-                // 2026-07-28: the questions come with the task, and the
-                // answers go back with `tasks/update`.
-                let requests = next.raw.get("inputRequests").cloned().unwrap_or(Value::Null);
-                let answers = self.answer_inputs(&requests)?;
-                let params = json!({"taskId": next.task_id, "inputResponses": answers});
-                self.request("tasks/update", Some(params), &poll)?;
-                next.status = TaskStatus::Working;
-                changed = Instant::now();
-            }
+            let next = self.get_task(&task.task_id, &poll)?;
             if (next.status, &next.status_message, &next.last_updated_at)
                 != (task.status, &task.status_message, &task.last_updated_at)
             {

@@ -26,7 +26,7 @@ pub(crate) use pattern::Pattern;
 /// Checks `value` against `schema`. The error is the first mismatch found,
 /// prefixed with its JSON path, as in `$.items[2].name: expected a string`.
 pub fn check_schema(value: &Value, schema: &Value) -> Result<(), String> {
-    let mut checker = Checker { root: schema, depth: 0, anchors: None };
+    let mut checker = Checker { root: schema, depth: 0, steps: 0, anchors: None };
     checker.check(value, schema, &Path::Root).map(|_| ())
 }
 
@@ -128,6 +128,10 @@ fn bit(keyword: &str) -> Option<u32> {
 /// passes): far beyond any real schema.
 const MAX_DEPTH: u32 = 200;
 
+/// The most subschemas one check visits; a real result takes a few
+/// hundred, a hostile schema is cut here (the rest passes).
+const MAX_STEPS: u32 = 100_000;
+
 /// Arrays longer than this are checked for `uniqueItems` by hashing, not
 /// by comparing every pair.
 const PAIRWISE_UNIQUE: usize = 64;
@@ -189,6 +193,10 @@ impl<'v> Seen<'v> {
 struct Checker<'s> {
     root: &'s Value,
     depth: u32,
+    /// Subschemas checked so far: past [`MAX_STEPS`] the rest passes, so
+    /// that branches that recurse (`allOf` of two `$ref`s to `#`) cannot
+    /// take exponential time.
+    steps: u32,
     /// `$anchor`, `$dynamicAnchor` and `$id` values of the document, with
     /// the schema holding each, gathered at the first reference that needs
     /// them.
@@ -207,7 +215,8 @@ impl<'s> Checker<'s> {
             // server's fault, not its result's, so it allows everything.
             _ => return Ok(Seen::default()),
         };
-        if self.depth > MAX_DEPTH {
+        self.steps += 1;
+        if self.depth > MAX_DEPTH || self.steps > MAX_STEPS {
             return Ok(Seen::default());
         }
         self.depth += 1;
@@ -499,7 +508,10 @@ impl<'s> Checker<'s> {
                     evaluated = true;
                 }
             }
-            if !evaluated && !before.keys.contains(&name.as_str()) {
+            if !evaluated
+                && !before.keys.contains(&name.as_str())
+                && !seen.keys.contains(&name.as_str())
+            {
                 if let Some(unevaluated) = unevaluated {
                     if unevaluated == &Value::Bool(false) {
                         return at.fail("unexpected property");
@@ -646,21 +658,22 @@ fn check_count(
 
 /// The first two equal items, by index, if any.
 fn repeated(items: &[Value]) -> Option<(usize, usize)> {
-    let pair = |items: &[Value], equal: &dyn Fn(&Value, &Value) -> bool| {
-        items.iter().enumerate().find_map(|(second, item)| {
-            let first = items[..second].iter().position(|earlier| equal(earlier, item))?;
-            Some((first, second))
-        })
-    };
     if items.len() <= PAIRWISE_UNIQUE {
-        return pair(items, &json_equal);
+        return items.iter().enumerate().find_map(|(second, item)| {
+            let first = items[..second].iter().position(|earlier| json_equal(earlier, item))?;
+            Some((first, second))
+        });
     }
-    // Many items: sorted by a canonical text first, so that only a repeated
-    // text costs a pass over every item.
-    let mut texts: Vec<String> = items.iter().map(canonical).collect();
+    // Many items: sorted by a canonical text (then by place), so that equal
+    // items stand together; the pair whose second comes first wins.
+    let mut texts: Vec<(String, usize)> =
+        items.iter().enumerate().map(|(at, item)| (canonical(item), at)).collect();
     texts.sort();
-    let repeat = texts.windows(2).find(|two| two[0] == two[1])?[0].clone();
-    pair(items, &|earlier, item| canonical(earlier) == repeat && canonical(item) == repeat)
+    texts
+        .windows(2)
+        .filter(|two| two[0].0 == two[1].0)
+        .map(|two| (two[0].1, two[1].1))
+        .min_by_key(|&(_, second)| second)
 }
 
 /// A text equal for values JSON Schema calls equal: numbers by value, an

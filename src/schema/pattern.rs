@@ -496,6 +496,13 @@ impl<'t> Matcher<'t> {
         let limit = max.map_or(usize::MAX, |max| max as usize);
         let available =
             self.chars[at..].iter().take(limit).take_while(|&&c| single(node, c)).count();
+        // Each character looked at is a step, so a scan repeated from every
+        // start cannot go on unbounded.
+        self.steps = self.steps.saturating_add(available as u32);
+        if self.steps > MAX_STEPS {
+            self.gave_up = true;
+            return false;
+        }
         let min = min as usize;
         if available < min {
             return false;
@@ -643,5 +650,10 @@ mod tests {
         assert_eq!(pattern.is_match(&"ab".repeat(50_000)), None);
         let pattern = Pattern::parse("^a*$").unwrap();
         assert_eq!(pattern.is_match(&"a".repeat(200_000)), Some(true));
+        // A scan repeated from every start counts each character it reads.
+        let pattern = Pattern::parse("(?=[^!]*)!").unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(pattern.is_match(&"a".repeat(100_000)), None);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
     }
 }

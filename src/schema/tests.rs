@@ -335,3 +335,28 @@ fn schema_unevaluated_properties_see_through_combinators() {
         Err("$.b: expected a string".into())
     );
 }
+
+#[test]
+fn schema_hostile_shapes_end_quickly() {
+    let started = std::time::Instant::now();
+    // Two branches that both refer back to the root: exponential unbounded.
+    let schema = json!({"allOf": [{"$ref": "#"}, {"$ref": "#"}], "anyOf": [{"$ref": "#"}, true]});
+    assert_eq!(check_schema(&json!({"a": 1}), &schema), Ok(()));
+    let many: Vec<Value> = (0..50_000).map(|n| json!(n)).chain([json!(49_999)]).collect();
+    assert_eq!(
+        check_schema(&Value::from(many), &json!({"uniqueItems": true})),
+        Err("$: items 49999 and 50000 are equal".into())
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
+#[test]
+fn schema_dependent_schemas_evaluate_properties() {
+    let schema = json!({
+        "dependentSchemas": {"a": {"properties": {"b": {}}}},
+        "properties": {"a": {}},
+        "unevaluatedProperties": false
+    });
+    assert_eq!(check_schema(&json!({"a": 1, "b": 2}), &schema), Ok(()));
+    assert_eq!(check_schema(&json!({"c": 2}), &schema), Err("$.c: unexpected property".into()));
+}

@@ -1214,5 +1214,16 @@ fn a_stateless_servers_task_is_waited_out_with_its_input_answered() {
     assert_eq!(asked.to_text(), "job done after 200 ms for Ada");
     let failed = client.call_tool("task_job", json!({"ms": 50, "fail": true}), &plain).unwrap_err();
     assert!(matches!(&failed, Error::Rpc(rpc) if rpc.message == "the job failed"), "{failed:?}");
+    // A task found waiting for input when the host asks for its result:
+    // its questions answered (tasks/update), never a tasks/result.
+    let started = client.start_tool_task("task_job", json!({"ms": 300, "ask": true}), &plain);
+    let tether::TaskStart::Task(task) = started.unwrap() else { panic!("not a task") };
+    thread::sleep(Duration::from_millis(250));
+    assert_eq!(
+        client.get_task(&task.task_id, &plain).unwrap().status,
+        tether::TaskStatus::InputRequired
+    );
+    let result = client.task_result(&task.task_id, &plain).unwrap();
+    assert_eq!(result.to_text(), "job done after 300 ms for Ada");
     close_and_check(client, &tag);
 }
