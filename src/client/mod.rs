@@ -432,9 +432,10 @@ impl Client {
         options: &CallOptions,
     ) -> Result<ToolResult, Error> {
         // A tool that must run as a task (and a server that takes tasks).
+        // (The server's capability first: no lock where it takes no tasks.)
         if self.stateless_session().is_none()
-            && self.listed.task_required(name)
             && self.takes_tool_tasks()
+            && self.listed.task_required(name)
         {
             return match self.start_tool_task(name, arguments, options)? {
                 TaskStart::Task(task) => self.waited_out(task, Some(name), options),

@@ -15,13 +15,24 @@
 //! keyword, a loop of references. A false alarm about a server's answer is
 //! worse than a missed one. The path of a mismatch is built only when one
 //! is found, so a matching value costs no allocation for paths.
+//!
+//! Here: the walk over a schema (`Checker`: combinators, arrays, objects,
+//! and what each evaluated, for the `unevaluated*` keywords). Beside it:
+//! `node.rs` (a schema object's keywords found once), `values.rs` (the
+//! keywords on a value itself, and JSON equality), `refs.rs` (references
+//! within the document), `pattern.rs` (the regular expressions).
 
+mod node;
 mod pattern;
+mod refs;
+mod values;
 
 use serde_json::{Map, Value};
 
 use crate::protocol::clip;
+use node::Node;
 pub(crate) use pattern::Pattern;
+use values::{check_count, check_value, repeated};
 
 /// Checks `value` against `schema`. The error is the first mismatch found,
 /// prefixed with its JSON path, as in `$.items[2].name: expected a string`.
@@ -50,80 +61,6 @@ pub(crate) fn output_mismatch(tool: &str, schema: &Value, result: &Value) -> Opt
     }
 }
 
-/// A schema object with the keywords it holds found in one pass: most
-/// schemas hold a handful of the forty keywords a check asks about, and a
-/// miss is then a bit test, not a hash of the key.
-struct Node<'s> {
-    map: &'s Map<String, Value>,
-    present: u64,
-}
-
-impl<'s> Node<'s> {
-    fn new(map: &'s Map<String, Value>) -> Node<'s> {
-        let present = map.keys().filter_map(|key| bit(key)).fold(0, |bits, bit| bits | 1 << bit);
-        Node { map, present }
-    }
-
-    fn get(&self, keyword: &str) -> Option<&'s Value> {
-        match bit(keyword) {
-            Some(bit) if self.present & (1 << bit) == 0 => None,
-            _ => self.map.get(keyword),
-        }
-    }
-
-    fn contains_key(&self, keyword: &str) -> bool {
-        self.get(keyword).is_some()
-    }
-}
-
-/// A keyword's place in [`Node`]'s bits.
-fn bit(keyword: &str) -> Option<u32> {
-    Some(match keyword {
-        "type" => 0,
-        "enum" => 1,
-        "const" => 2,
-        "minimum" => 3,
-        "maximum" => 4,
-        "exclusiveMinimum" => 5,
-        "exclusiveMaximum" => 6,
-        "multipleOf" => 7,
-        "minLength" => 8,
-        "maxLength" => 9,
-        "pattern" => 10,
-        "minItems" => 11,
-        "maxItems" => 12,
-        "uniqueItems" => 13,
-        "prefixItems" => 14,
-        "items" => 15,
-        "additionalItems" => 16,
-        "contains" => 17,
-        "minContains" => 18,
-        "maxContains" => 19,
-        "unevaluatedItems" => 20,
-        "minProperties" => 21,
-        "maxProperties" => 22,
-        "required" => 23,
-        "dependentRequired" => 24,
-        "dependentSchemas" => 25,
-        "dependencies" => 26,
-        "propertyNames" => 27,
-        "properties" => 28,
-        "patternProperties" => 29,
-        "additionalProperties" => 30,
-        "unevaluatedProperties" => 31,
-        "allOf" => 32,
-        "anyOf" => 33,
-        "oneOf" => 34,
-        "not" => 35,
-        "if" => 36,
-        "then" => 37,
-        "else" => 38,
-        "$ref" => 39,
-        "$dynamicRef" => 40,
-        _ => return None,
-    })
-}
-
 /// How deep references may nest before a loop is suspected (and the value
 /// passes): far beyond any real schema.
 const MAX_DEPTH: u32 = 200;
@@ -131,10 +68,6 @@ const MAX_DEPTH: u32 = 200;
 /// The most subschemas one check visits; a real result takes a few
 /// hundred, a hostile schema is cut here (the rest passes).
 const MAX_STEPS: u32 = 100_000;
-
-/// Arrays longer than this are checked for `uniqueItems` by hashing, not
-/// by comparing every pair.
-const PAIRWISE_UNIQUE: usize = 64;
 
 /// Where a value sits in the document checked, rendered only for an error.
 enum Path<'p> {
@@ -251,37 +184,6 @@ impl<'s> Checker<'s> {
             seen.merge(own);
         }
         Ok(seen)
-    }
-
-    /// The schema a reference names in this document, if it can be found.
-    fn resolve(&mut self, reference: &str) -> Option<&'s Value> {
-        if let Some(pointer) = reference.strip_prefix('#') {
-            if pointer.is_empty() {
-                return Some(self.root);
-            }
-            if pointer.starts_with('/') {
-                return self.root.pointer(&unescape_pointer(pointer));
-            }
-            return self.anchors().iter().find(|(name, _)| *name == pointer).map(|(_, at)| *at);
-        }
-        // An `$id` in the document, whole or as the last part of one.
-        let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
-        let named = |id: &str| {
-            id == base || id.strip_suffix(base).is_some_and(|start| start.ends_with('/'))
-        };
-        let resource = self.anchors().iter().find(|(id, _)| named(id)).map(|(_, at)| *at)?;
-        if fragment.is_empty() {
-            Some(resource)
-        } else if fragment.starts_with('/') {
-            resource.pointer(&unescape_pointer(fragment))
-        } else {
-            None
-        }
-    }
-
-    fn anchors(&mut self) -> &[(&'s str, &'s Value)] {
-        let root = self.root;
-        self.anchors.get_or_insert_with(|| gather_anchors(root))
     }
 
     /// `allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`.
@@ -536,274 +438,6 @@ fn required_in(object: &Map<String, Value>, required: &[Value], path: &Path) -> 
         }
     }
     Ok(())
-}
-
-/// The keywords on the value itself: `type`, `enum`, `const`, the bounds
-/// of a number, and a string's length and `pattern`. The error says why,
-/// without the path.
-fn check_value(value: &Value, schema: &Node<'_>) -> Result<(), String> {
-    match schema.get("type") {
-        Some(Value::String(name)) if !has_type(value, name) => {
-            return Err(format!("expected {}", type_phrase(name)));
-        }
-        Some(Value::Array(names)) => {
-            let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
-            if !names.is_empty() && !names.iter().any(|name| has_type(value, name)) {
-                let phrases: Vec<String> = names.iter().map(|name| type_phrase(name)).collect();
-                return Err(format!("expected {}", phrases.join(" or ")));
-            }
-        }
-        _ => {}
-    }
-    if let Some(Value::Array(allowed)) = schema.get("enum") {
-        if !allowed.iter().any(|candidate| json_equal(candidate, value)) {
-            return Err(format!(
-                "expected one of {}",
-                clip(&Value::from(allowed.clone()).to_string())
-            ));
-        }
-    }
-    if let Some(constant) = schema.get("const") {
-        if !json_equal(constant, value) {
-            return Err(format!("expected {}", clip(&constant.to_string())));
-        }
-    }
-    if let Some(number) = value.as_f64() {
-        check_number(value, number, schema)?;
-    }
-    if let Some(text) = value.as_str() {
-        check_string(text, schema)?;
-    }
-    Ok(())
-}
-
-fn check_number(value: &Value, number: f64, schema: &Node<'_>) -> Result<(), String> {
-    let bound = |name: &str| schema.get(name).and_then(Value::as_f64);
-    // Draft 4 spelt an exclusive bound as a flag beside the bound.
-    let flag = |name: &str| schema.get(name) == Some(&Value::Bool(true));
-    if let Some(minimum) = bound("minimum") {
-        if flag("exclusiveMinimum") && number <= minimum {
-            return Err(format!("expected more than {minimum}"));
-        }
-        if number < minimum {
-            return Err(format!("expected at least {minimum}"));
-        }
-    }
-    if let Some(maximum) = bound("maximum") {
-        if flag("exclusiveMaximum") && number >= maximum {
-            return Err(format!("expected less than {maximum}"));
-        }
-        if number > maximum {
-            return Err(format!("expected at most {maximum}"));
-        }
-    }
-    if let Some(minimum) = bound("exclusiveMinimum").filter(|&minimum| number <= minimum) {
-        return Err(format!("expected more than {minimum}"));
-    }
-    if let Some(maximum) = bound("exclusiveMaximum").filter(|&maximum| number >= maximum) {
-        return Err(format!("expected less than {maximum}"));
-    }
-    if let Some(divisor) = schema.get("multipleOf").filter(|divisor| divisor.as_f64() > Some(0.0)) {
-        let whole = match (value.as_i64(), divisor.as_i64()) {
-            (Some(value), Some(divisor)) => value % divisor == 0,
-            _ => {
-                let quotient = number / divisor.as_f64().unwrap_or(1.0);
-                // Within rounding: 0.3 is a multiple of 0.1.
-                !quotient.is_finite()
-                    || (quotient - quotient.round()).abs() <= 1e-9 * quotient.abs().max(1.0)
-            }
-        };
-        if !whole {
-            return Err(format!("expected a multiple of {divisor}"));
-        }
-    }
-    Ok(())
-}
-
-fn check_string(text: &str, schema: &Node<'_>) -> Result<(), String> {
-    if schema.contains_key("minLength") || schema.contains_key("maxLength") {
-        // JSON Schema counts characters (code points), not bytes.
-        let length = text.chars().count() as u64;
-        check_count(schema, ("minLength", "maxLength"), length, "characters")?;
-    }
-    if let Some(source) = schema.get("pattern").and_then(Value::as_str) {
-        let matched = Pattern::cached(source).and_then(|pattern| pattern.is_match(text));
-        if matched == Some(false) {
-            return Err(format!(
-                "does not match the pattern {}",
-                clip(&Value::from(source).to_string())
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A count's bounds (`min`, `max`: of items, properties or characters):
-/// why `length` is outside them.
-fn check_count(
-    schema: &Node<'_>,
-    (min, max): (&str, &str),
-    length: u64,
-    noun: &str,
-) -> Result<(), String> {
-    let bound = |name: &str| schema.get(name).and_then(Value::as_u64);
-    if let Some(minimum) = bound(min).filter(|&minimum| length < minimum) {
-        return Err(format!("expected at least {minimum} {noun}, found {length}"));
-    }
-    if let Some(maximum) = bound(max).filter(|&maximum| length > maximum) {
-        return Err(format!("expected at most {maximum} {noun}, found {length}"));
-    }
-    Ok(())
-}
-
-/// The first two equal items, by index, if any.
-fn repeated(items: &[Value]) -> Option<(usize, usize)> {
-    if items.len() <= PAIRWISE_UNIQUE {
-        return items.iter().enumerate().find_map(|(second, item)| {
-            let first = items[..second].iter().position(|earlier| json_equal(earlier, item))?;
-            Some((first, second))
-        });
-    }
-    // Many items: sorted by a canonical text (then by place), so that equal
-    // items stand together; the pair whose second comes first wins.
-    let mut texts: Vec<(String, usize)> =
-        items.iter().enumerate().map(|(at, item)| (canonical(item), at)).collect();
-    texts.sort();
-    texts
-        .windows(2)
-        .filter(|two| two[0].0 == two[1].0)
-        .map(|two| (two[0].1, two[1].1))
-        .min_by_key(|&(_, second)| second)
-}
-
-/// A text equal for values JSON Schema calls equal: numbers by value, an
-/// object's keys in order.
-fn canonical(value: &Value) -> String {
-    match value {
-        Value::Number(number) => match number.as_f64() {
-            Some(float) if float.fract() == 0.0 && float.abs() < 9e15 => {
-                format!("{}", float as i64)
-            }
-            _ => number.to_string(),
-        },
-        Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(canonical).collect();
-            format!("[{}]", items.join(","))
-        }
-        Value::Object(object) => {
-            let mut entries: Vec<String> = object
-                .iter()
-                .map(|(key, value)| format!("{}:{}", Value::from(key.as_str()), canonical(value)))
-                .collect();
-            entries.sort();
-            format!("{{{}}}", entries.join(","))
-        }
-        other => other.to_string(),
-    }
-}
-
-/// A JSON pointer from a URI fragment: percent escapes decoded.
-fn unescape_pointer(pointer: &str) -> std::borrow::Cow<'_, str> {
-    if !pointer.contains('%') {
-        return std::borrow::Cow::Borrowed(pointer);
-    }
-    let bytes = pointer.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        let hex = bytes.get(at + 1..at + 3).and_then(|hex| std::str::from_utf8(hex).ok());
-        match (bytes[at], hex.and_then(|hex| u8::from_str_radix(hex, 16).ok())) {
-            (b'%', Some(byte)) => {
-                decoded.push(byte);
-                at += 3;
-            }
-            (byte, _) => {
-                decoded.push(byte);
-                at += 1;
-            }
-        }
-    }
-    std::borrow::Cow::Owned(String::from_utf8_lossy(&decoded).into_owned())
-}
-
-/// Every `$anchor`, `$dynamicAnchor` and `$id` under `schema`, with the
-/// schema that holds it. Values of `enum`, `const` and the like hold data,
-/// not schemas, and are not searched.
-fn gather_anchors(schema: &Value) -> Vec<(&str, &Value)> {
-    let mut anchors = Vec::new();
-    let mut stack = vec![schema];
-    while let Some(schema) = stack.pop() {
-        match schema {
-            Value::Object(object) => {
-                for keyword in ["$anchor", "$dynamicAnchor", "$id", "id"] {
-                    if let Some(name) = object.get(keyword).and_then(Value::as_str) {
-                        anchors.push((name.trim_start_matches('#'), schema));
-                    }
-                }
-                for (keyword, inner) in object {
-                    if !matches!(keyword.as_str(), "enum" | "const" | "default" | "examples") {
-                        stack.push(inner);
-                    }
-                }
-            }
-            Value::Array(items) => stack.extend(items),
-            _ => {}
-        }
-    }
-    anchors
-}
-
-/// True when `value` is of the JSON Schema type `name`. An unknown type name
-/// allows everything, as a malformed schema should not fail a result.
-fn has_type(value: &Value, name: &str) -> bool {
-    match name {
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        "string" => value.is_string(),
-        "number" => value.is_number(),
-        "integer" => {
-            value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|n| n.fract() == 0.0)
-        }
-        "boolean" => value.is_boolean(),
-        "null" => value.is_null(),
-        _ => true,
-    }
-}
-
-/// A type name as the noun phrase of an error message.
-fn type_phrase(name: &str) -> String {
-    match name {
-        "object" => "an object".to_owned(),
-        "array" => "an array".to_owned(),
-        "string" => "a string".to_owned(),
-        "number" => "a number".to_owned(),
-        "integer" => "an integer".to_owned(),
-        "boolean" => "a boolean".to_owned(),
-        "null" => "null".to_owned(),
-        other => format!("type {}", clip(other)),
-    }
-}
-
-/// JSON equality as JSON Schema defines it: numbers compare by value, so `1`
-/// equals `1.0`, which `Value`'s own equality does not say.
-fn json_equal(left: &Value, right: &Value) -> bool {
-    match (left, right) {
-        (Value::Number(left), Value::Number(right)) => match (left.as_i64(), right.as_i64()) {
-            (Some(left), Some(right)) => left == right,
-            _ => match (left.as_u64(), right.as_u64()) {
-                (Some(left), Some(right)) => left == right,
-                _ => left.as_f64() == right.as_f64(),
-            },
-        },
-        (Value::Array(left), Value::Array(right)) => {
-            left.len() == right.len() && left.iter().zip(right).all(|(l, r)| json_equal(l, r))
-        }
-        (Value::Object(left), Value::Object(right)) => {
-            left.len() == right.len()
-                && left.iter().all(|(key, l)| right.get(key).is_some_and(|r| json_equal(l, r)))
-        }
-        _ => left == right,
-    }
 }
 
 #[cfg(test)]
