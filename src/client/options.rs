@@ -297,7 +297,7 @@ impl CancelHandle {
 
     /// Disconnected once `cancel` was called: to wait on with `select!`
     /// beside other channels, or to look at without a lock.
-    #[cfg_attr(not(feature = "codemode"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "codemode", feature = "serve")), allow(dead_code))]
     pub(crate) fn receiver(&self) -> &Receiver<()> {
         &self.cancelled
     }

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 use super::link::{Link, Route};
+use super::rounds;
 use super::ServeOptions;
 use crate::client::{CallOptions, CancelHandle, ProgressCallback};
 use crate::config::{name_key, Exposure};
@@ -257,8 +258,11 @@ impl Answerer<'_> {
             return Ok(self.status());
         }
         let mut options = CallOptions::default().with_cancel(cancel.clone());
-        // The downstream's progress token is kept: its updates are its own.
-        if let Some(token) = params.pointer("/_meta/progressToken").cloned() {
+        // The downstream's progress token is kept: its updates are its own
+        // (a round's go to the request its client waits on now).
+        if let Some(round) = rounds::current() {
+            options.progress = Some(round.progress());
+        } else if let Some(token) = params.pointer("/_meta/progressToken").cloned() {
             options.progress = Some(progress_to(link, id, token));
         }
         let unknown = || rpc(INVALID_PARAMS, format!("unknown tool {name:?}"));
@@ -287,6 +291,7 @@ impl Answerer<'_> {
                 .map(|entry| (entry.server.clone(), entry.tool.name.clone()))
                 .ok_or_else(unknown)?;
             drop(registry);
+            rounds::note_server(&server);
             let outcome = self.hub.call_server_tool(&server, &tool, arguments, &options);
             (server, outcome)
         };
@@ -356,6 +361,7 @@ impl Answerer<'_> {
             Some(server) => server,
             None => self.server_of_resource(uri)?,
         };
+        rounds::note_server(&server);
         let contents = self
             .hub
             .read_resource(&server, uri, &CallOptions::default().with_cancel(cancel.clone()))
@@ -417,6 +423,7 @@ impl Answerer<'_> {
             Some(server) => (server, name.to_owned()),
             None => self.split_prompt(name)?,
         };
+        rounds::note_server(&server);
         let result = self
             .hub
             .get_prompt(

@@ -311,7 +311,7 @@ impl<'a> Front<'a> {
                 let (scheme, credentials) = value.split_once(' ')?;
                 scheme.eq_ignore_ascii_case("bearer").then(|| credentials.trim())
             });
-            if !given.is_some_and(|given| same_secret(given.as_bytes(), token.as_bytes())) {
+            if !given.is_some_and(|given| super::same_secret(given.as_bytes(), token.as_bytes())) {
                 return Some((401, "a bearer token is required"));
             }
         }
@@ -531,7 +531,7 @@ impl<'a> Front<'a> {
     /// A new session, in place of the one idle longest when there are too
     /// many; `None` when every one is in use.
     fn open_session(&self) -> Option<(String, Arc<Link>, Arc<Streams>)> {
-        let id = session_id()?;
+        let id = super::random_hex()?;
         let streams = Arc::new(Streams::default());
         let link = Arc::new(Link::new(Outlet::Streams(Arc::clone(&streams))));
         let evicted = {
@@ -600,20 +600,6 @@ fn is_modern(params: Option<&Value>) -> bool {
         .is_some()
 }
 
-/// A session id: 128 random bits, in hex.
-fn session_id() -> Option<String> {
-    use ring::rand::SecureRandom;
-    let mut bytes = [0u8; 16];
-    ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
-}
-
-/// Compares two secrets in time that does not depend on where they differ.
-fn same_secret(given: &[u8], expected: &[u8]) -> bool {
-    given.len() == expected.len()
-        && given.iter().zip(expected).fold(0u8, |differ, (a, b)| differ | (a ^ b)) == 0
-}
-
 fn plain(stream: &mut TcpStream, status: u16, text: &str, keep: bool) -> std::io::Result<After> {
     http_wire::respond(stream, status, &[("Content-Type", "text/plain")], text.as_bytes(), keep)?;
     Ok(After::Next)
@@ -638,20 +624,6 @@ fn rpc_refusal(
 mod tests {
     use super::*;
     use crate::jsonrpc::RequestId;
-
-    #[test]
-    fn secrets_compare_whole() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abd", b"abc"));
-        assert!(!same_secret(b"ab", b"abc"));
-    }
-
-    #[test]
-    fn session_ids_are_long_and_differ() {
-        let (a, b) = (session_id().unwrap(), session_id().unwrap());
-        assert_eq!(a.len(), 32);
-        assert_ne!(a, b);
-    }
 
     #[test]
     fn what_has_news() {

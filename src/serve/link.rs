@@ -19,6 +19,7 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, Sender};
 use serde_json::{json, Value};
 
+use super::rounds::{self, Rounds};
 use super::streams::Streams;
 use crate::client::CancelHandle;
 use crate::host::{Host, Root};
@@ -321,10 +322,31 @@ impl Link {
         }));
     }
 
-    /// True when the downstream declared `capability` and can be asked.
-    fn offers(&self, capability: &str) -> bool {
+    /// True when the downstream can be sent requests and takes `method`.
+    fn offers(&self, method: &str, params: &Value) -> bool {
         let peer = lock(&self.peer);
-        !peer.stateless && peer.capabilities.get(capability).is_some_and(|c| !c.is_null())
+        !peer.stateless && takes(&peer.capabilities, method, params)
+    }
+}
+
+/// True when a client that declared `capabilities` takes the request
+/// `method` with `params`: the capability it needs, and for an elicitation
+/// its mode (a bare `elicitation` is forms only).
+pub(super) fn takes(capabilities: &Value, method: &str, params: &Value) -> bool {
+    let declared = |kind: &str| capabilities.get(kind).filter(|declared| !declared.is_null());
+    match method {
+        "roots/list" => declared("roots").is_some(),
+        "sampling/createMessage" => declared("sampling").is_some(),
+        "elicitation/create" => {
+            let Some(elicitation) = declared("elicitation") else { return false };
+            let mode = params.get("mode").and_then(Value::as_str).unwrap_or("form");
+            let modes = elicitation.as_object().filter(|modes| !modes.is_empty());
+            match modes {
+                None => mode == "form",
+                Some(modes) => modes.contains_key(mode),
+            }
+        }
+        _ => false,
     }
 }
 
@@ -334,6 +356,8 @@ impl Link {
 pub(super) struct Links {
     open: Mutex<Vec<Arc<Link>>>,
     clock: AtomicU64,
+    /// The calls of stateless clients that may ask them something.
+    pub(super) rounds: Rounds,
 }
 
 impl Links {
@@ -355,11 +379,11 @@ impl Links {
         lock(&self.open).clone()
     }
 
-    /// The client active last that declared `capability`.
-    fn asked_of(&self, capability: &str) -> Option<Arc<Link>> {
+    /// The client active last that takes `method` and can be sent it.
+    fn asked_of(&self, method: &str, params: &Value) -> Option<Arc<Link>> {
         self.all()
             .into_iter()
-            .filter(|link| link.offers(capability))
+            .filter(|link| link.offers(method, params))
             .max_by_key(|link| link.seen.load(Ordering::Relaxed))
     }
 
@@ -393,16 +417,19 @@ fn gone(method: &str) -> RpcError {
 pub(super) struct LinkHost(pub(super) Arc<Links>);
 
 impl LinkHost {
-    /// Asks the client active last that takes `capability`; else the reason.
-    fn ask_if(
-        &self,
-        server: &str,
-        capability: &str,
-        method: &str,
-        params: &Value,
-    ) -> Result<Value, RpcError> {
-        match self.0.asked_of(capability) {
-            Some(link) => link.ask(server, method, params, PERSON_WAIT),
+    /// Asks `method` of the client whose call it belongs to, when a
+    /// stateless client's call asks on its own thread; else of the client
+    /// active last that takes it; else of the newest stateless client's
+    /// call to `server` that takes it (`rounds.rs`). Else the reason.
+    fn ask_if(&self, server: &str, method: &str, params: &Value) -> Result<Value, RpcError> {
+        if let Some(round) = rounds::current().filter(|round| round.takes(method, params)) {
+            return round.ask(server, method, params, PERSON_WAIT);
+        }
+        if let Some(link) = self.0.asked_of(method, params) {
+            return link.ask(server, method, params, PERSON_WAIT);
+        }
+        match self.0.rounds.newest_for(server, method, params) {
+            Some(round) => round.ask(server, method, params, PERSON_WAIT),
             None => Err(RpcError {
                 code: -32601,
                 message: format!("no client in front of tether takes {method}"),
@@ -414,10 +441,17 @@ impl LinkHost {
 
 impl Host for LinkHost {
     fn roots(&self) -> Vec<Root> {
-        let Some(link) = self.0.asked_of("roots") else {
-            return Vec::new();
+        let (method, params) = ("roots/list", json!({}));
+        // The roots name no server: a stateless client is asked only
+        // when its own call needs them.
+        let asked = match rounds::current().filter(|round| round.takes(method, &params)) {
+            Some(round) => round.ask("", method, &params, ROOTS_WAIT),
+            None => match self.0.asked_of(method, &params) {
+                Some(link) => link.ask("", method, &params, ROOTS_WAIT),
+                None => return Vec::new(),
+            },
         };
-        match link.ask("", "roots/list", &json!({}), ROOTS_WAIT) {
+        match asked {
             Ok(answer) => answer
                 .get("roots")
                 .and_then(Value::as_array)
@@ -451,7 +485,7 @@ impl Host for LinkHost {
     }
 
     fn create_message(&self, server: &str, params: &Value) -> Result<Value, RpcError> {
-        self.ask_if(server, "sampling", "sampling/createMessage", params)
+        self.ask_if(server, "sampling/createMessage", params)
     }
 
     fn handles_elicitation(&self) -> bool {
@@ -459,13 +493,14 @@ impl Host for LinkHost {
     }
 
     fn elicit(&self, server: &str, params: &Value) -> Result<Value, RpcError> {
-        self.ask_if(server, "elicitation", "elicitation/create", params)
+        self.ask_if(server, "elicitation/create", params)
     }
 
     fn cancelled(&self, server: &str, method: &str, reason: Option<&str>) {
         for link in self.0.all() {
             link.withdraw(server, method, reason);
         }
+        self.0.rounds.withdraw(server, method);
     }
 
     fn notification(&self, server: &str, notification: &Notification) {

@@ -28,6 +28,7 @@ mod http;
 mod http_wire;
 mod link;
 mod queue;
+mod rounds;
 mod streams;
 mod unix;
 
@@ -53,6 +54,7 @@ use crate::sync::lock;
 use answer::Answerer;
 use link::{Link, LinkHost, Links, Outlet, Route};
 use queue::Queue;
+use rounds::Rounds;
 
 /// Requests answered at once.
 const WORKERS: usize = 8;
@@ -251,10 +253,10 @@ impl Downstream {
         std::thread::scope(|scope| {
             let mut threads = Vec::with_capacity(WORKERS + 2);
             for n in 0..WORKERS {
-                let (jobs, answerer) = (&jobs, &answerer);
+                let (jobs, answerer, rounds) = (&jobs, &answerer, &self.links.rounds);
                 threads.push(
                     named(format!("serve-worker-{n}"))
-                        .spawn_scoped(scope, move || work(jobs, answerer)),
+                        .spawn_scoped(scope, move || work(jobs, answerer, rounds)),
                 );
             }
             let (links, ended_flag) = (&*self.links, &ended);
@@ -412,17 +414,26 @@ fn heard(hub: &Hub, link: &Link, method: &str, params: Option<&serde_json::Value
     }
 }
 
-/// A worker: answers requests until the queue closes.
-fn work(jobs: &Queue<Job>, answerer: &Answerer<'_>) {
+/// A worker: answers requests until the queue closes. A stateless
+/// client's call that may ask it something is a round (`rounds.rs`): its
+/// answer goes to whichever of the client's requests waits for it then.
+fn work(jobs: &Queue<Job>, answerer: &Answerer<'_>, rounds: &Rounds) {
     while let Some(Job { link, request }) = jobs.pop() {
         // Its client is gone (a session ended, a connection closed).
-        if link.is_closed() {
+        if link.is_closed() || rounds.retry(&link, &request) {
             continue;
         }
         let cancel = CancelHandle::new();
         lock(&link.in_flight).insert(request.id.clone(), cancel.clone());
-        let outcome = answerer.answer(&link, &request, &cancel);
+        let round = rounds.begin(&link, &request, &cancel);
+        let outcome = rounds::within(round.as_ref(), || answerer.answer(&link, &request, &cancel));
         lock(&link.in_flight).remove(&request.id);
+        if let Some(round) = round {
+            if round.finish(outcome, cancel.is_cancelled()) {
+                rounds.forget(&round);
+            }
+            continue;
+        }
         // A request the client cancelled gets no answer (as MCP says);
         // over HTTP its stream still ends.
         let bytes = if cancel.is_cancelled() {
@@ -495,5 +506,38 @@ fn write_all(mut output: impl Write, frames: &Receiver<Vec<u8>>) {
             log::debug!("the client's output closed: {err}");
             return;
         }
+    }
+}
+
+/// 128 random bits in hex: a session id, a `requestState` token.
+fn random_hex() -> Option<String> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 16];
+    ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
+/// Compares two secrets in time that does not depend on where they differ.
+fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    given.len() == expected.len()
+        && given.iter().zip(expected).fold(0u8, |differ, (a, b)| differ | (a ^ b)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abd", b"abc"));
+        assert!(!same_secret(b"ab", b"abc"));
+    }
+
+    #[test]
+    fn random_ids_are_long_and_differ() {
+        let (a, b) = (random_hex().unwrap(), random_hex().unwrap());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
     }
 }

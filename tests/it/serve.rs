@@ -403,17 +403,42 @@ fn a_handshake_client_reaches_the_python_sdks_stateless_server() {
 #[test]
 fn the_python_sdk_client_is_served_statelessly() {
     let python = crate::interop_setup::python_server("stdio").remove(0);
-    let dir = config_dir(json!({"demo": {"command": crate::support::fixture("demo-server")}}));
+    let tag = Tag::new();
+    let dir = config_dir(asking_servers(&tag));
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/python/serve_front.py");
     let mut command = Command::new(python);
-    command.arg(script).arg(tether_bin()).arg(dir.path());
+    command.arg(script).arg(tether_bin()).arg(dir.path()).env("SERVE_FRONT_ASK", "1");
     let (output, _) = crate::support::run_command(command, None, Duration::from_secs(60));
     let out = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let seen: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
+    assert_the_python_sdk_was_served(&seen);
+    tag.assert_gone();
+}
+
+/// The demo server, and misbehave in each era with a tool that asks its
+/// client a question mid-call.
+pub fn asking_servers(tag: &Tag) -> Value {
+    json!({
+        "demo": {"command": crate::support::fixture("demo-server")},
+        "modern": misbehave_entry(tag, &["--era", "modern"]),
+        "legacy": misbehave_entry(tag, &[]),
+    })
+}
+
+/// What `fixtures/python/serve_front.py` saw with `asking_servers` behind
+/// tether: served in 2026-07-28, each question answered by its callback
+/// through an `input_required` round.
+pub fn assert_the_python_sdk_was_served(seen: &Value) {
+    assert_eq!(seen["protocol"], "2026-07-28", "{seen}");
     assert!(seen["tools"].as_array().unwrap().contains(&json!("demo__count_words")), "{seen}");
     assert_eq!(seen["text"], json!(["3 words, 5 characters"]));
     assert_eq!(seen["structured"], json!({"characters": 5, "words": 3}));
+    assert_eq!(seen["modern__ask"], json!(["hello Ada"]), "{seen}");
+    let reply = seen["legacy__ask_form"][0].as_str().unwrap_or_else(|| panic!("{seen}"));
+    let reply: Value = serde_json::from_str(reply).unwrap();
+    assert_eq!(reply["result"]["content"], json!({"name": "Ada", "color": "#f00"}), "{seen}");
+    assert_eq!(seen["questions"], json!(["What is your name?", "Tell us about you."]));
 }
 
 // A 2026-07-28 client in front hears of list changes only on the
@@ -610,4 +635,118 @@ fn an_upstream_task_is_answered_whole_through_serve() {
         front.request(2, "tools/call", json!({"name": "task_job", "arguments": {"ms": 200}}));
     assert_eq!(answered["result"]["content"][0]["text"], "job done after 200 ms", "{answered}");
     front.close();
+}
+
+/// A 2026-07-28 client's `_meta`, declaring `capabilities`.
+fn stateless_meta(capabilities: Value) -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+           "io.modelcontextprotocol/clientInfo": {"name": "front", "version": "1"},
+           "io.modelcontextprotocol/clientCapabilities": capabilities})
+}
+
+/// The one question of an `input_required` answer: its key and request.
+fn the_question(answer: &Value) -> (String, Value) {
+    assert_eq!(answer["result"]["resultType"], "input_required", "{answer}");
+    let requests = answer["result"]["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{answer}");
+    let (key, request) = requests.iter().next().unwrap();
+    (key.clone(), request.clone())
+}
+
+// A 2026-07-28 client in front takes no request from tether: an upstream's
+// question in the middle of a call reaches it as an `input_required`
+// answer, and its retry (a new id, the `requestState`, the answer) gets
+// the call's result. Both upstream eras: a stateless upstream asks on the
+// call's own thread, a handshake-era one on its connection's.
+#[test]
+fn a_stateless_client_answers_upstream_questions_in_input_required_rounds() {
+    let tag = Tag::new();
+    let servers = json!({
+        "modern": misbehave_entry(&tag, &["--era", "modern"]),
+        "legacy": misbehave_entry(&tag, &[]),
+    });
+    let mut front = Front::start(servers, &[]);
+    let meta = stateless_meta(json!({"elicitation": {}}));
+    front.request(1, "server/discover", json!({"_meta": meta}));
+    front.tools_with("legacy__ask_form");
+    front.tools_with("modern__ask");
+
+    let asked = front.request(
+        10,
+        "tools/call",
+        json!({"name": "modern__ask", "arguments": {}, "_meta": meta}),
+    );
+    let (key, question) = the_question(&asked);
+    assert_eq!(question["method"], "elicitation/create");
+    assert_eq!(question["params"]["message"], "What is your name?");
+    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    assert!(state.len() >= 32, "an unguessable token: {state}");
+
+    // A token tether never gave, and the right one on another tool: refused.
+    let forged = front.request(
+        11,
+        "tools/call",
+        json!({"name": "modern__ask", "arguments": {}, "_meta": meta,
+               "requestState": "0123456789abcdef0123456789abcdef"}),
+    );
+    assert_eq!(forged["error"]["code"], -32602, "{forged}");
+    let misused = front.request(
+        12,
+        "tools/call",
+        json!({"name": "modern__echo", "arguments": {"text": "x"}, "_meta": meta,
+               "requestState": state}),
+    );
+    assert_eq!(misused["error"]["code"], -32602, "{misused}");
+
+    let answered = front.request(
+        13,
+        "tools/call",
+        json!({"name": "modern__ask", "arguments": {}, "_meta": meta, "requestState": state,
+               "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}}}),
+    );
+    assert_eq!(answered["result"]["content"][0]["text"], "hello Ada", "{answered}");
+    assert_eq!(answered["result"]["resultType"], "complete");
+    // The first request was answered once, with the question.
+    assert!(!front.seen.iter().any(|message| message["id"] == 10), "{:?}", front.seen);
+
+    // A handshake-era upstream sends its question as a request of its own.
+    let asked = front.request(
+        20,
+        "tools/call",
+        json!({"name": "legacy__ask_form", "arguments": {}, "_meta": meta}),
+    );
+    let (key, question) = the_question(&asked);
+    assert_eq!(question["params"]["message"], "Tell us about you.", "{question}");
+    let state = asked["result"]["requestState"].clone();
+    // A retry without the answer is asked again.
+    let again = front.request(
+        21,
+        "tools/call",
+        json!({"name": "legacy__ask_form", "arguments": {}, "_meta": meta, "requestState": state}),
+    );
+    let (same_key, _) = the_question(&again);
+    assert_eq!(same_key, key);
+    let content = json!({"name": "Ada", "color": "#f00"});
+    let answered = front.request(
+        22,
+        "tools/call",
+        json!({"name": "legacy__ask_form", "arguments": {}, "_meta": meta, "requestState": state,
+               "inputResponses": {key: {"action": "accept", "content": content}}}),
+    );
+    let text = answered["result"]["content"][0]["text"].as_str().unwrap_or_else(|| {
+        panic!("{answered}");
+    });
+    let reply: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(reply["result"]["content"], content, "{reply}");
+
+    // A client that declared no elicitation is never asked one.
+    let bare = stateless_meta(json!({}));
+    let refused = front.request(
+        30,
+        "tools/call",
+        json!({"name": "modern__ask", "arguments": {}, "_meta": bare}),
+    );
+    assert!(refused.get("error").is_some() || refused["result"]["isError"] == true, "{refused}");
+    front.close();
+    tag.assert_gone();
 }

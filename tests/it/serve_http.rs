@@ -236,22 +236,23 @@ fn the_typescript_sdk_reaches_server_everything_over_http() {
 }
 
 // The Python SDK's Client (2026-07-28 first) over Streamable HTTP: served
-// without a session, statelessly.
+// without a session, statelessly; upstream questions reach it as
+// `input_required` rounds, each retry on a connection of its own.
 #[test]
 fn the_python_sdk_client_is_served_over_http() {
     let python = crate::interop_setup::python_server("stdio").remove(0);
-    let demo = crate::support::fixture("demo-server");
-    let serve = HttpServe::start(json!({"demo": {"command": demo}}), &[]);
+    let tag = Tag::new();
+    let serve = HttpServe::start(crate::serve::asking_servers(&tag), &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/python/serve_front.py");
     let mut command = Command::new(python);
-    command.arg(script).args(["--url", &serve.url, &serve.token]);
+    command.arg(script).args(["--url", &serve.url, &serve.token]).env("SERVE_FRONT_ASK", "1");
     let (output, _) = crate::support::run_command(command, None, Duration::from_secs(60));
     let out = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let seen: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
-    assert!(seen["tools"].as_array().unwrap().contains(&json!("demo__count_words")), "{seen}");
-    assert_eq!(seen["text"], json!(["3 words, 5 characters"]));
+    crate::serve::assert_the_python_sdk_was_served(&seen);
     serve.stop();
+    tag.assert_gone();
 }
 
 // `tether proxy URL --http 0`: a remote server (the http-server fixture)
