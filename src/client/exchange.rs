@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
@@ -228,7 +228,7 @@ impl Client {
             let wake = match (early.pop_front(), &options.cancel) {
                 (Some(reply), _) => Wake::Reply(reply),
                 (None, None) => {
-                    self.read_while_waiting(replies, deadline);
+                    self.read_while_waiting(replies, deadline, &|| false);
                     match replies.recv_deadline(deadline) {
                         Ok((of, reply)) if of == id => Wake::Reply(reply),
                         Ok(_) => Wake::Stale,
@@ -238,9 +238,14 @@ impl Client {
                         }
                     }
                 }
-                // A blocking read cannot watch a cancel handle: follow.
+                // A leader looks at its cancel handle between reads (a
+                // blocking read cannot watch it), so a cancel is seen
+                // within a slice of the leader's poll.
                 (None, Some(cancel)) => {
-                    self.follow();
+                    let cancelled = cancel.receiver();
+                    self.read_while_waiting(replies, deadline, &|| {
+                        matches!(cancelled.try_recv(), Err(TryRecvError::Disconnected))
+                    });
                     select! {
                         recv(replies) -> mail => match mail {
                             Ok((of, reply)) if of == id => Wake::Reply(reply),
@@ -289,9 +294,14 @@ impl Client {
     /// Reads the server's output on this thread until a reply is in or the
     /// deadline passes, when nobody else reads it (stdio's leader/follower,
     /// `transport::reading`); otherwise makes sure somebody does.
-    fn read_while_waiting(&self, replies: &Receiver<TaggedReply>, deadline: Instant) {
+    fn read_while_waiting(
+        &self,
+        replies: &Receiver<TaggedReply>,
+        deadline: Instant,
+        given_up: &dyn Fn() -> bool,
+    ) {
         if let Some(reading) = self.router.reading() {
-            if !reading.lead(deadline, &|| !replies.is_empty()) {
+            if !reading.lead(deadline, &|| !replies.is_empty() || given_up()) {
                 reading.follow();
             }
         }

@@ -7,9 +7,11 @@
 //! while nobody reads takes it and reads itself, delivering whatever comes
 //! (answers to other callers, notifications, server requests) exactly as the
 //! reader thread would, until its own answer is in; then it puts the pipe
-//! back. A lone sequential caller never switches threads. Callers that find
-//! the pipe taken, or that carry a cancel handle (a blocking read cannot
-//! watch one), wait on their channel as before: they follow.
+//! back. A lone sequential caller never switches threads. A leader with a
+//! cancel handle looks at it between reads (a blocking read cannot watch
+//! one), so a cancel is seen within a poll slice ([`LEADER_SLICE`]).
+//! Callers that find the pipe taken wait on their channel as before: they
+//! follow.
 //!
 //! The reader thread still owns the pipe whenever no caller does. It takes
 //! the pipe back when a follower waits (the leader that leaves, or the
