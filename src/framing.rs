@@ -124,6 +124,13 @@ impl Framer {
         Ok(read)
     }
 
+    /// True when bytes read are not yet consumed (more of a frame, or
+    /// another frame, came with the last read).
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub fn buffered(&self) -> bool {
+        self.end > self.start
+    }
+
     /// Lets go of a buffer a big frame left behind, so that a 15 MiB
     /// answer is not held twice (as bytes here and as the caller's value).
     pub fn release_large(&mut self) {

@@ -93,7 +93,7 @@ pub(super) fn serve_config(
     let served = match listener {
         // Until a signal: the watch ends the servers and exits.
         Some(listener) => downstream.serve_http(&hub, listener, &options),
-        None => downstream.serve(&hub, io::stdin().lock(), io::stdout(), &options),
+        None => downstream.serve(&hub, io::stdin(), io::stdout(), &options),
     };
     match served {
         Ok(()) => EXIT_OK,

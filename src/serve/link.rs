@@ -19,6 +19,7 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, Sender};
 use serde_json::{json, Value};
 
+use super::pipe_out::PipeOut;
 use super::rounds::{self, Rounds};
 use super::streams::Streams;
 use crate::client::CancelHandle;
@@ -56,8 +57,8 @@ pub(super) enum Outlet {
     /// Not connected (yet, or any more): frames are dropped.
     #[default]
     Closed,
-    /// stdio: the one writer's queue, whatever the frame.
-    Pipe(Sender<Vec<u8>>),
+    /// One byte stream (stdio, a Unix socket), whatever the frame.
+    Pipe(Arc<PipeOut>),
     /// An HTTP client: the streams it holds open.
     Streams(Arc<Streams>),
 }
@@ -138,7 +139,7 @@ impl Link {
         let out = lock(&self.out).clone();
         match out {
             Outlet::Closed => false,
-            Outlet::Pipe(out) => out.send_timeout(bytes, SEND_WAIT).is_ok(),
+            Outlet::Pipe(out) => out.send(bytes, SEND_WAIT),
             Outlet::Streams(streams) => streams.send(route, bytes, SEND_WAIT),
         }
     }
@@ -150,7 +151,7 @@ impl Link {
         match out {
             Outlet::Closed => {}
             Outlet::Pipe(out) => {
-                let _ = out.try_send(frame.bytes);
+                out.send(frame.bytes, Duration::ZERO);
             }
             Outlet::Streams(streams) => {
                 streams.send(route, frame.bytes, Duration::ZERO);

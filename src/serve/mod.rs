@@ -27,22 +27,25 @@ mod answer;
 mod http;
 mod http_wire;
 mod link;
+mod pipe_out;
 mod queue;
 mod rounds;
+mod stdio;
 mod streams;
 mod unix;
 
 pub use unix::unix_peer;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crossbeam_channel::{bounded, Receiver};
+use crossbeam_channel::bounded;
 
 use crate::client::CancelHandle;
 use crate::error::Error;
@@ -53,8 +56,8 @@ use crate::jsonrpc::{Frame, Message, Request, RequestId, RpcError};
 use crate::sync::lock;
 use answer::Answerer;
 use link::{Link, LinkHost, Links, Outlet, Route};
+use pipe_out::PipeOut;
 use queue::Queue;
-use rounds::Rounds;
 
 /// Requests answered at once.
 const WORKERS: usize = 8;
@@ -150,30 +153,35 @@ impl Downstream {
         Arc::new(LinkHost(Arc::clone(&self.links)))
     }
 
-    /// Serves `hub` to the client reading `output` and writing `input`
+    /// Serves `hub` to the client writing `input` and reading `output`
     /// (newline-delimited JSON-RPC, as MCP's stdio transport), until
-    /// `input` ends. The calls still under way are then cancelled.
+    /// `input` ends. The calls still under way are then cancelled. Both are
+    /// read and written through their descriptors (stdin and stdout, pipes,
+    /// sockets), which are never made non-blocking.
     ///
     /// # Errors
     /// A serving thread cannot be started.
     pub fn serve(
         &self,
         hub: &Hub,
-        mut input: impl Read,
-        output: impl Write + Send,
+        input: impl AsFd,
+        output: impl AsFd + Send,
         options: &ServeOptions,
     ) -> Result<(), Error> {
         let (frames, outgoing) = bounded::<Vec<u8>>(WAITING_FRAMES);
-        let link = Arc::new(Link::new(Outlet::Pipe(frames)));
+        let out = Arc::new(PipeOut::new(output.as_fd().as_raw_fd(), frames));
+        let link = Arc::new(Link::new(Outlet::Pipe(Arc::clone(&out))));
         self.links.add(&link);
         let served = std::thread::scope(|scope| {
             let writer = std::thread::Builder::new()
                 .name("serve-writer".into())
-                .spawn_scoped(scope, || write_all(output, &outgoing));
-            let served = self.run(hub, options, |core| read_all(&mut input, core, &link));
-            // The writer ends once the last sender (the link's) is gone.
+                .spawn_scoped(scope, || out.drain(&outgoing));
+            let served =
+                self.run(hub, options, |core| stdio::read_in_turns(input.as_fd(), core, &link));
+            // The writer ends once what is queued is written.
             self.links.remove(&link);
             link.close();
+            out.close();
             let written = writer.map(|writer| {
                 let _ = writer.join();
             });
@@ -248,15 +256,15 @@ impl Downstream {
         let jobs = Queue::new(WAITING_REQUESTS);
         let ended = AtomicBool::new(false);
         let answerer = Answerer { hub, options, resource_servers: Mutex::new(Default::default()) };
-        let core = Core { hub, links: &self.links, jobs: &jobs };
+        let core = Core { hub, links: &self.links, jobs: &jobs, answerer: &answerer };
         let named = |name: String| std::thread::Builder::new().name(name);
         std::thread::scope(|scope| {
             let mut threads = Vec::with_capacity(WORKERS + 2);
             for n in 0..WORKERS {
-                let (jobs, answerer, rounds) = (&jobs, &answerer, &self.links.rounds);
+                let (jobs, core) = (&jobs, &core);
                 threads.push(
                     named(format!("serve-worker-{n}"))
-                        .spawn_scoped(scope, move || work(jobs, answerer, rounds)),
+                        .spawn_scoped(scope, move || work(jobs, core)),
                 );
             }
             let (links, ended_flag) = (&*self.links, &ended);
@@ -308,6 +316,7 @@ struct Core<'a> {
     hub: &'a Hub,
     links: &'a Links,
     jobs: &'a Queue<Job>,
+    answerer: &'a Answerer<'a>,
 }
 
 impl Core<'_> {
@@ -327,6 +336,37 @@ impl Core<'_> {
         }
     }
 
+    /// Answers `request` of `link`'s client on this thread (a worker's, or
+    /// the stdio reader's). A stateless client's call that may ask it
+    /// something is a round (`rounds.rs`): its answer goes to whichever of
+    /// the client's requests waits for it then.
+    fn answer(&self, link: &Arc<Link>, request: Request) {
+        let rounds = &self.links.rounds;
+        if rounds.retry(link, &request) {
+            return;
+        }
+        let cancel = CancelHandle::new();
+        lock(&link.in_flight).insert(request.id.clone(), cancel.clone());
+        let round = rounds.begin(link, &request, &cancel);
+        let outcome =
+            rounds::within(round.as_ref(), || self.answerer.answer(link, &request, &cancel));
+        lock(&link.in_flight).remove(&request.id);
+        if let Some(round) = round {
+            if round.finish(outcome, cancel.is_cancelled()) {
+                rounds.forget(&round);
+            }
+            return;
+        }
+        // A request the client cancelled gets no answer (as MCP says);
+        // over HTTP its stream still ends.
+        let bytes = if cancel.is_cancelled() {
+            Vec::new()
+        } else {
+            Frame::response(&request.id, &outcome).bytes
+        };
+        link.send_bytes(Route::Answer(&request.id), bytes);
+    }
+
     /// A frame from `link`'s client that is not a request: a notification,
     /// or the answer to one of tether's requests.
     fn hear(&self, link: &Link, message: Message) {
@@ -344,26 +384,45 @@ impl Core<'_> {
     }
 }
 
-/// The stdio reader: frames from the client until its input ends.
+/// What a frame read from a byte stream came to.
+enum Taken {
+    /// A request to answer.
+    Request(Request),
+    /// Anything else, dealt with already.
+    Heard,
+}
+
+/// One frame from a byte-stream client: a request to answer, or what is
+/// dealt with at once (a listen held open, a notification, an answer to
+/// tether, a frame that is not JSON-RPC).
+fn take_frame(frame: &[u8], core: &Core<'_>, link: &Arc<Link>) -> Taken {
+    match Message::parse(frame) {
+        // Held open, not answered: it never takes a worker.
+        Ok(Message::Request(request)) if request.method == "subscriptions/listen" => {
+            if !link.refuses_listen(&request.id) {
+                link.listen(&request.id, request.params.as_ref());
+            }
+        }
+        Ok(Message::Request(request)) => return Taken::Request(request),
+        Ok(message) => core.hear(link, message),
+        Err(why) => {
+            log::warn!("the client in front of tether sent a frame that is not JSON-RPC: {why}");
+        }
+    }
+    Taken::Heard
+}
+
+/// A Unix socket client's reader: frames from it until its input ends,
+/// each request for the workers.
 fn read_all(input: &mut impl Read, core: &Core<'_>, link: &Arc<Link>) {
     let mut framer = Framer::default();
     loop {
         match framer.next_frame() {
-            Ok(Next::Frame(frame)) => match Message::parse(frame) {
-                // Held open, not answered: it never takes a worker.
-                Ok(Message::Request(request)) if request.method == "subscriptions/listen" => {
-                    if !link.refuses_listen(&request.id) {
-                        link.listen(&request.id, request.params.as_ref());
-                    }
+            Ok(Next::Frame(frame)) => {
+                if let Taken::Request(request) = take_frame(frame, core, link) {
+                    core.submit(link, request);
                 }
-                Ok(Message::Request(request)) => core.submit(link, request),
-                Ok(message) => core.hear(link, message),
-                Err(why) => {
-                    log::warn!(
-                        "the client in front of tether sent a frame that is not JSON-RPC: {why}"
-                    );
-                }
-            },
+            }
             Ok(Next::More) => match framer.fill_from(input) {
                 Ok(_) => {}
                 Err(err) => {
@@ -414,34 +473,13 @@ fn heard(hub: &Hub, link: &Link, method: &str, params: Option<&serde_json::Value
     }
 }
 
-/// A worker: answers requests until the queue closes. A stateless
-/// client's call that may ask it something is a round (`rounds.rs`): its
-/// answer goes to whichever of the client's requests waits for it then.
-fn work(jobs: &Queue<Job>, answerer: &Answerer<'_>, rounds: &Rounds) {
+/// A worker: answers requests until the queue closes.
+fn work(jobs: &Queue<Job>, core: &Core<'_>) {
     while let Some(Job { link, request }) = jobs.pop() {
         // Its client is gone (a session ended, a connection closed).
-        if link.is_closed() || rounds.retry(&link, &request) {
-            continue;
+        if !link.is_closed() {
+            core.answer(&link, request);
         }
-        let cancel = CancelHandle::new();
-        lock(&link.in_flight).insert(request.id.clone(), cancel.clone());
-        let round = rounds.begin(&link, &request, &cancel);
-        let outcome = rounds::within(round.as_ref(), || answerer.answer(&link, &request, &cancel));
-        lock(&link.in_flight).remove(&request.id);
-        if let Some(round) = round {
-            if round.finish(outcome, cancel.is_cancelled()) {
-                rounds.forget(&round);
-            }
-            continue;
-        }
-        // A request the client cancelled gets no answer (as MCP says);
-        // over HTTP its stream still ends.
-        let bytes = if cancel.is_cancelled() {
-            Vec::new()
-        } else {
-            Frame::response(&request.id, &outcome).bytes
-        };
-        link.send_bytes(Route::Answer(&request.id), bytes);
     }
 }
 
@@ -482,29 +520,6 @@ fn restart_stopped(hub: &Hub, ended: &AtomicBool) {
             last = Some(now);
             next = now + pause;
             pause = (pause * 2).min(RESTART_CAP);
-        }
-    }
-}
-
-/// The stdio writer: every frame, a line each, until the queue closes or
-/// the output does. An empty frame (a cancelled request's) is no line.
-fn write_all(mut output: impl Write, frames: &Receiver<Vec<u8>>) {
-    while let Ok(mut frame) = frames.recv() {
-        if frame.is_empty() {
-            continue;
-        }
-        frame.push(b'\n');
-        let written = output.write_all(&frame).and_then(|()| {
-            // Flush only when nothing else is waiting: one write for a burst.
-            if frames.is_empty() {
-                output.flush()
-            } else {
-                Ok(())
-            }
-        });
-        if let Err(err) = written {
-            log::debug!("the client's output closed: {err}");
-            return;
         }
     }
 }

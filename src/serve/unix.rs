@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::bounded;
 
 use super::link::{Link, Links, Outlet};
-use super::{read_all, write_all, Core, WAITING_FRAMES};
+use super::pipe_out::PipeOut;
+use super::{read_all, Core, WAITING_FRAMES};
 use crate::sync::lock;
 
 /// Clients connected at once; past this a new one is closed at once.
@@ -112,23 +113,23 @@ pub(super) fn accept_all(
 /// frames written by a writer of its own.
 fn serve_client(core: &Core<'_>, links: &Links, stream: UnixStream, id: usize) {
     let (frames, outgoing) = bounded::<Vec<u8>>(WAITING_FRAMES);
-    let link = Arc::new(Link::new(Outlet::Pipe(frames)));
+    let out = Arc::new(PipeOut::new(stream.as_raw_fd(), frames));
+    let link = Arc::new(Link::new(Outlet::Pipe(Arc::clone(&out))));
     links.add(&link);
     std::thread::scope(|scope| {
-        let writer = stream.try_clone().ok().and_then(|output| {
-            std::thread::Builder::new()
-                .name(format!("serve-unix-{id}-writer"))
-                .spawn_scoped(scope, || write_all(output, &outgoing))
-                .ok()
-        });
+        let writer = std::thread::Builder::new()
+            .name(format!("serve-unix-{id}-writer"))
+            .spawn_scoped(scope, || out.drain(&outgoing))
+            .ok();
         if writer.is_some() {
             read_all(&mut &stream, core, &link);
         }
-        // Gone: what it asked is given up, and the writer ends with the
-        // link's sender; one blocked on a full socket is woken by the
+        // Gone: what it asked is given up, and the writer ends once its
+        // queue is drained; one blocked on a full socket is woken by the
         // shutdown.
         links.remove(&link);
         link.close();
+        out.close();
         let _ = stream.shutdown(std::net::Shutdown::Both);
         if let Some(writer) = writer {
             let _ = writer.join();

@@ -750,3 +750,35 @@ fn a_stateless_client_answers_upstream_questions_in_input_required_rounds() {
     front.close();
     tag.assert_gone();
 }
+
+// A request that comes alone is answered on the thread that read it; the
+// other reading thread takes over the input when that answer takes long:
+// a ping sent during a slow call is answered at once, and the end of stdin
+// during it still ends everything within half a second.
+#[test]
+fn a_slow_call_answered_alone_holds_up_nothing_else() {
+    let tag = Tag::new();
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
+    front.initialize(json!({}));
+    front.tools_with("fx__sleep");
+    for round in 0..3 {
+        let slow = 100 + round;
+        front.send(json!({"jsonrpc": "2.0", "id": slow, "method": "tools/call",
+                          "params": {"name": "fx__sleep", "arguments": {"ms": 1500}}}));
+        thread::sleep(Duration::from_millis(50));
+        let asked = Instant::now();
+        let pinged = front.request(200 + round, "ping", json!({}));
+        let took = asked.elapsed();
+        assert_eq!(pinged["result"], json!({}));
+        assert!(took < Duration::from_millis(300), "ping answered {took:?} into a slow call");
+        let done = front.next("the slow call's answer", |message| message["id"] == slow);
+        assert!(done.get("result").is_some(), "{done}");
+    }
+    front.send(json!({"jsonrpc": "2.0", "id": 300, "method": "tools/call",
+                      "params": {"name": "fx__sleep", "arguments": {"ms": 30000}}}));
+    thread::sleep(Duration::from_millis(100));
+    let (code, took) = front.close();
+    assert_eq!(code, Some(0));
+    assert!(took < Duration::from_millis(500), "exit took {took:?} during a call");
+    tag.assert_gone();
+}
