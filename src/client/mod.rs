@@ -465,6 +465,9 @@ impl Client {
             let task = Task::of(raw).map_err(Error::Protocol)?;
             return self.waited_out(task, Some(name), options);
         }
+        if options.pass_on {
+            return Ok(ToolResult::new(raw));
+        }
         Ok(self.listed.checked(name, raw))
     }
 

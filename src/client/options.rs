@@ -224,6 +224,10 @@ pub struct CallOptions {
     /// as `traceparent`, or a server's own keys. tether's (the progress
     /// token, the 2026-07-28 protocol keys) take their place over them.
     pub meta: Option<Value>,
+    /// The result is passed on, not used: its `structuredContent` is not
+    /// checked against the tool's output schema (`tether serve`, whose
+    /// client in front checks what it wants to).
+    pub(crate) pass_on: bool,
 }
 
 impl CallOptions {

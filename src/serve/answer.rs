@@ -87,22 +87,23 @@ impl Answerer<'_> {
         request: &Request,
         cancel: &CancelHandle,
     ) -> Result<Value, RpcError> {
-        let params = request.params.clone().unwrap_or_else(|| json!({}));
-        learn_stateless(link, &params);
+        let empty = Value::Object(serde_json::Map::new());
+        let params = request.params.as_ref().unwrap_or(&empty);
+        learn_stateless(link, params);
         match request.method.as_str() {
-            "initialize" => Ok(self.initialize(link, &params)),
+            "initialize" => Ok(self.initialize(link, params)),
             "server/discover" => Ok(self.discover()),
             "ping" | "logging/setLevel" => Ok(json!({})),
             "tools/list" => {
                 self.hub.wait_started_for(LIST_WAIT);
                 Ok(json!({"tools": self.tools()}))
             }
-            "tools/call" => self.call(link, &request.id, &params, cancel),
+            "tools/call" => self.call(link, &request.id, params, cancel),
             "resources/list" => self.resources(),
             "resources/templates/list" => self.templates(),
-            "resources/read" => self.read(&params, cancel),
+            "resources/read" => self.read(params, cancel),
             "prompts/list" => self.prompts(),
-            "prompts/get" => self.prompt(&params, cancel),
+            "prompts/get" => self.prompt(params, cancel),
             method => match self.options.passthrough.as_deref() {
                 // One server: what tether does not know is that server's.
                 Some(server) => self
@@ -258,6 +259,7 @@ impl Answerer<'_> {
             return Ok(self.status());
         }
         let mut options = CallOptions::default().with_cancel(cancel.clone());
+        options.pass_on = true;
         // The downstream's progress token is kept: its updates are its own
         // (a round's go to the request its client waits on now).
         if let Some(round) = rounds::current() {
