@@ -45,6 +45,8 @@ mod clock;
 #[cfg_attr(not(feature = "codemode"), allow(dead_code))]
 mod codemode;
 mod config;
+#[cfg(feature = "serve")]
+mod envelope;
 mod error;
 mod framing;
 #[cfg(any(test, feature = "fuzzing"))]

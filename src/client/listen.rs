@@ -93,6 +93,7 @@ pub(super) fn listen_loop(
             queued_progress: Arc::new(AtomicUsize::new(0)),
             patient: true,
             cancel_on_close: false,
+            passing: false,
         };
         if router.pending().register(id, waiter).is_err() {
             return; // Closed.
@@ -112,7 +113,7 @@ pub(super) fn listen_loop(
                 recv(replies) -> reply => match reply.map(|(_, reply)| reply) {
                     Ok(Reply::Progress(_)) => continue,
                     Ok(Reply::Closed(_)) | Err(_) => return,
-                    Ok(Reply::Done(Ok(_))) => log::debug!("{server}: the server ended the listen stream"),
+                    Ok(Reply::Done(Ok(_)) | Reply::Passed(_)) => log::debug!("{server}: the server ended the listen stream"),
                     Ok(Reply::Done(Err(error))) | Ok(Reply::Failed(Error::Rpc(error)))
                         if error.code == METHOD_NOT_FOUND =>
                     {

@@ -50,6 +50,16 @@ mod url_elicitations;
 
 use crate::transport::{self, Endpoint, Inbox, Transport};
 pub(crate) use eras::EraMemory;
+
+/// A tool's result to pass on ([`Client::call_tool_passed`]).
+#[cfg(feature = "serve")]
+pub(crate) enum PassedResult {
+    /// The result's JSON text, as the server wrote it.
+    Text(Vec<u8>),
+    /// The result, parsed (a server or a call it could not be taken from
+    /// as it came).
+    Value(Value),
+}
 use exchange::Params;
 pub use options::{
     CallOptions, CancelHandle, ClientInfo, ClientOptions, Declared, ProgressCallback,
@@ -417,6 +427,42 @@ impl Client {
              with a server that pages forever (a long list needs bigger pages)",
             items.len()
         )))
+    }
+
+    /// [`Client::call_tool`] for a result passed on unread (`tether
+    /// serve`): the server's own text of it, where it can be taken as it
+    /// came (a handshake-era server's plain call, a plain response), else
+    /// the parsed result. Never checked against the tool's output schema.
+    #[cfg(feature = "serve")]
+    pub(crate) fn call_tool_passed(
+        &self,
+        name: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Result<PassedResult, Error> {
+        let plain = self.stateless_session().is_none()
+            && options.meta.is_none()
+            && !(self.takes_tool_tasks() && self.listed.task_required(name));
+        if !plain {
+            return self
+                .call_tool(name, arguments, options)
+                .map(|result| PassedResult::Value(result.raw));
+        }
+        let params = Params::ToolCall { name, arguments: &arguments };
+        let answer = self
+            .exchange_answer("tools/call", params, options, true)
+            .map_err(|err| self.noted(err))?;
+        match answer {
+            // The text's first byte is its value's (the envelope's scan).
+            exchange::Answer::Passed(text) if text.first() == Some(&b'{') => {
+                Ok(PassedResult::Text(text))
+            }
+            exchange::Answer::Value(raw) if raw.is_object() => Ok(PassedResult::Value(raw)),
+            other => Err(Error::Protocol(format!(
+                "tools/call result is not an object: {}",
+                other.into_value()
+            ))),
+        }
     }
 
     /// Calls a tool by the server's own name.

@@ -26,6 +26,9 @@ pub(super) type TaggedReply = (i64, Reply);
 /// What the reader sends a waiting caller.
 pub(super) enum Reply {
     Done(Result<Value, RpcError>),
+    /// A result's JSON text as it came, for a caller that passes it on.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    Passed(Vec<u8>),
     Progress(Value),
     Closed(CloseReason),
     Failed(Error),
@@ -43,12 +46,18 @@ pub(super) struct Waiter {
     /// Told `notifications/cancelled` if the client closes while it waits
     /// (never `initialize`, the era probe or the listen stream).
     pub(super) cancel_on_close: bool,
+    /// Wants a success's result as it came, unparsed (`Reply::Passed`).
+    pub(super) passing: bool,
 }
 
 /// The pending requests of one connection.
 pub(super) struct Pending {
     next_id: AtomicU64,
     state: Mutex<PendingState>,
+    /// How many waiters are `passing`: looked at without the lock for
+    /// every response read, so that a connection with none parses as
+    /// before.
+    passing: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -78,7 +87,11 @@ impl PendingState {
 
 impl Pending {
     pub(super) fn new() -> Pending {
-        Pending { next_id: AtomicU64::new(1), state: Mutex::default() }
+        Pending {
+            next_id: AtomicU64::new(1),
+            state: Mutex::default(),
+            passing: AtomicUsize::new(0),
+        }
     }
 
     /// A fresh request id, never handed out before.
@@ -95,6 +108,9 @@ impl Pending {
         if let Some(reason) = &state.closed {
             return Err(Error::Disconnected(reason.clone()));
         }
+        if waiter.passing {
+            self.passing.fetch_add(1, Ordering::Relaxed);
+        }
         state.insert(id, waiter);
         Ok(())
     }
@@ -102,7 +118,31 @@ impl Pending {
     /// Takes the waiter of `id` (to answer it); `None` when it is gone
     /// (answered, given up, or closed).
     pub(super) fn take(&self, id: i64) -> Option<Waiter> {
-        lock(&self.state).remove(id)
+        let mut state = lock(&self.state);
+        let waiter = state.remove(id)?;
+        // Counted under the lock, as `close` zeroes it.
+        if waiter.passing {
+            self.passing.fetch_sub(1, Ordering::Relaxed);
+        }
+        Some(waiter)
+    }
+
+    /// True when some caller wants a result as it came.
+    #[cfg(feature = "serve")]
+    pub(super) fn any_passing(&self) -> bool {
+        self.passing.load(Ordering::Relaxed) > 0
+    }
+
+    /// Takes the waiter of `id` if it wants its result as it came.
+    #[cfg(feature = "serve")]
+    pub(super) fn take_passing(&self, id: i64) -> Option<Waiter> {
+        let mut state = lock(&self.state);
+        if !state.waiters.get(&id)?.passing {
+            return None;
+        }
+        let waiter = state.remove(id)?;
+        self.passing.fetch_sub(1, Ordering::Relaxed);
+        Some(waiter)
     }
 
     /// Where progress for the request `id` goes, if it still waits.
@@ -148,6 +188,7 @@ impl Pending {
             }
             state.closed = Some(reason.clone());
             state.impatient = 0;
+            self.passing.store(0, Ordering::Relaxed);
             std::mem::take(&mut state.waiters)
         };
         for (id, waiter) in waiters {

@@ -203,6 +203,18 @@ impl Inbox for Router {
         self.skipped.fetch_add(1, Ordering::Relaxed) + 1
     }
 
+    fn deliver_passed(&self, frame: &[u8]) -> Option<i64> {
+        #[cfg(feature = "serve")]
+        if self.pending.any_passing() {
+            let (id, result) = crate::envelope::response_result(frame)?;
+            let waiter = self.pending.take_passing(id)?;
+            let _ = waiter.replies.send((id, Reply::Passed(frame[result].to_vec())));
+            return Some(id);
+        }
+        let _ = frame;
+        None
+    }
+
     fn deliver(&self, message: Message) {
         match message {
             Message::Response(response) => self.deliver_response(response.id, response.outcome),

@@ -299,6 +299,40 @@ impl Hub {
         arguments: Value,
         options: &CallOptions,
     ) -> Result<ToolResult, Error> {
+        let (connected, tool_name) = self.server_tool(server, tool)?;
+        let name = connected.client.server_name();
+        connected
+            .client
+            .call_tool(&tool_name, arguments, options)
+            .map_err(|err| err.for_server(name))
+    }
+
+    /// [`Hub::call_server_tool`] for a result passed on unread (`tether
+    /// serve`): the server's own text of it where it can be taken so.
+    #[cfg(feature = "serve")]
+    pub(crate) fn pass_server_tool(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Result<crate::client::PassedResult, Error> {
+        let (connected, tool_name) = self.server_tool(server, tool)?;
+        let name = connected.client.server_name();
+        connected
+            .client
+            .call_tool_passed(&tool_name, arguments, options)
+            .map_err(|err| err.for_server(name))
+    }
+
+    /// The connection to `server` (waited for, or reconnected, as
+    /// [`Hub::client`] does) and the server's own name of `tool`, which
+    /// may be given qualified; a hidden tool is unknown.
+    fn server_tool(
+        &self,
+        server: &str,
+        tool: &str,
+    ) -> Result<(Arc<slot::Connected>, String), Error> {
         let shared = &self.core.shared;
         let connected = shared.connected(server)?;
         let name = connected.client.server_name();
@@ -327,10 +361,7 @@ impl Hub {
         if shared.exposure_of(name, &tool_name) == Some(Exposure::Hidden) {
             return Err(Error::UnknownTool(tool.to_owned()).for_server(name));
         }
-        connected
-            .client
-            .call_tool(&tool_name, arguments, options)
-            .map_err(|err| err.for_server(name))
+        Ok((connected, tool_name))
     }
 
     /// The connection to one server, for requests the hub does not wrap:

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use super::link::{Link, Route};
 use super::rounds;
 use super::ServeOptions;
-use crate::client::{CallOptions, CancelHandle, ProgressCallback};
+use crate::client::{CallOptions, CancelHandle, PassedResult, ProgressCallback};
 use crate::config::{name_key, Exposure};
 use crate::error::Error;
 use crate::hub::Hub;
@@ -48,19 +48,44 @@ pub(super) struct Answerer<'a> {
     pub(super) resource_servers: Mutex<HashMap<String, String>>,
 }
 
+/// What a request is answered with: a value, or a tool's result passed on
+/// as the server wrote it (never parsed past its envelope, `envelope.rs`).
+pub(super) enum Answered {
+    Value(Value),
+    Passed(Vec<u8>),
+}
+
+impl Answered {
+    /// The answer as a value (a passed text parsed after all).
+    pub(super) fn into_value(self) -> Value {
+        match self {
+            Answered::Value(value) => value,
+            Answered::Passed(text) => serde_json::from_slice(&text).unwrap_or(Value::Null),
+        }
+    }
+}
+
 impl Answerer<'_> {
     /// Answers `request`; `cancel` is the downstream's cancellation of it.
     /// A stateless (2026-07-28) client's results say they are complete, and
-    /// those it may cache say for how long and for whom.
+    /// those it may cache say for how long and for whom; a handshake
+    /// client's tool results pass as the server wrote them.
     pub(super) fn answer(
         &self,
         link: &Arc<Link>,
         request: &Request,
         cancel: &CancelHandle,
-    ) -> Result<Value, RpcError> {
-        let mut result = self.answer_bare(link, request, cancel)?;
+    ) -> Result<Answered, RpcError> {
+        if let Some(params) = &request.params {
+            learn_stateless(link, params);
+        }
         let stateless = lock(&link.peer).stateless || request.method == "server/discover";
-        if let (true, Some(fields)) = (stateless, result.as_object_mut()) {
+        let answered = self.answer_bare(link, request, cancel, !stateless)?;
+        if !stateless {
+            return Ok(answered);
+        }
+        let mut result = answered.into_value();
+        if let Some(fields) = result.as_object_mut() {
             fields.entry("resultType").or_insert_with(|| json!("complete"));
             let cacheable = matches!(
                 request.method.as_str(),
@@ -78,18 +103,33 @@ impl Answerer<'_> {
                 fields.entry("cacheScope").or_insert_with(|| json!("private"));
             }
         }
-        Ok(result)
+        Ok(Answered::Value(result))
     }
 
+    /// The answer; `passing` lets a tool's result pass as it came.
     fn answer_bare(
         &self,
         link: &Arc<Link>,
         request: &Request,
         cancel: &CancelHandle,
-    ) -> Result<Value, RpcError> {
+        passing: bool,
+    ) -> Result<Answered, RpcError> {
         let empty = Value::Object(serde_json::Map::new());
         let params = request.params.as_ref().unwrap_or(&empty);
-        learn_stateless(link, params);
+        if request.method == "tools/call" {
+            return self.call(link, &request.id, params, cancel, passing);
+        }
+        self.answer_value(request, params, link, cancel).map(Answered::Value)
+    }
+
+    /// Every answer but a call's.
+    fn answer_value(
+        &self,
+        request: &Request,
+        params: &Value,
+        link: &Arc<Link>,
+        cancel: &CancelHandle,
+    ) -> Result<Value, RpcError> {
         match request.method.as_str() {
             "initialize" => Ok(self.initialize(link, params)),
             "server/discover" => Ok(self.discover()),
@@ -98,7 +138,6 @@ impl Answerer<'_> {
                 self.hub.wait_started_for(LIST_WAIT);
                 Ok(json!({"tools": self.tools()}))
             }
-            "tools/call" => self.call(link, &request.id, params, cancel),
             "resources/list" => self.resources(),
             "resources/templates/list" => self.templates(),
             "resources/read" => self.read(params, cancel),
@@ -250,13 +289,14 @@ impl Answerer<'_> {
         id: &RequestId,
         params: &Value,
         cancel: &CancelHandle,
-    ) -> Result<Value, RpcError> {
+        passing: bool,
+    ) -> Result<Answered, RpcError> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(rpc(INVALID_PARAMS, "tools/call needs a \"name\"".into()));
         };
         let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
         if self.options.status_tool && name == STATUS_TOOL {
-            return Ok(self.status());
+            return Ok(Answered::Value(self.status()));
         }
         let mut options = CallOptions::default().with_cancel(cancel.clone());
         options.pass_on = true;
@@ -274,7 +314,8 @@ impl Answerer<'_> {
             && name == crate::model::CODEMODE
         {
             // The one `codemode` tool runs a script over the hub.
-            ("tether".to_owned(), self.hub.call(name, arguments, &options))
+            let outcome = self.hub.call(name, arguments, &options);
+            ("tether".to_owned(), outcome.map(|result| Answered::Value(result.raw)))
         } else {
             // Only what tools/list offers: never a hidden tool (nor an
             // ignored one), nor a script's tool called directly.
@@ -294,11 +335,21 @@ impl Answerer<'_> {
                 .ok_or_else(unknown)?;
             drop(registry);
             rounds::note_server(&server);
-            let outcome = self.hub.call_server_tool(&server, &tool, arguments, &options);
+            let outcome = if passing {
+                self.hub.pass_server_tool(&server, &tool, arguments, &options).map(|passed| {
+                    match passed {
+                        PassedResult::Text(text) => Answered::Passed(text),
+                        PassedResult::Value(value) => Answered::Value(value),
+                    }
+                })
+            } else {
+                let outcome = self.hub.call_server_tool(&server, &tool, arguments, &options);
+                outcome.map(|result| Answered::Value(result.raw))
+            };
             (server, outcome)
         };
         match outcome {
-            Ok(result) => Ok(result.raw),
+            Ok(answered) => Ok(answered),
             Err(Error::UnknownTool(_)) => Err(unknown()),
             Err(err) => Err(upstream_error(self.hub, &server, &err)),
         }

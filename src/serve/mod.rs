@@ -54,7 +54,7 @@ use crate::host::Host;
 use crate::hub::Hub;
 use crate::jsonrpc::{Frame, Message, Request, RequestId, RpcError};
 use crate::sync::lock;
-use answer::Answerer;
+use answer::{Answered, Answerer};
 use link::{Link, LinkHost, Links, Outlet, Route};
 use pipe_out::PipeOut;
 use queue::Queue;
@@ -352,6 +352,7 @@ impl Core<'_> {
             rounds::within(round.as_ref(), || self.answerer.answer(link, &request, &cancel));
         lock(&link.in_flight).remove(&request.id);
         if let Some(round) = round {
+            let outcome = outcome.map(Answered::into_value);
             if round.finish(outcome, cancel.is_cancelled()) {
                 rounds.forget(&round);
             }
@@ -359,10 +360,11 @@ impl Core<'_> {
         }
         // A request the client cancelled gets no answer (as MCP says);
         // over HTTP its stream still ends.
-        let bytes = if cancel.is_cancelled() {
-            Vec::new()
-        } else {
-            Frame::response(&request.id, &outcome).bytes
+        let bytes = match outcome {
+            _ if cancel.is_cancelled() => Vec::new(),
+            Ok(Answered::Passed(text)) => crate::envelope::response_with(&request.id, &text),
+            Ok(Answered::Value(value)) => Frame::response(&request.id, &Ok(value)).bytes,
+            Err(error) => Frame::response(&request.id, &Err(error)).bytes,
         };
         link.send_bytes(Route::Answer(&request.id), bytes);
     }

@@ -142,6 +142,13 @@ pub(crate) trait Inbox: Send + Sync {
     fn skipped(&self) -> u64;
     /// One well-formed message from the server.
     fn deliver(&self, message: Message);
+    /// Delivers `frame` unparsed when it is the plain success response of
+    /// a request whose caller passes the result on (`envelope.rs`); the
+    /// request's id when it did. Called before the frame is parsed.
+    fn deliver_passed(&self, frame: &[u8]) -> Option<i64> {
+        let _ = frame;
+        None
+    }
     /// The transport will deliver nothing more, for this reason.
     fn closed(&self, reason: CloseReason);
     /// The request with this id cannot be answered, for this reason (an

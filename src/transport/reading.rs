@@ -300,6 +300,10 @@ fn next(server: &str, pipe: &mut Pipe, inbox: &dyn Inbox) -> Result<Step, CloseR
             if log::log_enabled!(log::Level::Trace) {
                 log::trace!("{server} <- {}", String::from_utf8_lossy(frame));
             }
+            if inbox.deliver_passed(frame).is_some() {
+                pipe.framer.release_large();
+                return Ok(Step::Delivered { answer: true });
+            }
             Message::parse(frame).map_err(|why| (why, shown(frame)))
         }
         Ok(Next::More) => return Ok(Step::More),

@@ -21,6 +21,8 @@ pub struct Front {
     lines: Receiver<Value>,
     /// What came that was not the answer waited for.
     seen: Vec<Value>,
+    /// Every line as it came.
+    raw: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     _dir: Option<TempDir>,
 }
 
@@ -49,9 +51,12 @@ impl Front {
             .unwrap();
         let stdout = child.stdout.take().unwrap();
         let (sender, lines) = unbounded();
+        let raw: std::sync::Arc<std::sync::Mutex<Vec<String>>> = std::sync::Arc::default();
+        let kept = std::sync::Arc::clone(&raw);
         thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
+                kept.lock().unwrap().push(line.clone());
                 let value: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|err| panic!("not JSON from tether serve: {err}: {line}"));
                 if sender.send(value).is_err() {
@@ -60,7 +65,7 @@ impl Front {
             }
         });
         let stdin = child.stdin.take();
-        Front { child, stdin, lines, seen: Vec::new(), _dir: None }
+        Front { child, stdin, lines, seen: Vec::new(), raw, _dir: None }
     }
 
     fn send(&mut self, message: Value) {
@@ -780,5 +785,41 @@ fn a_slow_call_answered_alone_holds_up_nothing_else() {
     let (code, took) = front.close();
     assert_eq!(code, Some(0));
     assert!(took < Duration::from_millis(500), "exit took {took:?} during a call");
+    tag.assert_gone();
+}
+
+// A tool's result reaches a handshake client in front as the server wrote
+// it: never parsed past the envelope, so its spaces, its escapes and a
+// number written 1.50 come through byte for byte (a parse and a write
+// would have changed all three). A 2026-07-28 client's result is written
+// anew, as it gains `resultType`.
+#[test]
+fn a_tool_result_passes_through_serve_as_the_server_wrote_it() {
+    let tag = Tag::new();
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
+    front.initialize(json!({}));
+    front.tools_with("fx__verbatim");
+    let answered = front.request(5, "tools/call", json!({"name": "fx__verbatim", "arguments": {}}));
+    assert_eq!(answered["result"]["content"][0]["text"], "café ☃ /", "{answered}");
+    let line = front.raw.lock().unwrap().iter().find(|line| line.contains("\"id\":5")).cloned();
+    let expected = r#"{"jsonrpc":"2.0","id":5,"result":{ "content" : [ {"type": "text", "text": "caf\u00e9 \u2603 \/"} ], "isError": false, "n": 1.50 }}"#;
+    assert_eq!(line.as_deref(), Some(expected));
+    // Big results pass whole too.
+    let big = front.request(
+        6,
+        "tools/call",
+        json!({"name": "fx__huge", "arguments": {"bytes": 3_000_000}}),
+    );
+    assert_eq!(big["result"]["content"][0]["text"].as_str().map(str::len), Some(3_000_000));
+
+    let meta = stateless_meta(json!({}));
+    let modern = front.request(
+        7,
+        "tools/call",
+        json!({"name": "fx__verbatim", "arguments": {}, "_meta": meta}),
+    );
+    assert_eq!(modern["result"]["resultType"], "complete", "{modern}");
+    assert_eq!(modern["result"]["n"], 1.5);
+    front.close();
     tag.assert_gone();
 }

@@ -289,6 +289,10 @@ impl HttpTransport {
 
     /// Parses and delivers one message; returns its id when it is a response.
     pub(super) fn deliver_bytes(&self, bytes: &[u8]) -> Option<RequestId> {
+        if let Some(id) = self.inbox()?.deliver_passed(bytes) {
+            log::trace!("{} <- {}", self.server, String::from_utf8_lossy(bytes));
+            return Some(RequestId::Number(id));
+        }
         let message = match Message::parse(bytes) {
             Ok(message) => message,
             Err(why) => {
