@@ -36,6 +36,9 @@
 //! - `serve`: `bench serve N TETHER <server-cmd> [args…]`: N echo calls
 //!   directly and through a `tether serve` process in front of the same
 //!   server (see `serve.rs`).
+//! - `serve-huge`: `bench serve-huge N BYTES TETHER <server-cmd> [args…]`:
+//!   N calls of `misbehave`'s `huge` tool (a result of BYTES characters)
+//!   directly and through `tether serve`, alternating (see `serve.rs`).
 //! - `kept`: `bench kept N TETHER <server-cmd> [args…]`: a one-shot
 //!   `tether call` through a kept-alive session against one that starts
 //!   the server afresh (see `kept.rs`).
@@ -134,6 +137,7 @@ fn main() {
         "codemode" => return scripts::codemode(n, &server),
         "ledger" => return ledger::ledger(&server),
         "serve" => return serve::serve(n, &server),
+        "serve-huge" => return serve::serve_huge(n, &server),
         "kept" => return kept::kept(n, &server),
         "schema" => return schema::schema(n, &server),
         _ => {}

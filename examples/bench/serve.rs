@@ -26,42 +26,7 @@ pub(crate) fn serve(n: usize, args: &[String]) {
         server = &server[2..];
     }
     ARGUMENT.set(argument).unwrap();
-    let config = std::env::temp_dir().join(format!("tether-bench-serve-{}", std::process::id()));
-    std::fs::create_dir_all(&config).unwrap();
-    let entry = json!({"mcpServers": {"echo": {"command": server[0], "args": &server[1..]}}});
-    std::fs::write(config.join("mcp.json"), entry.to_string()).unwrap();
-    let options = || {
-        ClientOptions::default()
-            .with_request_timeout(Duration::from_secs(30))
-            .with_era(EraChoice::Legacy)
-    };
-    let direct = Client::connect(
-        "direct",
-        &Transport::Stdio(StdioCommand::new(&server[0], &strs(&server[1..]))),
-        options(),
-    )
-    .unwrap();
-    let front_args =
-        vec!["--config-dir".to_owned(), config.display().to_string(), "serve".to_owned()];
-    let started = Instant::now();
-    let front = Client::connect(
-        "front",
-        &Transport::Stdio(StdioCommand::new(tether, &strs(&front_args))),
-        options(),
-    )
-    .unwrap();
-    let spawn_to_initialize = started.elapsed();
-    // The server behind connects in the background: wait for its tool.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !front
-        .list_tools(&CallOptions::default())
-        .unwrap()
-        .iter()
-        .any(|tool| tool.name == "echo__echo")
-    {
-        assert!(Instant::now() < deadline, "echo__echo never appeared");
-        thread::sleep(Duration::from_millis(20));
-    }
+    let (direct, front, spawn_to_initialize, config) = connect_both(tether, server, "echo");
     let direct = Arc::new(direct);
     let front = Arc::new(front);
     // Warm up both.
@@ -125,6 +90,96 @@ pub(crate) fn serve(n: usize, args: &[String]) {
     );
     Arc::try_unwrap(direct).ok().expect("no other handle").close().unwrap();
     let _ = std::fs::remove_dir_all(&config);
+}
+
+/// `bench serve-huge N BYTES TETHER SERVER...`: N calls of `huge` (BYTES
+/// characters back) directly and through `tether serve`, alternating; the
+/// p50 of each, and their ratio. With `BENCH_VALUES=1`, `structured` with
+/// BYTES small objects instead.
+pub(crate) fn serve_huge(n: usize, args: &[String]) {
+    let bytes: u64 = args[0].parse().expect("BYTES is a number");
+    let (tether, server) = args[1..].split_first().expect("bench serve-huge N BYTES TETHER SERVER");
+    // `BENCH_VALUES=1`: a result of many small values instead of one long
+    // string (`misbehave --structured`'s `structured`, given an array of
+    // BYTES objects, which it sends back as text and as structuredContent).
+    let values = std::env::var_os("BENCH_VALUES").is_some();
+    let tool = if values { "structured" } else { "huge" };
+    let arguments = if values {
+        let items: Vec<_> = (0..bytes).map(|i| json!({"x": i, "label": "abc"})).collect();
+        json!({"value": items})
+    } else {
+        json!({"bytes": bytes})
+    };
+    let (direct, front, _, config) = connect_both(tether, server, tool);
+    let call = |client: &Client, name: &str| {
+        let began = Instant::now();
+        let result = client.call_tool(name, arguments.clone(), &CallOptions::default()).unwrap();
+        let took = began.elapsed();
+        assert!(!result.to_text().is_empty());
+        took
+    };
+    let via = format!("echo__{tool}");
+    call(&direct, tool);
+    call(&front, &via);
+    let (mut direct_times, mut front_times) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        direct_times.push(call(&direct, tool));
+        front_times.push(call(&front, &via));
+    }
+    let (direct_p50, front_p50) = (percentile(&direct_times, 0.5), percentile(&front_times, 0.5));
+    println!(
+        "{n} calls of {tool} ({bytes}): direct p50 {:.2} ms, through serve p50 {:.2} ms, added {:.2} ms ({:.2}x)",
+        direct_p50.as_secs_f64() * 1e3,
+        front_p50.as_secs_f64() * 1e3,
+        front_p50.saturating_sub(direct_p50).as_secs_f64() * 1e3,
+        front_p50.as_secs_f64() / direct_p50.as_secs_f64()
+    );
+    front.close().unwrap();
+    direct.close().unwrap();
+    let _ = std::fs::remove_dir_all(&config);
+}
+
+/// A `Client` straight to the server and one in front of a `tether serve`
+/// process serving it (as `echo`), once that one lists `echo__TOOL`; how
+/// long `tether serve` took to answer `initialize`, and its config folder.
+fn connect_both(
+    tether: &str,
+    server: &[String],
+    tool: &str,
+) -> (Client, Client, Duration, std::path::PathBuf) {
+    let config = std::env::temp_dir().join(format!("tether-bench-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&config).unwrap();
+    let entry = json!({"mcpServers": {"echo": {"command": server[0], "args": &server[1..]}}});
+    std::fs::write(config.join("mcp.json"), entry.to_string()).unwrap();
+    let options = || {
+        ClientOptions::default()
+            .with_request_timeout(Duration::from_secs(30))
+            .with_era(EraChoice::Legacy)
+    };
+    let direct = Client::connect(
+        "direct",
+        &Transport::Stdio(StdioCommand::new(&server[0], &strs(&server[1..]))),
+        options(),
+    )
+    .unwrap();
+    let front_args =
+        vec!["--config-dir".to_owned(), config.display().to_string(), "serve".to_owned()];
+    let started = Instant::now();
+    let front = Client::connect(
+        "front",
+        &Transport::Stdio(StdioCommand::new(tether, &strs(&front_args))),
+        options(),
+    )
+    .unwrap();
+    let spawn_to_initialize = started.elapsed();
+    // The server behind connects in the background: wait for its tool.
+    let wanted = format!("echo__{tool}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !front.list_tools(&CallOptions::default()).unwrap().iter().any(|t| t.name == wanted) {
+        assert!(Instant::now() < deadline, "{wanted} never appeared");
+        thread::sleep(Duration::from_millis(20));
+    }
+    (direct, front, spawn_to_initialize, config)
 }
 
 fn strs(words: &[String]) -> Vec<&str> {
