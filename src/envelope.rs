@@ -15,6 +15,8 @@ use std::ops::Range;
 
 use serde::de::IgnoredAny;
 
+use crate::jsonrpc::Strings;
+
 /// The numeric id and the bytes of the result of `frame`, when it is a
 /// plain success response with a well-formed result.
 pub(crate) fn response_result(frame: &[u8]) -> Option<(i64, Range<usize>)> {
@@ -23,7 +25,7 @@ pub(crate) fn response_result(frame: &[u8]) -> Option<(i64, Range<usize>)> {
         return None;
     }
     at += 1;
-    let (mut id, mut result) = (None, None);
+    let (mut id, mut result, mut version) = (None, None, None);
     loop {
         at = skip_space(frame, at);
         if frame.get(at)? != &b'"' {
@@ -37,11 +39,15 @@ pub(crate) fn response_result(frame: &[u8]) -> Option<(i64, Range<usize>)> {
         }
         at = skip_space(frame, at + 1);
         let value_end = value_end(frame, at)?;
-        match key {
-            b"id" => id = Some(at..value_end),
-            b"result" => result = Some(at..value_end),
-            b"jsonrpc" => {}
+        let slot = match key {
+            b"id" => &mut id,
+            b"result" => &mut result,
+            b"jsonrpc" => &mut version,
             _ => return None,
+        };
+        // A key given twice is left to the whole parse.
+        if slot.replace(at..value_end).is_some() {
+            return None;
         }
         at = skip_space(frame, value_end);
         match frame.get(at)? {
@@ -53,9 +59,18 @@ pub(crate) fn response_result(frame: &[u8]) -> Option<(i64, Range<usize>)> {
     if skip_space(frame, at + 1) != frame.len() {
         return None;
     }
-    let id = std::str::from_utf8(&frame[id?]).ok()?.parse::<i64>().ok()?;
+    if &frame[version?] != b"\"2.0\"" {
+        return None;
+    }
+    let id = serde_json::from_slice::<i64>(&frame[id?]).ok()?;
     let result = result?;
-    serde_json::from_slice::<IgnoredAny>(&frame[result.clone()]).ok()?;
+    let text = &frame[result.clone()];
+    // Passed on as a line of its own: no line break (a pretty-printed
+    // HTTP body), and UTF-8 throughout (`IgnoredAny` does not look).
+    if text.iter().any(|byte| matches!(byte, b'\n' | b'\r')) || std::str::from_utf8(text).is_err() {
+        return None;
+    }
+    serde_json::from_slice::<IgnoredAny>(text).ok()?;
     Some((id, result))
 }
 
@@ -102,21 +117,12 @@ fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
         b'"' => string_end(bytes, at),
         b'{' | b'[' => {
             let mut depth = 0usize;
-            let mut in_string = false;
-            let mut escaped = false;
+            let mut strings = Strings::default();
             for (offset, &byte) in bytes[at..].iter().enumerate() {
-                if in_string {
-                    if escaped {
-                        escaped = false;
-                    } else if byte == b'\\' {
-                        escaped = true;
-                    } else if byte == b'"' {
-                        in_string = false;
-                    }
+                if !strings.outside(byte) {
                     continue;
                 }
                 match byte {
-                    b'"' => in_string = true,
                     b'{' | b'[' => depth += 1,
                     b'}' | b']' => {
                         depth -= 1;
@@ -156,7 +162,10 @@ mod tests {
             result_of(frame),
             Some((7, r#"{"content":[{"type":"text","text":"caf\u00e9 {]\"x"}]}"#))
         );
-        assert_eq!(result_of(" { \"result\" : [1, 2] , \"id\" : 3 }\n"), Some((3, "[1, 2]")));
+        assert_eq!(
+            result_of(" { \"result\" : [1, 2] , \"id\" : 3, \"jsonrpc\": \"2.0\" }\n"),
+            Some((3, "[1, 2]"))
+        );
         assert_eq!(result_of(r#"{"id":1,"jsonrpc":"2.0","result":null}"#), Some((1, "null")));
     }
 
@@ -174,12 +183,22 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1.5,"result":{}}"#,
             r#"{"jsonrpc":"2.0","result":{}}"#,
             r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"id":1,"result":{}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":007,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":+5,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"result":{}}"#,
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\n\"a\": 1}}",
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"a\": \"\u{0}\"}}",
             "[]",
             "{}",
             "",
         ] {
             assert_eq!(result_of(frame), None, "{frame}");
         }
+        // Bytes that are not UTF-8 inside a string.
+        let bad = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"a\":\"\xff\"}}";
+        assert_eq!(response_result(bad), None);
     }
 
     #[test]

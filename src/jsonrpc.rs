@@ -110,26 +110,47 @@ struct Skeleton {
     method: Option<IgnoredAny>,
 }
 
+/// Follows a JSON text byte by byte, telling the bytes inside strings
+/// (escapes included) from those outside.
+#[derive(Default)]
+pub(crate) struct Strings {
+    inside: bool,
+    escaped: bool,
+}
+
+impl Strings {
+    /// True when `byte` stands outside every string; a quote that opens or
+    /// closes one counts as inside.
+    pub(crate) fn outside(&mut self, byte: u8) -> bool {
+        if self.inside {
+            if self.escaped {
+                self.escaped = false;
+            } else if byte == b'\\' {
+                self.escaped = true;
+            } else if byte == b'"' {
+                self.inside = false;
+            }
+            false
+        } else if byte == b'"' {
+            self.inside = true;
+            false
+        } else {
+            true
+        }
+    }
+}
+
 /// About how many JSON values `bytes` holds (containers, members and
 /// elements: each `{`, `[`, `:` and `,` outside strings), counted up to
 /// `limit + 1`.
 fn value_count(bytes: &[u8], limit: usize) -> usize {
     let mut count = 0;
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut strings = Strings::default();
     for &byte in bytes {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if byte == b'\\' {
-                escaped = true;
-            } else if byte == b'"' {
-                in_string = false;
-            }
+        if !strings.outside(byte) {
             continue;
         }
         match byte {
-            b'"' => in_string = true,
             b'{' | b'[' | b':' | b',' => {
                 count += 1;
                 if count > limit {

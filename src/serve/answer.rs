@@ -16,8 +16,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use super::link::{Link, Route};
+use super::link::Link;
 use super::rounds;
+use super::streams::Route;
 use super::ServeOptions;
 use crate::client::{CallOptions, CancelHandle, PassedResult, ProgressCallback};
 use crate::config::{name_key, Exposure};

@@ -1,15 +1,13 @@
-//! One client in front of tether (a `Link`), and all of them as the
-//! upstream servers see them: the hub's [`Host`] (`LinkHost` over
-//! `Links`). A server's requests to the host (`roots/list`, `sampling`,
-//! `elicitation`) become requests to the client that was active last and
-//! takes them; its answer comes back through that client's reader. Log
-//! messages and list changes go to every client.
+//! One client in front of tether (a `Link`), and all of them (`Links`):
+//! what each said of itself, its requests under way, tether's requests to
+//! it and their answers, and how to reach it. `host.rs` makes these the
+//! hub's host.
 //!
-//! A link writes through its `Outlet`: stdio's one writer queue, or an
-//! HTTP session's open streams (`streams.rs`), where each frame's `Route`
-//! (an answer, news of a request, a request, an announcement) picks the
-//! stream. Every wait on a client is bounded; nothing here holds a lock
-//! while it writes.
+//! A link writes through its `Outlet`: a byte stream's (`pipe_out.rs`), or
+//! an HTTP session's open streams (`streams.rs`), where each frame's
+//! `Route` (an answer, news of a request, a request, an announcement)
+//! picks the stream. Every wait on a client is bounded; nothing here holds
+//! a lock while it writes.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,17 +18,11 @@ use crossbeam_channel::{bounded, Sender};
 use serde_json::{json, Value};
 
 use super::pipe_out::PipeOut;
-use super::rounds::{self, Rounds};
-use super::streams::Streams;
+use super::streams::{Route, Streams};
 use crate::client::CancelHandle;
-use crate::host::{Host, Root};
-use crate::jsonrpc::{Frame, Notification, RequestId, RpcError};
+use crate::jsonrpc::{Frame, RequestId, RpcError};
 use crate::sync::lock;
 
-/// How long the downstream may take to list its roots.
-const ROOTS_WAIT: Duration = Duration::from_secs(10);
-/// How long a person (elicitation) or a model (sampling) may take.
-const PERSON_WAIT: Duration = Duration::from_secs(600);
 /// How long a frame waits for room in the writer's queue.
 const SEND_WAIT: Duration = Duration::from_secs(5);
 
@@ -63,19 +55,6 @@ pub(super) enum Outlet {
     Streams(Arc<Streams>),
 }
 
-/// What a frame is to the client, which picks its HTTP stream.
-#[derive(Clone, Copy)]
-pub(super) enum Route<'a> {
-    /// The answer to this request: its stream's last frame.
-    Answer(&'a RequestId),
-    /// News of this request (progress), or of this listen stream.
-    About(&'a RequestId),
-    /// A request from tether: any stream the client reads.
-    Ask,
-    /// A notification of no request: the client's own stream.
-    Announce,
-}
-
 /// One of tether's requests to its client, waiting for the answer.
 struct Asking {
     answer: Sender<Result<Value, RpcError>>,
@@ -95,6 +74,9 @@ pub(super) struct Link {
     pub(super) peer: Mutex<Peer>,
     /// The client's requests being answered, each with its cancellation.
     pub(super) in_flight: Mutex<HashMap<RequestId, CancelHandle>>,
+    /// How many of the client's requests a thread is answering now (a
+    /// call waiting for its client's answer in a round included).
+    pub(super) answering: std::sync::atomic::AtomicUsize,
     /// When the client last asked something (`Links::touch`): tether's
     /// own requests go to the client active last.
     seen: AtomicU64,
@@ -270,7 +252,7 @@ impl Link {
     }
 
     /// Asks the downstream, and waits at most `wait` for its answer.
-    fn ask(
+    pub(super) fn ask(
         &self,
         server: &str,
         method: &str,
@@ -301,7 +283,7 @@ impl Link {
     /// The upstream `server` gave up its `method` request that this client
     /// is answering: the client is told (`notifications/cancelled`), and
     /// whoever waits hears it now.
-    fn withdraw(&self, server: &str, method: &str, reason: Option<&str>) {
+    pub(super) fn withdraw(&self, server: &str, method: &str, reason: Option<&str>) {
         let withdrawn = {
             let mut waiting = lock(&self.waiting);
             let id = waiting
@@ -357,8 +339,6 @@ pub(super) fn takes(capabilities: &Value, method: &str, params: &Value) -> bool 
 pub(super) struct Links {
     open: Mutex<Vec<Arc<Link>>>,
     clock: AtomicU64,
-    /// The calls of stateless clients that may ask them something.
-    pub(super) rounds: Rounds,
 }
 
 impl Links {
@@ -381,7 +361,7 @@ impl Links {
     }
 
     /// The client active last that takes `method` and can be sent it.
-    fn asked_of(&self, method: &str, params: &Value) -> Option<Arc<Link>> {
+    pub(super) fn asked_of(&self, method: &str, params: &Value) -> Option<Arc<Link>> {
         self.all()
             .into_iter()
             .filter(|link| link.offers(method, params))
@@ -411,120 +391,5 @@ fn gone(method: &str) -> RpcError {
         code: -32603,
         message: format!("no client in front of tether to answer {method}"),
         data: None,
-    }
-}
-
-/// The clients as the hub's host.
-pub(super) struct LinkHost(pub(super) Arc<Links>);
-
-impl LinkHost {
-    /// Asks `method` of the client whose call it belongs to, when a
-    /// stateless client's call asks on its own thread; else of the client
-    /// active last that takes it; else of the newest stateless client's
-    /// call to `server` that takes it (`rounds.rs`). Else the reason.
-    fn ask_if(&self, server: &str, method: &str, params: &Value) -> Result<Value, RpcError> {
-        if let Some(round) = rounds::current().filter(|round| round.takes(method, params)) {
-            return round.ask(server, method, params, PERSON_WAIT);
-        }
-        if let Some(link) = self.0.asked_of(method, params) {
-            return link.ask(server, method, params, PERSON_WAIT);
-        }
-        match self.0.rounds.newest_for(server, method, params) {
-            Some(round) => round.ask(server, method, params, PERSON_WAIT),
-            None => Err(RpcError {
-                code: -32601,
-                message: format!("no client in front of tether takes {method}"),
-                data: None,
-            }),
-        }
-    }
-}
-
-impl Host for LinkHost {
-    fn roots(&self) -> Vec<Root> {
-        let (method, params) = ("roots/list", json!({}));
-        // The roots name no server: a stateless client is asked only
-        // when its own call needs them.
-        let asked = match rounds::current().filter(|round| round.takes(method, &params)) {
-            Some(round) => round.ask("", method, &params, ROOTS_WAIT),
-            None => match self.0.asked_of(method, &params) {
-                Some(link) => link.ask("", method, &params, ROOTS_WAIT),
-                None => return Vec::new(),
-            },
-        };
-        match asked {
-            Ok(answer) => answer
-                .get("roots")
-                .and_then(Value::as_array)
-                .map(|roots| {
-                    roots
-                        .iter()
-                        .filter_map(|root| {
-                            let uri = root.get("uri")?.as_str()?;
-                            let mut kept = Root::new(uri);
-                            if let Some(name) = root.get("name").and_then(Value::as_str) {
-                                kept = kept.with_name(name);
-                            }
-                            Some(kept)
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            Err(err) => {
-                log::warn!("the client in front of tether gave no roots: {}", err.message);
-                Vec::new()
-            }
-        }
-    }
-
-    // Upstream servers connect before the client in front has said what
-    // it takes, and their capabilities are fixed then: tether declares
-    // sampling and elicitation to them, and each request is refused, with
-    // the reason, when the client in front does not take it.
-    fn handles_sampling(&self) -> bool {
-        true
-    }
-
-    fn create_message(&self, server: &str, params: &Value) -> Result<Value, RpcError> {
-        self.ask_if(server, "sampling/createMessage", params)
-    }
-
-    fn handles_elicitation(&self) -> bool {
-        true
-    }
-
-    fn elicit(&self, server: &str, params: &Value) -> Result<Value, RpcError> {
-        self.ask_if(server, "elicitation/create", params)
-    }
-
-    fn cancelled(&self, server: &str, method: &str, reason: Option<&str>) {
-        for link in self.0.all() {
-            link.withdraw(server, method, reason);
-        }
-        self.0.rounds.withdraw(server, method);
-    }
-
-    fn notification(&self, server: &str, notification: &Notification) {
-        match notification.method.as_str() {
-            // The server's log, named as its logger when it names none.
-            "notifications/message" => {
-                let mut params = notification.params.clone().unwrap_or_else(|| json!({}));
-                if let Some(fields) = params.as_object_mut() {
-                    fields.entry("logger").or_insert_with(|| json!(server));
-                }
-                self.0.notify("notifications/message", Some(&params));
-            }
-            // Tools are announced when the hub's registry moves (mod.rs),
-            // after the hub listed them again; these pass on as they come.
-            // A page opened is done: only ids the upstream connection saw
-            // asked get here, and a client ignores those it was not asked.
-            "notifications/resources/list_changed"
-            | "notifications/prompts/list_changed"
-            | "notifications/resources/updated"
-            | "notifications/elicitation/complete" => {
-                self.0.notify(&notification.method, notification.params.as_ref());
-            }
-            _ => {}
-        }
     }
 }

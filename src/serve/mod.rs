@@ -24,6 +24,7 @@
 //! cancelled and every thread is joined.
 
 mod answer;
+mod host;
 mod http;
 mod http_wire;
 mod link;
@@ -55,9 +56,12 @@ use crate::hub::Hub;
 use crate::jsonrpc::{Frame, Message, Request, RequestId, RpcError};
 use crate::sync::lock;
 use answer::{Answered, Answerer};
-use link::{Link, LinkHost, Links, Outlet, Route};
+use host::LinkHost;
+use link::{Link, Links, Outlet};
 use pipe_out::PipeOut;
 use queue::Queue;
+use rounds::Rounds;
+use streams::Route;
 
 /// Requests answered at once.
 const WORKERS: usize = 8;
@@ -136,6 +140,8 @@ impl ServeOptions {
 #[derive(Default)]
 pub struct Downstream {
     links: Arc<Links>,
+    /// The calls of 2026-07-28 clients that may ask them something.
+    rounds: Arc<Rounds>,
     /// Set by [`Downstream::stop`]; the HTTP front's address, to wake its
     /// listener.
     stopped: AtomicBool,
@@ -150,7 +156,7 @@ impl Downstream {
 
     /// The host to give the hub (`HubOptions::with_host`).
     pub fn host(&self) -> Arc<dyn Host> {
-        Arc::new(LinkHost(Arc::clone(&self.links)))
+        Arc::new(LinkHost { links: Arc::clone(&self.links), rounds: Arc::clone(&self.rounds) })
     }
 
     /// Serves `hub` to the client writing `input` and reading `output`
@@ -256,7 +262,13 @@ impl Downstream {
         let jobs = Queue::new(WAITING_REQUESTS);
         let ended = AtomicBool::new(false);
         let answerer = Answerer { hub, options, resource_servers: Mutex::new(Default::default()) };
-        let core = Core { hub, links: &self.links, jobs: &jobs, answerer: &answerer };
+        let core = Core {
+            hub,
+            links: &self.links,
+            rounds: &self.rounds,
+            jobs: &jobs,
+            answerer: &answerer,
+        };
         let named = |name: String| std::thread::Builder::new().name(name);
         std::thread::scope(|scope| {
             let mut threads = Vec::with_capacity(WORKERS + 2);
@@ -277,7 +289,10 @@ impl Downstream {
                     .spawn_scoped(scope, move || restart_stopped(hub, ended_flag)),
             );
             let failed_early = threads.iter().any(Result::is_err);
-            let outcome = if failed_early { None } else { Some(front(&core)) };
+            // A panic in the front (a request answered on its thread) still
+            // ends the serving below, so that every thread is joined.
+            let outcome = (!failed_early)
+                .then(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| front(&core))));
             // The clients are gone: nothing more is asked; what runs is
             // given up.
             ended.store(true, Ordering::Relaxed);
@@ -287,6 +302,7 @@ impl Downstream {
                     cancel.cancel();
                 }
             }
+            self.rounds.cancel_all();
             let mut failed = None;
             for thread in threads {
                 match thread {
@@ -297,7 +313,8 @@ impl Downstream {
                 }
             }
             match (outcome, failed) {
-                (Some(outcome), None) => Ok(outcome),
+                (Some(Err(panic)), _) => std::panic::resume_unwind(panic),
+                (Some(Ok(outcome)), None) => Ok(outcome),
                 (_, Some(err)) => Err(Error::Io(err)),
                 (None, None) => unreachable!("a thread failed to start"),
             }
@@ -315,6 +332,7 @@ struct Job {
 struct Core<'a> {
     hub: &'a Hub,
     links: &'a Links,
+    rounds: &'a Rounds,
     jobs: &'a Queue<Job>,
     answerer: &'a Answerer<'a>,
 }
@@ -341,16 +359,16 @@ impl Core<'_> {
     /// something is a round (`rounds.rs`): its answer goes to whichever of
     /// the client's requests waits for it then.
     fn answer(&self, link: &Arc<Link>, request: Request) {
-        let rounds = &self.links.rounds;
+        let rounds = self.rounds;
         if rounds.retry(link, &request) {
             return;
         }
         let cancel = CancelHandle::new();
-        lock(&link.in_flight).insert(request.id.clone(), cancel.clone());
+        let answering = Answering::begin(link, &request.id, &cancel);
         let round = rounds.begin(link, &request, &cancel);
         let outcome =
             rounds::within(round.as_ref(), || self.answerer.answer(link, &request, &cancel));
-        lock(&link.in_flight).remove(&request.id);
+        drop(answering);
         if let Some(round) = round {
             let outcome = outcome.map(Answered::into_value);
             if round.finish(outcome, cancel.is_cancelled()) {
@@ -383,6 +401,28 @@ impl Core<'_> {
             }
             Message::Request(request) => log::debug!("a request heard as news: {}", request.method),
         }
+    }
+}
+
+/// A request of a link's being answered: counted, and its cancellation
+/// findable by its id, until this is dropped (however the answer ends).
+struct Answering<'a> {
+    link: &'a Link,
+    id: &'a RequestId,
+}
+
+impl<'a> Answering<'a> {
+    fn begin(link: &'a Link, id: &'a RequestId, cancel: &CancelHandle) -> Answering<'a> {
+        link.answering.fetch_add(1, Ordering::Relaxed);
+        lock(&link.in_flight).insert(id.clone(), cancel.clone());
+        Answering { link, id }
+    }
+}
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        lock(&self.link.in_flight).remove(self.id);
+        self.link.answering.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -23,13 +23,14 @@
 //! wait a person gets over the handshake.
 
 use std::cell::RefCell;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, select, Sender};
 use serde_json::{json, Map, Value};
 
-use super::link::{takes, Link, Route};
+use super::link::{takes, Link};
+use super::streams::Route;
 use crate::client::{CancelHandle, ProgressCallback};
 use crate::jsonrpc::{Frame, Request, RequestId, RpcError};
 use crate::sync::lock;
@@ -41,6 +42,9 @@ const MAY_ASK: [&str; 3] = ["tools/call", "resources/read", "prompts/get"];
 const ENDED_KEPT: Duration = Duration::from_secs(120);
 /// Questions one call may have open at once.
 const MAX_OPEN: usize = 64;
+/// Calls that may wait at once for their clients to come back with an
+/// answer: each holds a worker, and the others must stay free.
+pub(super) const MAX_PARKED: usize = 4;
 const INVALID_PARAMS: i64 = -32602;
 
 thread_local! {
@@ -133,6 +137,9 @@ struct RoundState {
 
 /// One call of a stateless client's that may ask it something.
 pub(super) struct Round {
+    /// The client's connection the call came on (a stdio pipe, a socket;
+    /// over HTTP each request has its own): its end gives the call up.
+    origin: Weak<Link>,
     method: String,
     /// What a retry must name again: the tool's or prompt's name, the URI.
     target: Value,
@@ -167,6 +174,7 @@ impl Rounds {
             return None;
         }
         let round = Arc::new(Round {
+            origin: Arc::downgrade(link),
             method: request.method.clone(),
             target: target(&request.method, params),
             capabilities: capabilities.clone(),
@@ -229,43 +237,87 @@ impl Rounds {
         true
     }
 
-    /// The newest running call to `server` whose client takes `method`
-    /// (a handshake-era server's question, which names no call).
-    pub(super) fn newest_for(
+    /// The one running call to `server` whose client takes `method`: a
+    /// handshake-era server's question names no call, so it goes to a
+    /// call only when no other could be the one that asked (one client's
+    /// question is never shown to another).
+    pub(super) fn only_call_to(
         &self,
         server: &str,
         method: &str,
         params: &Value,
-    ) -> Option<Arc<Round>> {
+    ) -> Result<Option<Arc<Round>>, RpcError> {
         let calls = lock(&self.calls);
-        calls
+        let mut running = calls
             .iter()
-            .rev()
-            .find(|call| {
-                *lock(&call.server) == server
-                    && lock(&call.state).ended.is_none()
-                    && takes(&call.capabilities, method, params)
+            .filter(|call| *lock(&call.server) == server && lock(&call.state).ended.is_none());
+        let (Some(call), None) = (running.next(), running.next()) else {
+            let several = calls.iter().filter(|call| *lock(&call.server) == server).count() > 1;
+            if several {
+                return Err(RpcError {
+                    code: -32603,
+                    message: format!(
+                        "several calls to {server} are under way from clients that take no \
+                         requests; tether cannot tell which one {method} is for"
+                    ),
+                    data: None,
+                });
+            }
+            return Ok(None);
+        };
+        Ok(takes(&call.capabilities, method, params).then(|| Arc::clone(call)))
+    }
+
+    /// How many calls wait for their clients to come back with answers.
+    pub(super) fn parked(&self) -> usize {
+        lock(&self.calls)
+            .iter()
+            .filter(|call| {
+                let state = lock(&call.state);
+                !state.open.is_empty() && state.waiting.is_none() && state.ended.is_none()
             })
-            .cloned()
+            .count()
     }
 
     /// `server` gave up its `method` request: the question is dropped, and
-    /// whoever waits for its answer hears so.
+    /// whoever waits for its answer hears so; only when just one question
+    /// could be the one (the server names its own id, not the call).
     pub(super) fn withdraw(&self, server: &str, method: &str) {
-        for call in lock(&self.calls).iter() {
-            let mut state = lock(&call.state);
-            let withdrawn = state
+        let calls = lock(&self.calls);
+        let asked = |call: &&Arc<Round>| {
+            lock(&call.state)
                 .open
                 .iter()
-                .position(|question| question.server == server && question.method == method);
-            if let Some(question) = withdrawn.map(|at| state.open.remove(at)) {
-                let _ = question.answer.try_send(Err(RpcError {
-                    code: -32800,
-                    message: format!("{server} gave up its {method}"),
-                    data: None,
-                }));
-                return;
+                .filter(|question| question.server == server && question.method == method)
+                .count()
+        };
+        let mut asking = calls.iter().filter(|call| asked(call) > 0);
+        let (Some(call), None) = (asking.next(), asking.next()) else { return };
+        let mut state = lock(&call.state);
+        let withdrawn = state.open.iter().position(|q| q.server == server && q.method == method);
+        if let Some(question) = withdrawn.map(|at| state.open.remove(at)) {
+            let _ = question.answer.try_send(Err(RpcError {
+                code: -32800,
+                message: format!("{server} gave up its {method}"),
+                data: None,
+            }));
+        }
+    }
+
+    /// Gives up the calls that came on `link` (its client went: the end of
+    /// a pipe, a closed socket).
+    pub(super) fn cancel_from(&self, link: &Arc<Link>) {
+        for call in lock(&self.calls).iter() {
+            if std::ptr::eq(call.origin.as_ptr(), Arc::as_ptr(link)) {
+                call.cancel.cancel();
             }
+        }
+    }
+
+    /// Gives up every call (the serving ends).
+    pub(super) fn cancel_all(&self) {
+        for call in lock(&self.calls).iter() {
+            call.cancel.cancel();
         }
     }
 

@@ -18,6 +18,7 @@
 
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -76,14 +77,33 @@ pub(super) fn read_in_turns(input: BorrowedFd<'_>, core: &Core<'_>, link: &Arc<L
         turn: Condvar::new(),
     };
     std::thread::scope(|scope| {
-        let watch = std::thread::Builder::new()
-            .name("serve-reader".into())
-            .spawn_scoped(scope, || turns.take_turns(None, core, link));
+        let watch =
+            std::thread::Builder::new().name("serve-reader".into()).spawn_scoped(scope, || {
+                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    turns.take_turns(None, core, link);
+                }));
+                // Its panic ends the other thread's turns too (see below).
+                if let Err(panic) = read {
+                    turns.end(core, link);
+                    std::panic::resume_unwind(panic);
+                }
+            });
         // Without a second thread, every request goes to the workers.
         let alone_allowed = watch.is_ok();
-        turns.take_turns(Some((input, Framer::default(), alone_allowed)), core, link);
+        let first = Some((input, Framer::default(), alone_allowed));
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            turns.take_turns(first, core, link);
+        }));
+        // A panic in an answer given here ends the watch too, or the
+        // scope would wait for it forever.
+        if read.is_err() {
+            turns.end(core, link);
+        }
         if let Ok(watch) = watch {
             let _ = watch.join();
+        }
+        if let Err(panic) = read {
+            std::panic::resume_unwind(panic);
         }
     });
 }
@@ -104,7 +124,7 @@ impl<R: Read + AsFd> Turns<R> {
             };
             match read(&mut input, &mut framer, core, link, alone_allowed) {
                 Came::End => {
-                    self.end(link);
+                    self.end(core, link);
                     return;
                 }
                 Came::Alone(request) => {
@@ -159,12 +179,14 @@ impl<R: Read + AsFd> Turns<R> {
 
     /// The input ended: the other thread stops, and the client's requests
     /// under way are given up (one may be answered on that thread).
-    fn end(&self, link: &Link) {
+    fn end(&self, core: &Core<'_>, link: &Arc<Link>) {
         lock(&self.state).ended = true;
         self.turn.notify_all();
         for cancel in lock(&link.in_flight).values() {
             cancel.cancel();
         }
+        // A call waiting for the client's answer in a round, too.
+        core.rounds.cancel_from(link);
     }
 }
 
@@ -183,7 +205,7 @@ fn read<R: Read + AsFd>(
                 if let Taken::Request(request) = take_frame(frame, core, link) {
                     let alone = alone_allowed
                         && !framer.buffered()
-                        && lock(&link.in_flight).is_empty()
+                        && link.answering.load(Ordering::Relaxed) == 0
                         && !readable_now(input);
                     if alone {
                         core.links.touch(link);

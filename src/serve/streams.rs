@@ -16,12 +16,24 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
-use super::link::Route;
 use crate::jsonrpc::RequestId;
 use crate::sync::lock;
 
 /// Frames waiting on one stream.
 const STREAM_FRAMES: usize = 256;
+
+/// What a frame is to the client, which picks its HTTP stream.
+#[derive(Clone, Copy)]
+pub(super) enum Route<'a> {
+    /// The answer to this request: its stream's last frame.
+    Answer(&'a RequestId),
+    /// News of this request (progress), or of this listen stream.
+    About(&'a RequestId),
+    /// A request from tether: any stream the client reads.
+    Ask,
+    /// A notification of no request: the client's own stream.
+    Announce,
+}
 
 /// One frame on a stream; `last` ends the stream (a request's answer).
 pub(super) struct Piece {

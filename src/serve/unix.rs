@@ -129,6 +129,7 @@ fn serve_client(core: &Core<'_>, links: &Links, stream: UnixStream, id: usize) {
         // shutdown.
         links.remove(&link);
         link.close();
+        core.rounds.cancel_from(&link);
         out.close();
         let _ = stream.shutdown(std::net::Shutdown::Both);
         if let Some(writer) = writer {

@@ -823,3 +823,44 @@ fn a_tool_result_passes_through_serve_as_the_server_wrote_it() {
     front.close();
     tag.assert_gone();
 }
+
+// A handshake-era server's question names no call: with two calls of
+// stateless clients to it under way, tether cannot tell whose it is and
+// refuses it rather than show one client another's question. And a call
+// waiting for its client's answer is given up when the client goes: the
+// end of stdin still ends everything at once.
+#[test]
+fn round_questions_go_to_their_own_call_and_end_with_the_client() {
+    let tag = Tag::new();
+    let servers = json!({
+        "modern": misbehave_entry(&tag, &["--era", "modern"]),
+        "legacy": misbehave_entry(&tag, &[]),
+    });
+    let mut front = Front::start(servers, &[]);
+    let meta = stateless_meta(json!({"elicitation": {}}));
+    front.request(1, "server/discover", json!({"_meta": meta}));
+    front.tools_with("legacy__ask_form");
+    front.tools_with("modern__ask");
+    let call = |name: &str| json!({"name": name, "arguments": {}, "_meta": meta});
+
+    // Another call to the same server under way when it asks.
+    let mut slow = call("legacy__sleep");
+    slow["arguments"] = json!({"ms": 1500});
+    front.send(json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": slow}));
+    thread::sleep(Duration::from_millis(200));
+    let asking = front.request(11, "tools/call", call("legacy__ask_form"));
+    let refused = asking["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(refused.contains("several calls to legacy"), "{asking}");
+    let slept = front.next("the slow call's answer", |message| message["id"] == 10);
+    assert_eq!(slept["result"]["resultType"], "complete", "{slept}");
+    // Alone, the same call is asked.
+    let asked = front.request(12, "tools/call", call("legacy__ask_form"));
+    the_question(&asked);
+
+    let parked = front.request(20, "tools/call", call("modern__ask"));
+    the_question(&parked);
+    let (code, took) = front.close();
+    assert_eq!(code, Some(0));
+    assert!(took < Duration::from_millis(500), "exit took {took:?} with a call parked");
+    tag.assert_gone();
+}
