@@ -20,7 +20,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
 use super::pending::{PendingGuard, Reply, TaggedReply, Waiter};
-use super::{CallOptions, CancelHandle, Client, CLOSE_REASON_WAIT};
+use super::{CallOptions, CancelHandle, Client, PassedResult, CLOSE_REASON_WAIT};
 use crate::error::{CloseReason, Error, Timeout};
 use crate::jsonrpc::Frame;
 use crate::protocol::Progress;
@@ -46,11 +46,11 @@ impl Client {
         params: Params<'_>,
         options: &CallOptions,
     ) -> Result<Value, Error> {
-        self.exchange_answer(method, params, options, false).map(Answer::into_value)
+        self.exchange_answer(method, params, options, false).map(PassedResult::into_value)
     }
 
     /// [`Client::exchange_with`]; when `passing`, a success's result comes
-    /// as the text the server sent ([`Answer::Passed`]) wherever the reader
+    /// as the text the server sent ([`PassedResult::Text`]) wherever the reader
     /// can tell it is plain (`envelope.rs`).
     pub(super) fn exchange_answer(
         &self,
@@ -58,7 +58,7 @@ impl Client {
         params: Params<'_>,
         options: &CallOptions,
         passing: bool,
-    ) -> Result<Answer, Error> {
+    ) -> Result<PassedResult, Error> {
         if options.cancel.as_ref().is_some_and(CancelHandle::is_cancelled) {
             return Err(Error::Cancelled);
         }
@@ -236,7 +236,7 @@ impl Client {
         options: &CallOptions,
         clock: &Clock,
         mut early: VecDeque<Reply>,
-    ) -> Result<Answer, Error> {
+    ) -> Result<PassedResult, Error> {
         loop {
             let deadline = clock.deadline.get();
             let wake = match (early.pop_front(), &options.cancel) {
@@ -272,8 +272,8 @@ impl Client {
                 }
             };
             match wake {
-                Wake::Reply(Reply::Done(Ok(result))) => return Ok(Answer::Value(result)),
-                Wake::Reply(Reply::Passed(text)) => return Ok(Answer::Passed(text)),
+                Wake::Reply(Reply::Done(Ok(result))) => return Ok(PassedResult::Value(result)),
+                Wake::Reply(Reply::Passed(text)) => return Ok(PassedResult::Text(text)),
                 Wake::Reply(Reply::Done(Err(error))) => return Err(Error::from_rpc(error)),
                 Wake::Reply(Reply::Closed(reason)) => return Err(Error::Disconnected(reason)),
                 Wake::Reply(Reply::Failed(error)) => return Err(error),
@@ -337,7 +337,7 @@ impl Client {
         method: &str,
         replies: &Receiver<TaggedReply>,
         reason: &str,
-    ) -> Option<Result<Answer, Error>> {
+    ) -> Option<Result<PassedResult, Error>> {
         if self.router.pending().take(id).is_none() {
             // The reader took the waiter out: it is sending the answer (or
             // the close) right now, so this wait is short.
@@ -346,9 +346,9 @@ impl Client {
                     Ok((of, _)) if of != id => continue,
                     Ok((_, Reply::Progress(_))) => continue,
                     Ok((_, Reply::Done(outcome))) => {
-                        return Some(outcome.map(Answer::Value).map_err(Error::from_rpc))
+                        return Some(outcome.map(PassedResult::Value).map_err(Error::from_rpc))
                     }
-                    Ok((_, Reply::Passed(text))) => return Some(Ok(Answer::Passed(text))),
+                    Ok((_, Reply::Passed(text))) => return Some(Ok(PassedResult::Text(text))),
                     Ok((_, Reply::Closed(reason))) => {
                         return Some(Err(Error::Disconnected(reason)))
                     }
@@ -368,24 +368,6 @@ impl Client {
             let _ = self.router.send(super::router::cancellation(id, reason));
         }
         None
-    }
-}
-
-/// What a request came to: its result parsed, or (for a caller that
-/// passes it on) as the server wrote it.
-pub(super) enum Answer {
-    Value(Value),
-    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
-    Passed(Vec<u8>),
-}
-
-impl Answer {
-    /// The result as a value (a passed text parsed after all).
-    pub(super) fn into_value(self) -> Value {
-        match self {
-            Answer::Value(value) => value,
-            Answer::Passed(text) => serde_json::from_slice(&text).unwrap_or(Value::Null),
-        }
     }
 }
 

@@ -51,14 +51,25 @@ mod url_elicitations;
 use crate::transport::{self, Endpoint, Inbox, Transport};
 pub(crate) use eras::EraMemory;
 
-/// A tool's result to pass on ([`Client::call_tool_passed`]).
-#[cfg(feature = "serve")]
+/// A result that may be passed on: parsed, or as the server wrote it
+/// ([`Client::call_tool_passed`], `tether serve`).
 pub(crate) enum PassedResult {
-    /// The result's JSON text, as the server wrote it.
-    Text(Vec<u8>),
     /// The result, parsed (a server or a call it could not be taken from
     /// as it came).
     Value(Value),
+    /// The result's JSON text, as the server wrote it.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    Text(Vec<u8>),
+}
+
+impl PassedResult {
+    /// The result as a value (a text parsed after all).
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            PassedResult::Value(value) => value,
+            PassedResult::Text(text) => serde_json::from_slice(&text).unwrap_or(Value::Null),
+        }
+    }
 }
 use exchange::Params;
 pub use options::{
@@ -454,10 +465,8 @@ impl Client {
             .map_err(|err| self.noted(err))?;
         match answer {
             // The text's first byte is its value's (the envelope's scan).
-            exchange::Answer::Passed(text) if text.first() == Some(&b'{') => {
-                Ok(PassedResult::Text(text))
-            }
-            exchange::Answer::Value(raw) if raw.is_object() => Ok(PassedResult::Value(raw)),
+            PassedResult::Text(text) if text.first() == Some(&b'{') => Ok(PassedResult::Text(text)),
+            PassedResult::Value(raw) if raw.is_object() => Ok(PassedResult::Value(raw)),
             other => Err(Error::Protocol(format!(
                 "tools/call result is not an object: {}",
                 other.into_value()

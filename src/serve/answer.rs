@@ -49,23 +49,6 @@ pub(super) struct Answerer<'a> {
     pub(super) resource_servers: Mutex<HashMap<String, String>>,
 }
 
-/// What a request is answered with: a value, or a tool's result passed on
-/// as the server wrote it (never parsed past its envelope, `envelope.rs`).
-pub(super) enum Answered {
-    Value(Value),
-    Passed(Vec<u8>),
-}
-
-impl Answered {
-    /// The answer as a value (a passed text parsed after all).
-    pub(super) fn into_value(self) -> Value {
-        match self {
-            Answered::Value(value) => value,
-            Answered::Passed(text) => serde_json::from_slice(&text).unwrap_or(Value::Null),
-        }
-    }
-}
-
 impl Answerer<'_> {
     /// Answers `request`; `cancel` is the downstream's cancellation of it.
     /// A stateless (2026-07-28) client's results say they are complete, and
@@ -76,7 +59,7 @@ impl Answerer<'_> {
         link: &Arc<Link>,
         request: &Request,
         cancel: &CancelHandle,
-    ) -> Result<Answered, RpcError> {
+    ) -> Result<PassedResult, RpcError> {
         if let Some(params) = &request.params {
             learn_stateless(link, params);
         }
@@ -104,7 +87,7 @@ impl Answerer<'_> {
                 fields.entry("cacheScope").or_insert_with(|| json!("private"));
             }
         }
-        Ok(Answered::Value(result))
+        Ok(PassedResult::Value(result))
     }
 
     /// The answer; `passing` lets a tool's result pass as it came.
@@ -114,13 +97,13 @@ impl Answerer<'_> {
         request: &Request,
         cancel: &CancelHandle,
         passing: bool,
-    ) -> Result<Answered, RpcError> {
+    ) -> Result<PassedResult, RpcError> {
         let empty = Value::Object(serde_json::Map::new());
         let params = request.params.as_ref().unwrap_or(&empty);
         if request.method == "tools/call" {
             return self.call(link, &request.id, params, cancel, passing);
         }
-        self.answer_value(request, params, link, cancel).map(Answered::Value)
+        self.answer_value(request, params, link, cancel).map(PassedResult::Value)
     }
 
     /// Every answer but a call's.
@@ -291,13 +274,13 @@ impl Answerer<'_> {
         params: &Value,
         cancel: &CancelHandle,
         passing: bool,
-    ) -> Result<Answered, RpcError> {
+    ) -> Result<PassedResult, RpcError> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(rpc(INVALID_PARAMS, "tools/call needs a \"name\"".into()));
         };
         let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
         if self.options.status_tool && name == STATUS_TOOL {
-            return Ok(Answered::Value(self.status()));
+            return Ok(PassedResult::Value(self.status()));
         }
         let mut options = CallOptions::default().with_cancel(cancel.clone());
         options.pass_on = true;
@@ -316,7 +299,7 @@ impl Answerer<'_> {
         {
             // The one `codemode` tool runs a script over the hub.
             let outcome = self.hub.call(name, arguments, &options);
-            ("tether".to_owned(), outcome.map(|result| Answered::Value(result.raw)))
+            ("tether".to_owned(), outcome.map(|result| PassedResult::Value(result.raw)))
         } else {
             // Only what tools/list offers: never a hidden tool (nor an
             // ignored one), nor a script's tool called directly.
@@ -337,15 +320,10 @@ impl Answerer<'_> {
             drop(registry);
             rounds::note_server(&server);
             let outcome = if passing {
-                self.hub.pass_server_tool(&server, &tool, arguments, &options).map(|passed| {
-                    match passed {
-                        PassedResult::Text(text) => Answered::Passed(text),
-                        PassedResult::Value(value) => Answered::Value(value),
-                    }
-                })
+                self.hub.pass_server_tool(&server, &tool, arguments, &options)
             } else {
                 let outcome = self.hub.call_server_tool(&server, &tool, arguments, &options);
-                outcome.map(|result| Answered::Value(result.raw))
+                outcome.map(|result| PassedResult::Value(result.raw))
             };
             (server, outcome)
         };

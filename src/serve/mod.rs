@@ -48,14 +48,14 @@ use serde_json::json;
 
 use crossbeam_channel::bounded;
 
-use crate::client::CancelHandle;
+use crate::client::{CancelHandle, PassedResult};
 use crate::error::Error;
 use crate::framing::{Framer, Next};
 use crate::host::Host;
 use crate::hub::Hub;
 use crate::jsonrpc::{Frame, Message, Request, RequestId, RpcError};
 use crate::sync::lock;
-use answer::{Answered, Answerer};
+use answer::Answerer;
 use host::LinkHost;
 use link::{Link, Links, Outlet};
 use pipe_out::PipeOut;
@@ -370,7 +370,7 @@ impl Core<'_> {
             rounds::within(round.as_ref(), || self.answerer.answer(link, &request, &cancel));
         drop(answering);
         if let Some(round) = round {
-            let outcome = outcome.map(Answered::into_value);
+            let outcome = outcome.map(PassedResult::into_value);
             if round.finish(outcome, cancel.is_cancelled()) {
                 rounds.forget(&round);
             }
@@ -380,8 +380,8 @@ impl Core<'_> {
         // over HTTP its stream still ends.
         let bytes = match outcome {
             _ if cancel.is_cancelled() => Vec::new(),
-            Ok(Answered::Passed(text)) => crate::envelope::response_with(&request.id, &text),
-            Ok(Answered::Value(value)) => Frame::response(&request.id, &Ok(value)).bytes,
+            Ok(PassedResult::Text(text)) => crate::envelope::response_with(&request.id, &text),
+            Ok(PassedResult::Value(value)) => Frame::response(&request.id, &Ok(value)).bytes,
             Err(error) => Frame::response(&request.id, &Err(error)).bytes,
         };
         link.send_bytes(Route::Answer(&request.id), bytes);
