@@ -203,7 +203,7 @@ impl Client {
         if let Some(state) = state {
             map.insert("requestState".into(), Value::String(state));
         }
-        let weight = params.as_ref().map_or(0, super::json_size);
+        let weight = params.as_ref().map_or(0, super::lists::json_size);
         if weight > MAX_ROUND_REQUEST {
             return Err(Error::Protocol(format!(
                 "the answers to the server's inputs come to about {} MiB; tether sends at most \
