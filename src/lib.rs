@@ -57,6 +57,7 @@ mod hub;
 mod jsonrpc;
 mod model;
 mod net;
+mod poll;
 mod protocol;
 mod schema;
 #[cfg(feature = "serve")]

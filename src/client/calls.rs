@@ -29,7 +29,7 @@ impl Client {
         use super::PassedResult;
         let plain = self.stateless_session().is_none()
             && options.meta.is_none()
-            && !(self.takes_tool_tasks() && self.listed.task_required(name));
+            && !self.runs_as_task(name);
         if !plain {
             return self
                 .call_tool(name, arguments, options)
@@ -62,12 +62,7 @@ impl Client {
         arguments: Value,
         options: &CallOptions,
     ) -> Result<ToolResult, Error> {
-        // A tool that must run as a task (and a server that takes tasks).
-        // (The server's capability first: no lock where it takes no tasks.)
-        if self.stateless_session().is_none()
-            && self.takes_tool_tasks()
-            && self.listed.task_required(name)
-        {
+        if self.runs_as_task(name) {
             return match self.start_tool_task(name, arguments, options)? {
                 TaskStart::Task(task) => self.waited_out(task, Some(name), options),
                 TaskStart::Done(result) => Ok(result),

@@ -111,6 +111,15 @@ impl Client {
             .is_some_and(|info| info.capabilities.pointer("/tasks/requests/tools/call").is_some())
     }
 
+    /// True when `tool` must be called as a task: it says so, and the
+    /// (handshake-era) server takes tool tasks. The server's capability is
+    /// asked first: no lock where it takes no tasks.
+    pub(super) fn runs_as_task(&self, tool: &str) -> bool {
+        self.stateless_session().is_none()
+            && self.takes_tool_tasks()
+            && self.listed.task_required(tool)
+    }
+
     /// `task`, waited out, as the result of the tool `tool` (checked
     /// against its output schema when known).
     pub(super) fn waited_out(

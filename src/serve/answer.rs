@@ -18,13 +18,12 @@ use serde_json::{json, Value};
 
 use super::link::Link;
 use super::rounds;
-use super::streams::Route;
 use super::ServeOptions;
 use crate::client::{CallOptions, CancelHandle, PassedResult, ProgressCallback};
 use crate::config::{name_key, Exposure};
 use crate::error::Error;
 use crate::hub::Hub;
-use crate::jsonrpc::{Frame, Request, RequestId, RpcError};
+use crate::jsonrpc::{Request, RequestId, RpcError};
 use crate::protocol::{
     LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
 };
@@ -511,16 +510,7 @@ fn learn_stateless(link: &Link, params: &Value) {
 /// token (dropped when its stream is full: the call is never held up).
 fn progress_to(link: &Arc<Link>, id: &RequestId, token: Value) -> ProgressCallback {
     let (link, id) = (Arc::clone(link), id.clone());
-    Arc::new(move |progress: &crate::protocol::Progress| {
-        let mut params = json!({"progressToken": token, "progress": progress.progress});
-        if let Some(total) = progress.total {
-            params["total"] = json!(total);
-        }
-        if let Some(message) = &progress.message {
-            params["message"] = json!(message);
-        }
-        link.offer(Route::About(&id), Frame::notification("notifications/progress", Some(&params)));
-    })
+    Arc::new(move |progress: &crate::protocol::Progress| link.progress(&id, &token, progress))
 }
 
 fn rpc(code: i64, message: String) -> RpcError {

@@ -21,6 +21,7 @@ use super::pipe_out::PipeOut;
 use super::streams::{Route, Streams};
 use crate::client::CancelHandle;
 use crate::jsonrpc::{Frame, RequestId, RpcError};
+use crate::protocol::Progress;
 use crate::sync::lock;
 
 /// How long a frame waits for room in the writer's queue.
@@ -139,6 +140,20 @@ impl Link {
                 streams.send(route, frame.bytes, Duration::ZERO);
             }
         }
+    }
+
+    /// Progress of request `id`, under the client's `token` (dropped when
+    /// there is no room at once: the call is never held up).
+    pub(super) fn progress(&self, id: &RequestId, token: &Value, progress: &Progress) {
+        let mut params = json!({"progressToken": token, "progress": progress.progress});
+        if let Some(total) = progress.total {
+            params["total"] = json!(total);
+        }
+        if let Some(message) = &progress.message {
+            params["message"] = json!(message);
+        }
+        let frame = Frame::notification("notifications/progress", Some(&params));
+        self.offer(Route::About(id), frame);
     }
 
     /// A notification, when the downstream takes them: a handshake-era

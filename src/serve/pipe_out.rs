@@ -152,7 +152,7 @@ fn write_all(fd: RawFd, mut bytes: &[u8]) -> io::Result<()> {
             }
             // A descriptor someone made non-blocking: wait for room.
             if err.kind() == io::ErrorKind::WouldBlock {
-                wait_writable(fd)?;
+                crate::poll::writable(fd, Duration::from_millis(100))?;
                 continue;
             }
             return Err(err);
@@ -161,18 +161,6 @@ fn write_all(fd: RawFd, mut bytes: &[u8]) -> io::Result<()> {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "the output took nothing"));
         }
         bytes = &bytes[written as usize..];
-    }
-    Ok(())
-}
-
-fn wait_writable(fd: RawFd) -> io::Result<()> {
-    let mut poll_fd = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
-    // SAFETY: one valid pollfd for the duration of the call.
-    if unsafe { libc::poll(&mut poll_fd, 1, 100) } < 0 {
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
     }
     Ok(())
 }

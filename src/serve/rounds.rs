@@ -414,18 +414,9 @@ impl Round {
                     Some((Arc::clone(&attempt.link), attempt.id.clone(), token))
                 })
             };
-            let Some((link, id, token)) = to else { return };
-            let mut params = json!({"progressToken": token, "progress": progress.progress});
-            if let Some(total) = progress.total {
-                params["total"] = json!(total);
+            if let Some((link, id, token)) = to {
+                link.progress(&id, &token, progress);
             }
-            if let Some(message) = &progress.message {
-                params["message"] = json!(message);
-            }
-            link.offer(
-                Route::About(&id),
-                Frame::notification("notifications/progress", Some(&params)),
-            );
         })
     }
 

@@ -233,10 +233,7 @@ fn read<R: Read + AsFd>(
 
 /// True when more of the client's input waits in the pipe already.
 fn readable_now(input: &impl AsFd) -> bool {
-    let mut poll_fd =
-        libc::pollfd { fd: input.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    // SAFETY: one valid pollfd for the duration of the call; no waiting.
-    unsafe { libc::poll(&mut poll_fd, 1, 0) > 0 }
+    crate::poll::readable(input.as_fd().as_raw_fd(), Duration::ZERO).unwrap_or(false)
 }
 
 /// The client's input, read with plain `read`s.

@@ -140,12 +140,7 @@ fn serve_client(core: &Core<'_>, links: &Links, stream: UnixStream, id: usize) {
 
 /// Waits until a client knocks, or `within` passes.
 fn wait_readable(listener: &UnixListener, within: Duration) {
-    let mut poll = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    let millis = libc::c_int::try_from(within.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: one valid pollfd, for the duration of the call.
-    unsafe {
-        libc::poll(&mut poll, 1, millis);
-    }
+    let _ = crate::poll::readable(listener.as_raw_fd(), within);
 }
 
 /// True when the process at the other end runs as this process's user.

@@ -31,7 +31,7 @@ use crate::threads::NamedThread;
 use crate::transport::{Inbox, Outlet};
 
 /// How long the writer waits for room in the pipe before checking for close.
-const POLL_SLICE_MS: libc::c_int = 100;
+const POLL_SLICE: Duration = Duration::from_millis(100);
 /// How long `close` waits for the writer thread.
 const JOIN_WAIT: Duration = Duration::from_secs(2);
 /// The most that may wait for a server that does not read.
@@ -249,7 +249,9 @@ impl Outbox {
                     return Err(io::Error::new(io::ErrorKind::WriteZero, "pipe accepted nothing"))
                 }
                 Ok(written) => frame = &frame[written..],
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => wait_writable(pipe)?,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    crate::poll::writable(pipe.as_raw_fd(), POLL_SLICE)?;
+                }
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(err) => return Err(err),
             }
@@ -265,19 +267,6 @@ fn set_nonblocking(pipe: &ChildStdin) -> io::Result<()> {
         let flags = libc::fcntl(fd, libc::F_GETFL);
         if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
             return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-fn wait_writable(pipe: &ChildStdin) -> io::Result<()> {
-    let mut poll_fd = libc::pollfd { fd: pipe.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let ready = unsafe { libc::poll(&mut poll_fd, 1, POLL_SLICE_MS) };
-    if ready < 0 {
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
         }
     }
     Ok(())

@@ -27,7 +27,6 @@
 //! came another way (a shutdown fails every waiter). The framer does no I/O
 //! of its own, so the pipe can change hands between any two reads.
 
-use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::process::ChildStdout;
 use std::sync::{Condvar, Mutex, Weak};
@@ -226,7 +225,7 @@ impl SharedRead for Reading {
                     if now >= deadline {
                         break;
                     }
-                    match readable(self.fd, (deadline - now).min(LEADER_SLICE)) {
+                    match crate::poll::readable(self.fd, (deadline - now).min(LEADER_SLICE)) {
                         Ok(true) => {}
                         // Time to look at the channel (or the deadline) again.
                         Ok(false) => continue,
@@ -337,25 +336,4 @@ fn next(server: &str, pipe: &mut Pipe, inbox: &dyn Inbox) -> Result<Step, CloseR
 /// The start of a frame, for a log line.
 fn shown(frame: &[u8]) -> String {
     String::from_utf8_lossy(&frame[..frame.len().min(200)]).into_owned()
-}
-
-/// Waits until `fd` can be read (or its writer closed it), at most `within`;
-/// `false` also when a signal cut the wait short (the caller looks again).
-fn readable(fd: RawFd, within: Duration) -> io::Result<bool> {
-    // Rounded up: a wait of 0.4 ms must not become a busy loop.
-    let ms = within.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-    let mut poll = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: one pollfd, valid for the call.
-    match unsafe { libc::poll(&mut poll, 1, ms) } {
-        0 => Ok(false),
-        n if n > 0 => Ok(true),
-        _ => {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(err)
-            }
-        }
-    }
 }
