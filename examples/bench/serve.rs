@@ -4,7 +4,9 @@
 //! `Client` in front of a `tether serve` process serving that server), in
 //! one run: the latency `serve` adds per call (p50 and p99), throughput at 1
 //! and 16 in flight, spawn to `initialize` answered, the serving process's
-//! idle memory, and how long it takes to exit once its stdin closes.
+//! idle memory, and how long it takes to exit once its stdin closes. With
+//! `BENCH_CONC_ONLY=1`, only a warm-up of 100 sequential calls each way
+//! before the calls in flight (to profile or count those alone).
 
 use std::sync::Arc;
 use std::thread;
@@ -35,7 +37,13 @@ pub(crate) fn serve(n: usize, args: &[String]) {
     let mut direct_times = Vec::new();
     let mut front_times = Vec::new();
     // Alternating rounds, so that the machine's load falls on both alike.
-    for _ in 0..4 {
+    let rounds = if std::env::var_os("BENCH_CONC_ONLY").is_some() { 0 } else { 4 };
+    if rounds == 0 {
+        direct_times.extend(sequential(&direct, "echo", 100));
+        front_times.extend(sequential(&front, "echo__echo", 100));
+        thread::sleep(Duration::from_secs(1));
+    }
+    for _ in 0..rounds {
         direct_times.extend(sequential(&direct, "echo", n / 4));
         front_times.extend(sequential(&front, "echo__echo", n / 4));
     }

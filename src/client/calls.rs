@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::exchange::Params;
+#[cfg(feature = "serve")]
+use super::pending::Sink;
 use super::{listen, CallOptions, Client};
 use crate::error::Error;
 use crate::protocol::{
@@ -27,10 +29,7 @@ impl Client {
         options: &CallOptions,
     ) -> Result<super::PassedResult, Error> {
         use super::PassedResult;
-        let plain = self.stateless_session().is_none()
-            && options.meta.is_none()
-            && !self.runs_as_task(name);
-        if !plain {
+        if !self.passes_plain(name, options) {
             return self
                 .call_tool(name, arguments, options)
                 .map(|result| PassedResult::Value(result.raw));
@@ -39,15 +38,82 @@ impl Client {
         let answer = self
             .exchange_answer("tools/call", params, options, true)
             .map_err(|err| self.noted(err))?;
-        match answer {
-            // The text's first byte is its value's (the envelope's scan).
-            PassedResult::Text(text) if text.first() == Some(&b'{') => Ok(PassedResult::Text(text)),
-            PassedResult::Value(raw) if raw.is_object() => Ok(PassedResult::Value(raw)),
-            other => Err(Error::Protocol(format!(
-                "tools/call result is not an object: {}",
-                other.into_value()
-            ))),
+        checked_tool_result(answer)
+    }
+
+    /// True when a call of `name` with `options` is one request and one
+    /// plain answer, which can be passed on as it came: a handshake-era
+    /// server, no `_meta` to merge, no task.
+    #[cfg(feature = "serve")]
+    fn passes_plain(&self, name: &str, options: &CallOptions) -> bool {
+        self.stateless_session().is_none() && options.meta.is_none() && !self.runs_as_task(name)
+    }
+
+    /// [`Client::call_tool_passed`] without a thread waiting for it: the
+    /// request is written, and the thread that reads its answer hands the
+    /// result (or the failure) to `sink`, as it hands progress. Only where
+    /// the server's output is read by a thread of its own (stdio) and the
+    /// call is plain; `None` otherwise, and nothing was sent (call
+    /// [`Client::call_tool_passed`] instead). The call's limits are the
+    /// caller's to keep: `Sent` says them, and [`Client::give_up_sent`]
+    /// ends it.
+    ///
+    /// # Errors
+    /// [`Error::Disconnected`] when the request could not be written; the
+    /// sink then hears nothing.
+    #[cfg(feature = "serve")]
+    pub(crate) fn send_tool_call(
+        &self,
+        name: &str,
+        arguments: &Value,
+        sink: std::sync::Arc<dyn Sink>,
+    ) -> Result<Option<Sent>, Error> {
+        use super::pending::{ReplyTo, Waiter};
+        use crate::jsonrpc::Frame;
+        let default = CallOptions::default();
+        let read_for_us = self.router.reading().is_some();
+        if !read_for_us
+            || self.endpoint.traits().exchange_per_request
+            || !self.passes_plain(name, &default)
+        {
+            return Ok(None);
         }
+        let pending = self.router.pending();
+        let id = pending.next_id();
+        let waiter = Waiter {
+            to: ReplyTo::Sink(std::sync::Arc::new(CheckedTool(sink))),
+            patient: false,
+            cancel_on_close: true,
+            passing: true,
+        };
+        pending.register(id, waiter)?;
+        let params = super::exchange::ToolCallParams { name, arguments, progress_token: Some(id) };
+        let frame = Frame::request_with(id, "tools/call", Some(params));
+        if self.router.send(frame).is_err() {
+            // Unless the close got there first (and told the sink), the
+            // caller hears it.
+            if pending.take(id).is_some() {
+                let reason = self.close_reason().unwrap_or(crate::error::CloseReason::Eof);
+                return Err(Error::Disconnected(reason));
+            }
+            return Ok(Some(Sent { id, limits: self.limits(&default) }));
+        }
+        // The reader thread reads now, if no caller does.
+        self.follow();
+        Ok(Some(Sent { id, limits: self.limits(&default) }))
+    }
+
+    /// Gives up a call sent with [`Client::send_tool_call`] and tells the
+    /// server (`notifications/cancelled`, with `reason`); false when its
+    /// answer (or the connection's end) is being handed to its sink
+    /// already. The sink hears nothing of a call given up.
+    #[cfg(feature = "serve")]
+    pub(crate) fn give_up_sent(&self, id: i64, reason: &str) -> bool {
+        if self.router.pending().take(id).is_none() {
+            return false;
+        }
+        let _ = self.router.send(super::router::cancellation(id, reason));
+        true
     }
 
     /// Calls a tool by the server's own name.
@@ -228,5 +294,43 @@ impl Client {
         }
         let method = if on { "resources/subscribe" } else { "resources/unsubscribe" };
         self.request(method, Some(json!({"uri": uri})), options).map(|_| ())
+    }
+}
+
+/// A call sent ahead ([`Client::send_tool_call`]): its request id, and
+/// its limits, which its sender keeps.
+#[cfg(feature = "serve")]
+pub(crate) struct Sent {
+    pub(crate) id: i64,
+    pub(crate) limits: super::exchange::Limits,
+}
+
+/// A tool call's result as `serve` passes it on: an object.
+#[cfg(feature = "serve")]
+fn checked_tool_result(answer: super::PassedResult) -> Result<super::PassedResult, Error> {
+    use super::PassedResult;
+    match answer {
+        // The text's first byte is its value's (the envelope's scan).
+        PassedResult::Text(text) if text.first() == Some(&b'{') => Ok(PassedResult::Text(text)),
+        PassedResult::Value(raw) if raw.is_object() => Ok(PassedResult::Value(raw)),
+        other => Err(Error::Protocol(format!(
+            "tools/call result is not an object: {}",
+            other.into_value()
+        ))),
+    }
+}
+
+/// A sink that hears a tool call's result only once it is checked.
+#[cfg(feature = "serve")]
+struct CheckedTool(std::sync::Arc<dyn Sink>);
+
+#[cfg(feature = "serve")]
+impl Sink for CheckedTool {
+    fn progress(&self, params: &Value) {
+        self.0.progress(params);
+    }
+
+    fn finish(&self, outcome: Result<super::PassedResult, Error>) {
+        self.0.finish(outcome.and_then(checked_tool_result));
     }
 }

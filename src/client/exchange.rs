@@ -19,7 +19,7 @@ use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender, TryRecvError
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use super::pending::{PendingGuard, Reply, TaggedReply, Waiter};
+use super::pending::{PendingGuard, Reply, ReplyTo, TaggedReply, Waiter};
 use super::{CallOptions, CancelHandle, Client, PassedResult, CLOSE_REASON_WAIT};
 use crate::error::{CloseReason, Error, Timeout};
 use crate::jsonrpc::Frame;
@@ -68,8 +68,10 @@ impl Client {
         let replies = &channel.receiver;
         let queued_progress = &channel.queued_progress;
         let waiter = Waiter {
-            replies: channel.sender.clone(),
-            queued_progress: Arc::clone(queued_progress),
+            to: ReplyTo::Caller {
+                replies: channel.sender.clone(),
+                queued_progress: Arc::clone(queued_progress),
+            },
             patient: false,
             cancel_on_close: method != "initialize" && method != "server/discover",
             passing,
@@ -146,9 +148,7 @@ impl Client {
 
     /// When a request with these options, starting now, is given up.
     fn clock(&self, options: &CallOptions) -> Clock {
-        let timeout = options.timeout.unwrap_or(self.options.request_timeout);
-        let ceiling =
-            options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
+        let Limits { timeout, ceiling } = self.limits(options);
         let started = Instant::now();
         // A huge timeout means "no timeout", not an overflow.
         let far = |after: Duration| {
@@ -160,6 +160,15 @@ impl Client {
         }
         let deadline = Cell::new(far(timeout).min(hard_deadline));
         Clock { started, timeout, hard_deadline, deadline }
+    }
+
+    /// How long a request with these options may wait without progress,
+    /// and in all.
+    pub(super) fn limits(&self, options: &CallOptions) -> Limits {
+        let timeout = options.timeout.unwrap_or(self.options.request_timeout);
+        let ceiling =
+            options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
+        Limits { timeout, ceiling }
     }
 
     /// A progress update for the call: to the callback, and the timeout
@@ -216,9 +225,7 @@ impl Client {
     /// The instant a request with these options is given up whatever its
     /// progress says (its ceiling, or its deadline if sooner).
     pub(super) fn hard_deadline(&self, options: &CallOptions) -> Option<Instant> {
-        let timeout = options.timeout.unwrap_or(self.options.request_timeout);
-        let ceiling =
-            options.max_total_timeout.unwrap_or(self.options.max_total_timeout).max(timeout);
+        let Limits { ceiling, .. } = self.limits(options);
         let at = Instant::now().checked_add(ceiling);
         match (at, options.deadline) {
             (Some(at), Some(deadline)) => Some(at.min(deadline)),
@@ -452,6 +459,14 @@ where
         }
         map.end()
     }
+}
+
+/// A request's time limits: how long it may wait without progress
+/// (`timeout`, which each update starts again) and in all (`ceiling`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub(crate) timeout: Duration,
+    pub(crate) ceiling: Duration,
 }
 
 /// When a call is given up: `deadline`, which progress moves on by

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{select, Receiver};
 use serde_json::{json, Map, Value};
 
-use super::pending::{PendingGuard, Reply, Waiter};
+use super::pending::{PendingGuard, Reply, ReplyTo, Waiter};
 use super::router::Router;
 use crate::error::Error;
 use crate::jsonrpc::{Frame, METHOD_NOT_FOUND};
@@ -89,8 +89,7 @@ pub(super) fn listen_loop(
         let id = router.pending().next_id();
         let (sender, replies) = crossbeam_channel::unbounded();
         let waiter = Waiter {
-            replies: sender,
-            queued_progress: Arc::new(AtomicUsize::new(0)),
+            to: ReplyTo::Caller { replies: sender, queued_progress: Arc::new(AtomicUsize::new(0)) },
             patient: true,
             cancel_on_close: false,
             passing: false,

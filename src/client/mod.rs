@@ -49,6 +49,8 @@ mod url_elicitations;
 
 use crate::transport::{self, Endpoint, Inbox, Transport};
 pub(crate) use eras::EraMemory;
+#[cfg(feature = "serve")]
+pub(crate) use {calls::Sent, exchange::Limits, pending::Sink};
 
 /// A result that may be passed on: parsed, or as the server wrote it
 /// ([`Client::call_tool_passed`], `tether serve`).

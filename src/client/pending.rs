@@ -2,6 +2,10 @@
 //! caller's answer goes down, which to cancel when the client closes, and
 //! whether anyone waits at all (lsp-server's `ReqQueue` is the model).
 //!
+//! A waiter is a caller's channel, or (for `tether serve`, which passes
+//! many calls on at once) a `Sink`: the thread that reads the answer hands
+//! it over itself, so that no thread waits per call.
+//!
 //! One mutex guards the map, held only to insert, look up or take a
 //! waiter, never while a reply is sent. Ids are never reused, so a late
 //! answer finds no waiter and is dropped; once the connection closed,
@@ -34,11 +38,38 @@ pub(super) enum Reply {
     Failed(Error),
 }
 
+/// Where the answer of a request sent ahead goes (`Client::send_tool_call`):
+/// called on the thread that read it, never under a lock, so neither may
+/// wait long.
+pub(crate) trait Sink: Send + Sync {
+    /// A progress update's parameters, as the server sent them.
+    fn progress(&self, params: &Value);
+    /// The call's end, once: its result, or why it failed.
+    fn finish(&self, outcome: Result<super::PassedResult, Error>);
+}
+
+/// Where a waiter's replies go.
+pub(super) enum ReplyTo {
+    /// A caller waits on this channel.
+    Caller {
+        replies: Sender<TaggedReply>,
+        /// Progress updates sent but not yet taken; bounds the queue.
+        queued_progress: Arc<AtomicUsize>,
+    },
+    /// Nobody waits: the reader hands the answer on.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    Sink(Arc<dyn Sink>),
+}
+
+/// Where a progress update for a waiting request goes.
+pub(super) enum ProgressTo {
+    Caller(Sender<TaggedReply>, Arc<AtomicUsize>),
+    Sink(Arc<dyn Sink>),
+}
+
 /// A caller waiting for its answer.
 pub(super) struct Waiter {
-    pub(super) replies: Sender<TaggedReply>,
-    /// Progress updates sent but not yet taken; bounds the queue.
-    pub(super) queued_progress: Arc<AtomicUsize>,
+    pub(super) to: ReplyTo,
     /// Waits for as long as the connection lives (the listen stream): it
     /// does not need the stream read at once, so a reader thread need not
     /// stay for it.
@@ -48,6 +79,26 @@ pub(super) struct Waiter {
     pub(super) cancel_on_close: bool,
     /// Wants a success's result as it came, unparsed (`Reply::Passed`).
     pub(super) passing: bool,
+}
+
+impl Waiter {
+    /// Hands the last reply of request `id` to its caller or its sink.
+    pub(super) fn reply(self, id: i64, reply: Reply) {
+        match self.to {
+            ReplyTo::Caller { replies, .. } => {
+                let _ = replies.send((id, reply));
+            }
+            ReplyTo::Sink(sink) => sink.finish(match reply {
+                Reply::Done(Ok(result)) => Ok(super::PassedResult::Value(result)),
+                Reply::Passed(text) => Ok(super::PassedResult::Text(text)),
+                Reply::Done(Err(error)) => Err(Error::from_rpc(error)),
+                Reply::Closed(reason) => Err(Error::Disconnected(reason)),
+                Reply::Failed(error) => Err(error),
+                // Never a last reply.
+                Reply::Progress(_) => return,
+            }),
+        }
+    }
 }
 
 /// The pending requests of one connection.
@@ -146,13 +197,14 @@ impl Pending {
     }
 
     /// Where progress for the request `id` goes, if it still waits.
-    pub(super) fn progress_channel(
-        &self,
-        id: i64,
-    ) -> Option<(Sender<TaggedReply>, Arc<AtomicUsize>)> {
+    pub(super) fn progress_to(&self, id: i64) -> Option<ProgressTo> {
         let state = lock(&self.state);
-        let waiter = state.waiters.get(&id)?;
-        Some((waiter.replies.clone(), Arc::clone(&waiter.queued_progress)))
+        Some(match &state.waiters.get(&id)?.to {
+            ReplyTo::Caller { replies, queued_progress } => {
+                ProgressTo::Caller(replies.clone(), Arc::clone(queued_progress))
+            }
+            ReplyTo::Sink(sink) => ProgressTo::Sink(Arc::clone(sink)),
+        })
     }
 
     /// True while some caller waits for an answer it needs soon.
@@ -192,7 +244,7 @@ impl Pending {
             std::mem::take(&mut state.waiters)
         };
         for (id, waiter) in waiters {
-            let _ = waiter.replies.send((id, Reply::Closed(reason.clone())));
+            waiter.reply(id, Reply::Closed(reason.clone()));
         }
         true
     }

@@ -17,7 +17,7 @@ use crossbeam_channel::TrySendError;
 use serde_json::{json, Value};
 
 use super::events::{busy, Event, EventQueue};
-use super::pending::{Pending, Reply};
+use super::pending::{Pending, ProgressTo, Reply, ReplyTo};
 use super::stateless::StatelessState;
 use super::PROGRESS_QUEUE;
 use crate::error::{CloseReason, Error};
@@ -130,7 +130,17 @@ impl Router {
         };
         match waiter {
             Some((n, waiter)) => {
-                let _ = waiter.replies.send((n, Reply::Done(outcome)));
+                if let (ReplyTo::Sink(_), Err(error)) = (&waiter.to, &outcome) {
+                    // As `Client::noted` does for a caller.
+                    if let Error::UrlElicitationRequired { elicitations, .. } =
+                        Error::from_rpc(error.clone())
+                    {
+                        for elicitation in elicitations {
+                            self.url_elicitations().opened(&elicitation.elicitation_id);
+                        }
+                    }
+                }
+                waiter.reply(n, Reply::Done(outcome));
             }
             None => log::debug!(
                 "{}: dropped a response to unknown or abandoned request {id}",
@@ -153,7 +163,7 @@ impl Router {
             let listen = id.as_i64().filter(|id| self.stateless.is_listening_as(*id));
             if let Some(id) = listen {
                 if let Some(waiter) = self.pending.take(id) {
-                    let _ = waiter.replies.send((id, Reply::Failed(Error::Cancelled)));
+                    waiter.reply(id, Reply::Failed(Error::Cancelled));
                 }
             }
             return;
@@ -167,12 +177,10 @@ impl Router {
     pub(super) fn deliver_progress(&self, params: Option<Value>) {
         let params = params.unwrap_or(Value::Null);
         let token = params.get("progressToken").and_then(Value::as_i64);
-        let waiter = token.and_then(|token| {
-            let (replies, queued) = self.pending.progress_channel(token)?;
-            Some((token, replies, queued))
-        });
+        let waiter = token.and_then(|token| Some((token, self.pending.progress_to(token)?)));
         match waiter {
-            Some((token, replies, queued)) => {
+            Some((_, ProgressTo::Sink(sink))) => sink.progress(&params),
+            Some((token, ProgressTo::Caller(replies, queued))) => {
                 // A caller busy in its callback gets the updates it can take;
                 // a flood beyond that is dropped, never queued without bound.
                 if queued.fetch_add(1, Ordering::AcqRel) < PROGRESS_QUEUE {
@@ -208,7 +216,7 @@ impl Inbox for Router {
         if self.pending.any_passing() {
             let (id, result) = crate::envelope::response_result(frame)?;
             let waiter = self.pending.take_passing(id)?;
-            let _ = waiter.replies.send((id, Reply::Passed(frame[result].to_vec())));
+            waiter.reply(id, Reply::Passed(frame[result].to_vec()));
             return Some(id);
         }
         let _ = frame;
@@ -281,9 +289,7 @@ impl Inbox for Router {
 
     fn failed(&self, id: i64, error: Error) {
         match self.pending.take(id) {
-            Some(waiter) => {
-                let _ = waiter.replies.send((id, Reply::Failed(error)));
-            }
+            Some(waiter) => waiter.reply(id, Reply::Failed(error)),
             None => log::debug!(
                 "{}: request {id} failed after its caller gave up: {error}",
                 self.server

@@ -325,6 +325,32 @@ impl Hub {
             .map_err(|err| err.for_server(name))
     }
 
+    /// [`Hub::pass_server_tool`] with no thread waiting for it: sent to a
+    /// server that is ready now, its answer handed to `sink` by the thread
+    /// that reads it ([`Client::send_tool_call`]). `None` when the call
+    /// cannot go so (a server starting or gone, a task, an HTTP server):
+    /// nothing was sent.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTool`] as [`Hub::call_server_tool`] says it, or the
+    /// server's connection closed as the request was written.
+    #[cfg(feature = "serve")]
+    pub(crate) fn send_server_tool(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: &Value,
+        sink: Arc<dyn crate::client::Sink>,
+    ) -> Result<Option<(Arc<Client>, crate::client::Sent)>, Error> {
+        let Some(connected) = self.core.shared.ready(server) else { return Ok(None) };
+        let tool_name = self.tool_of(&connected, tool)?;
+        let client = &connected.client;
+        let sent = client
+            .send_tool_call(&tool_name, arguments, sink)
+            .map_err(|err| err.for_server(client.server_name()))?;
+        Ok(sent.map(|sent| (Arc::clone(client), sent)))
+    }
+
     /// The connection to `server` (waited for, or reconnected, as
     /// [`Hub::client`] does) and the server's own name of `tool`, which
     /// may be given qualified; a hidden tool is unknown.
@@ -333,8 +359,15 @@ impl Hub {
         server: &str,
         tool: &str,
     ) -> Result<(Arc<slot::Connected>, String), Error> {
+        let connected = self.core.shared.connected(server)?;
+        let tool_name = self.tool_of(&connected, tool)?;
+        Ok((connected, tool_name))
+    }
+
+    /// The server's own name of `tool` on `connected`, which may be given
+    /// qualified; a hidden tool is unknown.
+    fn tool_of(&self, connected: &slot::Connected, tool: &str) -> Result<String, Error> {
         let shared = &self.core.shared;
-        let connected = shared.connected(server)?;
         let name = connected.client.server_name();
         let listed = connected.tools.iter().any(|listed| listed.name == tool);
         let tool_name = if listed {
@@ -361,7 +394,7 @@ impl Hub {
         if shared.exposure_of(name, &tool_name) == Some(Exposure::Hidden) {
             return Err(Error::UnknownTool(tool.to_owned()).for_server(name));
         }
-        Ok((connected, tool_name))
+        Ok(tool_name)
     }
 
     /// The connection to one server, for requests the hub does not wrap:

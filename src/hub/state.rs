@@ -442,6 +442,17 @@ impl Shared {
         state
     }
 
+    /// A server's connection if it is ready now (never waited for nor
+    /// reconnected).
+    #[cfg(feature = "serve")]
+    pub(super) fn ready(&self, server: &str) -> Option<Arc<Connected>> {
+        let state = self.state();
+        match &state.slot(server)?.phase {
+            Phase::Ready(connected) if !is_lost(&connected.client) => Some(Arc::clone(connected)),
+            _ => None,
+        }
+    }
+
     /// A server's connection for a request: one that is starting is
     /// waited for; one that dropped since it was ready is reconnected once,
     /// here, before failing. Callers of other servers never wait on this.

@@ -291,32 +291,12 @@ impl Answerer<'_> {
             options.progress = Some(progress_to(link, id, token));
         }
         let unknown = || rpc(INVALID_PARAMS, format!("unknown tool {name:?}"));
-        let passthrough = self.options.passthrough.as_deref();
-        let (server, outcome) = if passthrough.is_none()
-            && crate::codemode::CODEMODE_AVAILABLE
-            && name == crate::model::CODEMODE
-        {
+        let (server, outcome) = if self.is_codemode(name) {
             // The one `codemode` tool runs a script over the hub.
             let outcome = self.hub.call(name, arguments, &options);
             ("tether".to_owned(), outcome.map(|result| PassedResult::Value(result.raw)))
         } else {
-            // Only what tools/list offers: never a hidden tool (nor an
-            // ignored one), nor a script's tool called directly.
-            // Looked up in the shared registry: a call copies two names,
-            // not every tool.
-            let registry = self.hub.registry();
-            let entry = match passthrough {
-                Some(server) => registry.tools().iter().find(|entry| {
-                    entry.tool.name == name
-                        && crate::config::Config::same_name(&entry.server, server)
-                }),
-                None => registry.get(name),
-            };
-            let (server, tool) = entry
-                .filter(|entry| matches!(entry.exposure, Exposure::Direct | Exposure::Deferred))
-                .map(|entry| (entry.server.clone(), entry.tool.name.clone()))
-                .ok_or_else(unknown)?;
-            drop(registry);
+            let (server, tool) = self.server_tool(name).ok_or_else(unknown)?;
             rounds::note_server(&server);
             let outcome = if passing {
                 self.hub.pass_server_tool(&server, &tool, arguments, &options)
@@ -331,6 +311,41 @@ impl Answerer<'_> {
             Err(Error::UnknownTool(_)) => Err(unknown()),
             Err(err) => Err(upstream_error(self.hub, &server, &err)),
         }
+    }
+
+    /// True when `name` is the one `codemode` tool, which runs a script
+    /// over the hub.
+    fn is_codemode(&self, name: &str) -> bool {
+        self.options.passthrough.is_none()
+            && crate::codemode::CODEMODE_AVAILABLE
+            && name == crate::model::CODEMODE
+    }
+
+    /// The server and its own name of the tool the client calls `name`:
+    /// only what tools/list offers, never a hidden tool (nor an ignored
+    /// one), nor a script's tool called directly. Looked up in the shared
+    /// registry: a call copies two names, not every tool.
+    fn server_tool(&self, name: &str) -> Option<(String, String)> {
+        let registry = self.hub.registry();
+        let entry = match self.options.passthrough.as_deref() {
+            Some(server) => registry.tools().iter().find(|entry| {
+                entry.tool.name == name && crate::config::Config::same_name(&entry.server, server)
+            }),
+            None => registry.get(name),
+        };
+        entry
+            .filter(|entry| matches!(entry.exposure, Exposure::Direct | Exposure::Deferred))
+            .map(|entry| (entry.server.clone(), entry.tool.name.clone()))
+    }
+
+    /// [`Answerer::server_tool`] of a call that a server answers, which can
+    /// be passed on as it is (not tether's own status tool, nor codemode).
+    pub(super) fn passed_tool(&self, name: &str) -> Option<(String, String)> {
+        let own = (self.options.status_tool && name == STATUS_TOOL) || self.is_codemode(name);
+        if own {
+            return None;
+        }
+        self.server_tool(name)
     }
 
     fn status(&self) -> Value {
@@ -526,6 +541,21 @@ fn rpc(code: i64, message: String) -> RpcError {
 /// reached, crashed, timed out) and the end of its stderr (`data.stderr`,
 /// its last lines), so that a client can tell that from a refusal.
 fn upstream_error(hub: &Hub, server: &str, err: &Error) -> RpcError {
+    upstream_error_with(server, err, || {
+        hub.status()
+            .into_iter()
+            .find(|status| crate::config::Config::same_name(&status.name, server))
+            .and_then(|status| status.stderr_tail)
+    })
+}
+
+/// [`upstream_error`], the end of the server's stderr asked of
+/// `stderr_tail` (only when the server itself failed).
+pub(super) fn upstream_error_with(
+    server: &str,
+    err: &Error,
+    stderr_tail: impl FnOnce() -> Option<String>,
+) -> RpcError {
     match err.root() {
         Error::Rpc(error) => error.clone(),
         // Read into pages to open on the way in; sent on as the server's.
@@ -544,11 +574,7 @@ fn upstream_error(hub: &Hub, server: &str, err: &Error) -> RpcError {
             }
         }
         _ if err.is_server_failure() => {
-            let tail = hub
-                .status()
-                .into_iter()
-                .find(|status| crate::config::Config::same_name(&status.name, server))
-                .and_then(|status| status.stderr_tail);
+            let tail = stderr_tail();
             let lines: Vec<&str> =
                 tail.as_deref().map(|tail| tail.lines().collect()).unwrap_or_default();
             let last = &lines[lines.len().saturating_sub(10)..];

@@ -64,6 +64,30 @@ struct Asking {
     method: String,
 }
 
+/// A request of the client's under way, as it is given up.
+#[derive(Clone)]
+pub(super) enum Underway {
+    /// A thread answers it, and watches this handle.
+    Answered(CancelHandle),
+    /// Passed on with no thread waiting (`flights.rs`).
+    Flying(Arc<dyn GiveUp>),
+}
+
+impl Underway {
+    /// The client cancelled the request, or is gone.
+    pub(super) fn cancel(&self) {
+        match self {
+            Underway::Answered(cancel) => cancel.cancel(),
+            Underway::Flying(flight) => flight.give_up(),
+        }
+    }
+}
+
+/// What gives up a request no thread waits for.
+pub(super) trait GiveUp: Send + Sync {
+    fn give_up(&self);
+}
+
 /// One client in front of tether: its output, the requests tether sent
 /// it, its requests under way, and what it said of itself.
 #[derive(Default)]
@@ -73,8 +97,8 @@ pub(super) struct Link {
     waiting: Mutex<HashMap<i64, Asking>>,
     next_id: AtomicU64,
     pub(super) peer: Mutex<Peer>,
-    /// The client's requests being answered, each with its cancellation.
-    pub(super) in_flight: Mutex<HashMap<RequestId, CancelHandle>>,
+    /// The client's requests being answered, each as it is given up.
+    pub(super) in_flight: Mutex<HashMap<RequestId, Underway>>,
     /// How many of the client's requests a thread is answering now (a
     /// call waiting for its client's answer in a round included).
     pub(super) answering: std::sync::atomic::AtomicUsize,
@@ -94,15 +118,24 @@ impl Link {
     pub(super) fn close(&self) {
         *lock(&self.out) = Outlet::Closed;
         lock(&self.waiting).clear();
-        for cancel in lock(&self.in_flight).values() {
-            cancel.cancel();
+        self.cancel_all();
+    }
+
+    /// Gives up every request of the client's under way.
+    pub(super) fn cancel_all(&self) {
+        // Given up with the lock let go: a flight forgets itself.
+        let underway: Vec<Underway> = lock(&self.in_flight).values().cloned().collect();
+        for request in underway {
+            request.cancel();
         }
     }
 
-    /// Gives up request `id` of the client's (its client went away).
+    /// Gives up request `id` of the client's (it cancelled it, or went away).
     pub(super) fn cancel_request(&self, id: &RequestId) {
-        if let Some(cancel) = lock(&self.in_flight).get(id).cloned() {
-            cancel.cancel();
+        // Cancelled with the lock let go: a flight forgets itself.
+        let underway = lock(&self.in_flight).get(id).cloned();
+        if let Some(request) = underway {
+            request.cancel();
         }
     }
 

@@ -24,6 +24,7 @@
 //! cancelled and every thread is joined.
 
 mod answer;
+mod flights;
 mod host;
 mod http;
 mod http_wire;
@@ -56,8 +57,9 @@ use crate::hub::Hub;
 use crate::jsonrpc::{Frame, Message, Request, RequestId, RpcError};
 use crate::sync::lock;
 use answer::Answerer;
+use flights::Flights;
 use host::LinkHost;
-use link::{Link, Links, Outlet};
+use link::{Link, Links, Outlet, Underway};
 use pipe_out::PipeOut;
 use queue::Queue;
 use rounds::Rounds;
@@ -262,16 +264,18 @@ impl Downstream {
         let jobs = Queue::new(WAITING_REQUESTS);
         let ended = AtomicBool::new(false);
         let answerer = Answerer { hub, options, resource_servers: Mutex::new(Default::default()) };
+        let flights = Arc::new(Flights::default());
         let core = Core {
             hub,
             links: &self.links,
             rounds: &self.rounds,
             jobs: &jobs,
+            flights: &flights,
             answerer: &answerer,
         };
         let named = |name: String| std::thread::Builder::new().name(name);
         std::thread::scope(|scope| {
-            let mut threads = Vec::with_capacity(WORKERS + 2);
+            let mut threads = Vec::with_capacity(WORKERS + 3);
             for n in 0..WORKERS {
                 let (jobs, core) = (&jobs, &core);
                 threads.push(
@@ -288,6 +292,11 @@ impl Downstream {
                 named("serve-restarts".into())
                     .spawn_scoped(scope, move || restart_stopped(hub, ended_flag)),
             );
+            let deadlines = &flights;
+            threads.push(
+                named("serve-deadlines".into())
+                    .spawn_scoped(scope, move || deadlines.keep_deadlines()),
+            );
             let failed_early = threads.iter().any(Result::is_err);
             // A panic in the front (a request answered on its thread) still
             // ends the serving below, so that every thread is joined.
@@ -298,10 +307,9 @@ impl Downstream {
             ended.store(true, Ordering::Relaxed);
             jobs.close();
             for link in self.links.all() {
-                for cancel in lock(&link.in_flight).values() {
-                    cancel.cancel();
-                }
+                link.cancel_all();
             }
+            flights.end();
             self.rounds.cancel_all();
             let mut failed = None;
             for thread in threads {
@@ -334,6 +342,7 @@ struct Core<'a> {
     links: &'a Links,
     rounds: &'a Rounds,
     jobs: &'a Queue<Job>,
+    flights: &'a Arc<Flights>,
     answerer: &'a Answerer<'a>,
 }
 
@@ -352,6 +361,44 @@ impl Core<'_> {
             let id = &job.request.id;
             job.link.send(Route::Answer(id), Frame::response(id, &Err(busy)));
         }
+    }
+
+    /// Passes `request` of `link`'s client on as a flight (`flights.rs`):
+    /// written upstream on this thread, answered by the thread that reads
+    /// the answer, nobody waiting. A handshake client's call of a server's
+    /// tool that is ready and read by a thread of its own goes so; any
+    /// other request is handed back, for a worker.
+    fn send_ahead(&self, link: &Arc<Link>, request: Request) -> Option<Request> {
+        if request.method != "tools/call" || lock(&link.peer).stateless {
+            return Some(request);
+        }
+        let Some(params) = request.params.as_ref() else { return Some(request) };
+        let Some(name) = params.get("name").and_then(serde_json::Value::as_str) else {
+            return Some(request);
+        };
+        let Some((server, tool)) = self.answerer.passed_tool(name) else { return Some(request) };
+        let token = params.pointer("/_meta/progressToken").cloned();
+        let Some(flight) = self.flights.begin(link, &request.id, token, &server) else {
+            return Some(request);
+        };
+        self.links.touch(link);
+        let empty = json!({});
+        let arguments = params.get("arguments").unwrap_or(&empty);
+        let sink = Arc::clone(&flight) as Arc<dyn crate::client::Sink>;
+        match self.hub.send_server_tool(&server, &tool, arguments, sink) {
+            Ok(Some((client, sent))) => flight.sent(client, sent),
+            Ok(None) => {
+                flight.not_sent();
+                return Some(request);
+            }
+            // A worker says an unknown tool as the client named it.
+            Err(err) if matches!(err.root(), Error::UnknownTool(_)) => {
+                flight.not_sent();
+                return Some(request);
+            }
+            Err(err) => flight.answer(Err(err)),
+        }
+        None
     }
 
     /// Answers `request` of `link`'s client on this thread (a worker's, or
@@ -414,7 +461,7 @@ struct Answering<'a> {
 impl<'a> Answering<'a> {
     fn begin(link: &'a Link, id: &'a RequestId, cancel: &CancelHandle) -> Answering<'a> {
         link.answering.fetch_add(1, Ordering::Relaxed);
-        lock(&link.in_flight).insert(id.clone(), cancel.clone());
+        lock(&link.in_flight).insert(id.clone(), Underway::Answered(cancel.clone()));
         Answering { link, id }
     }
 }
@@ -507,9 +554,7 @@ fn heard(hub: &Hub, link: &Link, method: &str, params: Option<&serde_json::Value
             if link.stop_listening(&id) {
                 return;
             }
-            if let Some(cancel) = lock(&link.in_flight).get(&id).cloned() {
-                cancel.cancel();
-            }
+            link.cancel_request(&id);
         }
         _ => {}
     }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, select, Sender};
 use serde_json::{json, Map, Value};
 
-use super::link::{takes, Link};
+use super::link::{takes, Link, Underway};
 use super::streams::Route;
 use crate::client::{CancelHandle, ProgressCallback};
 use crate::jsonrpc::{Frame, Request, RequestId, RpcError};
@@ -473,7 +473,8 @@ impl Round {
             return false;
         }
         // Cancelling this request cancels the call.
-        lock(&attempt.link.in_flight).insert(attempt.id.clone(), self.cancel.clone());
+        let underway = Underway::Answered(self.cancel.clone());
+        lock(&attempt.link.in_flight).insert(attempt.id.clone(), underway);
         let superseded = state.waiting.replace(attempt);
         drop(state);
         if let Some(older) = superseded {

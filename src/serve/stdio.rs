@@ -182,9 +182,7 @@ impl<R: Read + AsFd> Turns<R> {
     fn end(&self, core: &Core<'_>, link: &Arc<Link>) {
         lock(&self.state).ended = true;
         self.turn.notify_all();
-        for cancel in lock(&link.in_flight).values() {
-            cancel.cancel();
-        }
+        link.cancel_all();
         // A call waiting for the client's answer in a round, too.
         core.rounds.cancel_from(link);
     }
@@ -211,7 +209,9 @@ fn read<R: Read + AsFd>(
                         core.links.touch(link);
                         return Came::Alone(request);
                     }
-                    core.submit(link, request);
+                    if let Some(request) = core.send_ahead(link, request) {
+                        core.submit(link, request);
+                    }
                 }
             }
             Ok(Next::More) => {

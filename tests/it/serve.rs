@@ -74,6 +74,18 @@ impl Front {
         stdin.flush().unwrap();
     }
 
+    /// Several frames in one write: they reach tether together.
+    fn send_together(&mut self, messages: &[Value]) {
+        let mut text = String::new();
+        for message in messages {
+            text.push_str(&message.to_string());
+            text.push('\n');
+        }
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
     /// The next message that `wanted` accepts; the others are kept in `seen`.
     fn next(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
         if let Some(at) = self.seen.iter().position(&wanted) {
@@ -862,5 +874,134 @@ fn round_questions_go_to_their_own_call_and_end_with_the_client() {
     let (code, took) = front.close();
     assert_eq!(code, Some(0));
     assert!(took < Duration::from_millis(500), "exit took {took:?} with a call parked");
+    tag.assert_gone();
+}
+
+fn tool_call(id: i64, name: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": name, "arguments": arguments}})
+}
+
+/// The notifications the misbehave server `fx` got from tether.
+fn upstream_notifications(front: &mut Front, id: i64) -> Vec<Value> {
+    let heard = front.request(id, "tools/call", json!({"name": "fx__client_notifications"}));
+    let text = heard["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    serde_json::from_str(text).unwrap_or_else(|_| panic!("{heard}"))
+}
+
+// Calls that come together are passed on with no thread waiting for each
+// (flights, answered by the thread that reads the server): each answer to
+// its own request, a result byte for byte, progress under the client's
+// own token keeping a call past its timeout, a cancellation (the server is
+// told, nothing is answered), a timeout (answered as one, the server
+// told); and the end of stdin with calls under way ends everything at once.
+#[test]
+fn calls_that_come_together_are_answered_cancelled_and_timed_out() {
+    let tag = Tag::new();
+    let mut entry = misbehave_entry(&tag, &[]);
+    entry["timeout"] = json!(1.0);
+    let mut front = Front::start(json!({"fx": entry}), &[]);
+    front.initialize(json!({}));
+    front.tools_with("fx__echo");
+    let mut batch: Vec<Value> =
+        (0..10).map(|i| tool_call(10 + i, "fx__echo", json!({"text": format!("n{i}")}))).collect();
+    batch.push(json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call",
+                      "params": {"name": "fx__progress", "arguments": {"steps": 4, "interval_ms": 400},
+                                 "_meta": {"progressToken": "mine"}}}));
+    batch.push(tool_call(31, "fx__sleep", json!({"ms": 30000})));
+    batch.push(tool_call(32, "fx__sleep", json!({"ms": 30000})));
+    batch.push(tool_call(33, "fx__verbatim", json!({})));
+    let sent = Instant::now();
+    front.send_together(&batch);
+    front.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": 31, "reason": "changed my mind"}}));
+    for i in 0..10 {
+        let echoed = front.next("an echo", |message| message["id"] == json!(10 + i));
+        assert_eq!(echoed["result"]["content"][0]["text"], format!("n{i}"), "{echoed}");
+    }
+    front.next("the verbatim result", |message| message["id"] == 33);
+    let line = front.raw.lock().unwrap().iter().find(|line| line.contains("\"id\":33")).cloned();
+    let expected = r#"{"jsonrpc":"2.0","id":33,"result":{ "content" : [ {"type": "text", "text": "caf\u00e9 \u2603 \/"} ], "isError": false, "n": 1.50 }}"#;
+    assert_eq!(line.as_deref(), Some(expected));
+
+    // Its time (1 s) ran out: answered as a timeout, the server told.
+    let timed_out = front.next("the timeout", |message| message["id"] == 32);
+    let took = sent.elapsed();
+    let message = timed_out["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("timed out") && message.contains("fx"), "{timed_out}");
+    assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(5), "{took:?}");
+
+    // Progress every 0.4 s kept this one going for 1.6 s.
+    let progressed = front.next("the progress call", |message| message["id"] == 30);
+    assert!(progressed.get("result").is_some(), "{progressed}");
+    let updates: Vec<&Value> =
+        front.seen.iter().filter(|message| message["method"] == "notifications/progress").collect();
+    assert_eq!(updates.len(), 4, "{:?}", front.seen);
+    assert!(updates.iter().all(|update| update["params"]["progressToken"] == "mine"));
+
+    thread::sleep(Duration::from_millis(200));
+    assert!(!front.seen.iter().any(|message| message["id"] == 31), "{:?}", front.seen);
+    let heard = upstream_notifications(&mut front, 40);
+    let reasons: Vec<&str> = heard
+        .iter()
+        .filter(|message| message["method"] == "notifications/cancelled")
+        .filter_map(|message| message["params"]["reason"].as_str())
+        .collect();
+    assert!(reasons.contains(&"cancelled by the client"), "{heard:?}");
+    assert!(reasons.contains(&"timed out"), "{heard:?}");
+
+    // Calls under way when stdin ends: given up, and out within 500 ms.
+    let sleeps: Vec<Value> =
+        (50..53).map(|id| tool_call(id, "fx__sleep", json!({"ms": 30000}))).collect();
+    front.send_together(&sleeps);
+    thread::sleep(Duration::from_millis(200));
+    let (code, took) = front.close();
+    assert_eq!(code, Some(0));
+    assert!(took < Duration::from_millis(500), "exit took {took:?} with calls under way");
+    tag.assert_gone();
+}
+
+// A server that crashes with calls under way that came together: each is
+// answered with the server's failure (its stderr's last words included),
+// never left without an answer; the server is started again.
+#[test]
+fn calls_under_way_when_their_server_crashes_are_answered_with_its_failure() {
+    let tag = Tag::new();
+    let entry = misbehave_entry(&tag, &["--crash-on-call", "3"]);
+    let mut front = Front::start(json!({"fx": entry}), &[]);
+    front.initialize(json!({}));
+    front.tools_with("fx__echo");
+    front.send_together(&[
+        tool_call(10, "fx__sleep", json!({"ms": 30000})),
+        tool_call(11, "fx__sleep", json!({"ms": 30000})),
+        tool_call(12, "fx__echo", json!({"text": "the third"})),
+    ]);
+    for id in 10..13 {
+        let failed = front.next("a failed call", |message| message["id"] == id);
+        assert_eq!(failed["error"]["data"]["serverFailed"], true, "{failed}");
+        let message = failed["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("fx"), "{failed}");
+        if id == 12 {
+            let stderr = failed["error"]["data"]["stderr"].to_string();
+            assert!(stderr.contains("crashing now"), "{failed}");
+        }
+    }
+    // Started again: a call works.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut id = 100;
+    loop {
+        id += 1;
+        let echoed = front.request(
+            id,
+            "tools/call",
+            json!({"name": "fx__echo", "arguments": {"text": "again"}}),
+        );
+        if echoed["result"]["content"][0]["text"] == "again" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never started again: {echoed}");
+        thread::sleep(Duration::from_millis(200));
+    }
+    front.close();
     tag.assert_gone();
 }
