@@ -59,8 +59,9 @@ impl Client {
     /// ends it.
     ///
     /// # Errors
-    /// [`Error::Disconnected`] when the request could not be written; the
-    /// sink then hears nothing.
+    /// [`Error::Disconnected`] when the connection had closed; the sink
+    /// then hears nothing. A request that cannot be written is the sink's
+    /// to hear of, as the connection's close.
     #[cfg(feature = "serve")]
     pub(crate) fn send_tool_call(
         &self,
@@ -89,16 +90,10 @@ impl Client {
         pending.register(id, waiter)?;
         let params = super::exchange::ToolCallParams { name, arguments, progress_token: Some(id) };
         let frame = Frame::request_with(id, "tools/call", Some(params));
-        if self.router.send(frame).is_err() {
-            // Unless the close got there first (and told the sink), the
-            // caller hears it.
-            if pending.take(id).is_some() {
-                let reason = self.close_reason().unwrap_or(crate::error::CloseReason::Eof);
-                return Err(Error::Disconnected(reason));
-            }
-            return Ok(Some(Sent { id, limits: self.limits(&default) }));
-        }
-        // The reader thread reads now, if no caller does.
+        // Written or not, the reader thread reads now if no caller does:
+        // a server that stopped reading closes the connection, and the
+        // close tells the sink how the server ended.
+        let _ = self.router.send(frame);
         self.follow();
         Ok(Some(Sent { id, limits: self.limits(&default) }))
     }

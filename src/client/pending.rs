@@ -39,8 +39,9 @@ pub(super) enum Reply {
 }
 
 /// Where the answer of a request sent ahead goes (`Client::send_tool_call`):
-/// called on the thread that read it, never under a lock, so neither may
-/// wait long.
+/// called on the thread that read it (or that gave the request up), never
+/// under a lock; neither may wait on anything but a bounded moment, since
+/// the server's output waits meanwhile.
 pub(crate) trait Sink: Send + Sync {
     /// A progress update's parameters, as the server sent them.
     fn progress(&self, params: &Value);

@@ -308,7 +308,7 @@ impl Answerer<'_> {
         };
         match outcome {
             Ok(answered) => Ok(answered),
-            Err(Error::UnknownTool(_)) => Err(unknown()),
+            Err(err) if matches!(err.root(), Error::UnknownTool(_)) => Err(unknown()),
             Err(err) => Err(upstream_error(self.hub, &server, &err)),
         }
     }
@@ -508,7 +508,7 @@ impl Answerer<'_> {
 
 /// A stateless (2026-07-28) request carries who the client is in its
 /// `_meta`: remembered, so that no server request goes its way.
-fn learn_stateless(link: &Link, params: &Value) {
+pub(super) fn learn_stateless(link: &Link, params: &Value) {
     let Some(meta) = params.get("_meta") else { return };
     if meta.get("io.modelcontextprotocol/protocolVersion").is_none() {
         return;

@@ -16,9 +16,16 @@
 //! way. Its limits are the upstream client's: the `serve-deadlines` thread
 //! sleeps until the earliest deadline among the flights and answers each
 //! flight whose time ran out with the timeout a worker would have sent (a
-//! flight's progress moves its deadline on, up to its ceiling). Exactly
-//! one of the answer, the give-up and the timeout ends a flight: whoever
-//! takes the request from the client's pending requests.
+//! flight's progress moves its deadline on, up to its ceiling). Whoever
+//! takes the request from the client's pending requests ends the flight,
+//! once: its answer (or the connection's close), the give-up, the
+//! timeout; a flight that could not be sent is handed back to a worker.
+//!
+//! The threads that answer flights read servers or keep time, so they
+//! never wait for the client: a call flies only while the client's output
+//! has room for every flight's answer at once, and neither an answer nor
+//! its progress waits for room. A server that died is asked for the end of
+//! its stderr once a second at most, not once per call it leaves.
 //!
 //! At most [`MAX_FLYING`] calls fly at once; beyond that a call goes to
 //! the workers, whose queue is bounded in turn.
@@ -34,7 +41,7 @@ use super::answer::upstream_error_with;
 use super::link::{GiveUp, Link, Underway};
 use super::streams::Route;
 use crate::client::{Client, Limits, PassedResult, Sent, Sink};
-use crate::error::{Error, Step, Timeout};
+use crate::error::{CloseReason, Error, Step, Timeout};
 use crate::jsonrpc::{Frame, RequestId};
 use crate::protocol::Progress;
 use crate::sync::{lock, wait_timeout};
@@ -44,6 +51,9 @@ pub(super) const MAX_FLYING: usize = 256;
 /// How long the deadlines thread sleeps with no flight (bounded all the
 /// same; a new flight wakes it).
 const IDLE_SLEEP: Duration = Duration::from_secs(3600);
+/// How long the end of a dead server's stderr is kept for the answers of
+/// its other flights.
+const TAIL_KEPT: Duration = Duration::from_secs(1);
 
 /// The flights under way, and their deadlines' thread.
 #[derive(Default)]
@@ -56,6 +66,8 @@ pub(super) struct Flights {
 
 #[derive(Default)]
 struct FlightsState {
+    /// The end of a dead server's stderr, by server, with when it was read.
+    tails: HashMap<String, (Instant, Option<String>)>,
     /// The flights sent, by key, for the deadlines thread.
     flying: HashMap<u64, Arc<Flight>>,
     /// Flights begun and not ended (sent or being sent): bounds them.
@@ -154,6 +166,20 @@ impl Flights {
         }
     }
 
+    /// The end of the stderr of `server`, which died (`client` is its
+    /// connection): read once a second at most, since reading it waits a
+    /// moment for the last words of a server that is gone.
+    fn stderr_tail(&self, server: &str, client: &Client) -> Option<String> {
+        if let Some((read, tail)) = lock(&self.state).tails.get(server) {
+            if read.elapsed() < TAIL_KEPT {
+                return tail.clone();
+            }
+        }
+        let tail = client.stderr_tail().filter(|tail| !tail.trim().is_empty());
+        lock(&self.state).tails.insert(server.to_owned(), (Instant::now(), tail.clone()));
+        tail
+    }
+
     /// Ends the deadlines thread (the flights are given up by their links).
     pub(super) fn end(&self) {
         lock(&self.state).ended = true;
@@ -249,13 +275,18 @@ impl Flight {
             Ok(PassedResult::Text(text)) => crate::envelope::response_with(id, &text),
             Ok(PassedResult::Value(value)) => Frame::response(id, &Ok(value)).bytes,
             Err(err) => {
-                let client = self.upstream.get().map(|(client, _)| client);
-                let tail = || client.and_then(|client| client.stderr_tail());
+                // As the hub's status says it: a server still running has
+                // no last words.
+                let dead = self.upstream.get().map(|(client, _)| client).filter(|client| {
+                    client.close_reason().is_some_and(|reason| reason != CloseReason::Shutdown)
+                });
+                let tail =
+                    || dead.and_then(|client| self.flights.stderr_tail(&self.server, client));
                 let error = upstream_error_with(&self.server, &err, tail);
                 Frame::response(id, &Err(error)).bytes
             }
         };
-        self.link.send_bytes(Route::Answer(id), bytes);
+        self.link.send_now(Route::Answer(id), bytes);
     }
 
     /// Its time ran out: the upstream is told, the client answered with
@@ -278,6 +309,10 @@ impl Flight {
 
 impl Sink for Flight {
     fn progress(&self, params: &Value) {
+        // Nothing after the answer, nor after the client cancelled.
+        if self.ended.load(Ordering::SeqCst) || self.cancelled.load(Ordering::SeqCst) {
+            return;
+        }
         if let Some(deadline) = lock(&self.deadline).as_mut() {
             let hard = deadline.hard(self.began);
             deadline.at =

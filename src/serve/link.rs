@@ -160,6 +160,27 @@ impl Link {
         }
     }
 
+    /// True when the client's output is a pipe (or socket) with room for
+    /// `frames` more frames without waiting: a flight's answer, written by
+    /// the thread that reads a server, must never wait for the client.
+    pub(super) fn has_room(&self, frames: usize) -> bool {
+        match &*lock(&self.out) {
+            Outlet::Pipe(out) => out.room() >= frames,
+            _ => false,
+        }
+    }
+
+    /// [`Link::send_bytes`] without waiting for room (a flight's answer,
+    /// sent where [`Link::has_room`] said there was).
+    pub(super) fn send_now(&self, route: Route<'_>, bytes: Vec<u8>) -> bool {
+        let out = lock(&self.out).clone();
+        match out {
+            Outlet::Closed => false,
+            Outlet::Pipe(out) => out.send(bytes, Duration::ZERO),
+            Outlet::Streams(streams) => streams.send(route, bytes, Duration::ZERO),
+        }
+    }
+
     /// Queues one frame only if there is room at once (progress: an update
     /// dropped is better than a call held up).
     pub(super) fn offer(&self, route: Route<'_>, frame: Frame) {

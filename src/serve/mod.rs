@@ -369,10 +369,17 @@ impl Core<'_> {
     /// tool that is ready and read by a thread of its own goes so; any
     /// other request is handed back, for a worker.
     fn send_ahead(&self, link: &Arc<Link>, request: Request) -> Option<Request> {
-        if request.method != "tools/call" || lock(&link.peer).stateless {
+        if request.method != "tools/call" {
             return Some(request);
         }
         let Some(params) = request.params.as_ref() else { return Some(request) };
+        // A 2026-07-28 client says so on every request.
+        answer::learn_stateless(link, params);
+        // Its answer, written by the thread that reads the server, must
+        // find room at once: every flight's, and a frame more.
+        if lock(&link.peer).stateless || !link.has_room(flights::MAX_FLYING + 1) {
+            return Some(request);
+        }
         let Some(name) = params.get("name").and_then(serde_json::Value::as_str) else {
             return Some(request);
         };
@@ -391,7 +398,7 @@ impl Core<'_> {
                 flight.not_sent();
                 return Some(request);
             }
-            // A worker says an unknown tool as the client named it.
+            // A worker answers an unknown tool as the client named it.
             Err(err) if matches!(err.root(), Error::UnknownTool(_)) => {
                 flight.not_sent();
                 return Some(request);

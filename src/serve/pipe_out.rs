@@ -102,6 +102,18 @@ impl PipeOut {
         queued
     }
 
+    /// How many more frames the writer's queue takes now (none once
+    /// closed or broken).
+    pub(super) fn room(&self) -> usize {
+        let state = lock(&self.state);
+        match &state.queue {
+            Some(queue) if !state.broken => {
+                queue.capacity().unwrap_or(usize::MAX).saturating_sub(state.queued)
+            }
+            _ => 0,
+        }
+    }
+
     /// The writer thread: writes the queued frames with blocking writes
     /// until the output is closed (and the queue drained) or a write fails.
     pub(super) fn drain(&self, frames: &Receiver<Vec<u8>>) {

@@ -950,6 +950,21 @@ fn calls_that_come_together_are_answered_cancelled_and_timed_out() {
     assert!(reasons.contains(&"cancelled by the client"), "{heard:?}");
     assert!(reasons.contains(&"timed out"), "{heard:?}");
 
+    // A 2026-07-28 client's calls that come together are its own: each
+    // result says it is complete.
+    let meta = stateless_meta(json!({}));
+    let modern: Vec<Value> = (60..63)
+        .map(|id| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": "fx__echo", "arguments": {"text": "new"}, "_meta": meta}})
+        })
+        .collect();
+    front.send_together(&modern);
+    for id in 60..63 {
+        let answered = front.next("a stateless call", |message| message["id"] == id);
+        assert_eq!(answered["result"]["resultType"], "complete", "{answered}");
+    }
+
     // Calls under way when stdin ends: given up, and out within 500 ms.
     let sleeps: Vec<Value> =
         (50..53).map(|id| tool_call(id, "fx__sleep", json!({"ms": 30000}))).collect();
