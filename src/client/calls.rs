@@ -38,7 +38,30 @@ impl Client {
         let answer = self
             .exchange_answer("tools/call", params, options, true)
             .map_err(|err| self.noted(err))?;
-        checked_tool_result(answer)
+        checked_object("tools/call", answer)
+    }
+
+    /// A request whose result is passed on unread (`tether serve`'s reads
+    /// and prompts): the server's own text of it, where the server is a
+    /// handshake-era one and nothing is merged into the request; `None`
+    /// otherwise, and nothing was sent (call [`Client::request`]).
+    ///
+    /// # Errors
+    /// As [`Client::request`], or a result that is not an object.
+    #[cfg(feature = "serve")]
+    pub(crate) fn request_passed(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        options: &CallOptions,
+    ) -> Result<Option<super::PassedResult>, Error> {
+        if self.stateless_session().is_some() || options.meta.is_some() {
+            return Ok(None);
+        }
+        let answer = self
+            .exchange_answer(method, Params::Value(params), options, true)
+            .map_err(|err| self.noted(err))?;
+        checked_object(method, answer).map(Some)
     }
 
     /// True when a call of `name` with `options` is one request and one
@@ -300,16 +323,16 @@ pub(crate) struct Sent {
     pub(crate) limits: super::exchange::Limits,
 }
 
-/// A tool call's result as `serve` passes it on: an object.
+/// A `method` result as `serve` passes it on: an object.
 #[cfg(feature = "serve")]
-fn checked_tool_result(answer: super::PassedResult) -> Result<super::PassedResult, Error> {
+fn checked_object(method: &str, answer: super::PassedResult) -> Result<super::PassedResult, Error> {
     use super::PassedResult;
     match answer {
         // The text's first byte is its value's (the envelope's scan).
         PassedResult::Text(text) if text.first() == Some(&b'{') => Ok(PassedResult::Text(text)),
         PassedResult::Value(raw) if raw.is_object() => Ok(PassedResult::Value(raw)),
         other => Err(Error::Protocol(format!(
-            "tools/call result is not an object: {}",
+            "{method} result is not an object: {}",
             other.into_value()
         ))),
     }
@@ -326,6 +349,6 @@ impl Sink for CheckedTool {
     }
 
     fn finish(&self, outcome: Result<super::PassedResult, Error>) {
-        self.0.finish(outcome.and_then(checked_tool_result));
+        self.0.finish(outcome.and_then(|answer| checked_object("tools/call", answer)));
     }
 }

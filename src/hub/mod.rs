@@ -456,6 +456,24 @@ impl Hub {
         client.read_resource(uri, options).map_err(|err| err.for_server(server))
     }
 
+    /// A request to one server whose result is passed on unread (`tether
+    /// serve`'s reads and prompts): `None` when that server's answers are
+    /// not taken so (a stateless server), and nothing was sent.
+    ///
+    /// # Errors
+    /// The server is unknown or not connected, or the request failed.
+    #[cfg(feature = "serve")]
+    pub(crate) fn pass_request(
+        &self,
+        server: &str,
+        method: &str,
+        params: &Value,
+        options: &CallOptions,
+    ) -> Result<Option<crate::client::PassedResult>, Error> {
+        let client = Arc::clone(&self.core.shared.connected(server)?.client);
+        client.request_passed(method, Some(params), options).map_err(|err| err.for_server(server))
+    }
+
     /// Gets a prompt of one server, with this call's timeout, progress,
     /// cancel handle and `_meta`.
     ///

@@ -99,19 +99,20 @@ impl Answerer<'_> {
     ) -> Result<PassedResult, RpcError> {
         let empty = Value::Object(serde_json::Map::new());
         let params = request.params.as_ref().unwrap_or(&empty);
-        if request.method == "tools/call" {
-            return self.call(link, &request.id, params, cancel, passing);
+        match request.method.as_str() {
+            "tools/call" => self.call(link, &request.id, params, cancel, passing),
+            "resources/read" => self.read(params, cancel, passing),
+            "prompts/get" => self.prompt(params, cancel, passing),
+            _ => self.answer_value(request, params, link).map(PassedResult::Value),
         }
-        self.answer_value(request, params, link, cancel).map(PassedResult::Value)
     }
 
-    /// Every answer but a call's.
+    /// Every answer but a call's, a read's and a prompt's.
     fn answer_value(
         &self,
         request: &Request,
         params: &Value,
         link: &Arc<Link>,
-        cancel: &CancelHandle,
     ) -> Result<Value, RpcError> {
         match request.method.as_str() {
             "initialize" => Ok(self.initialize(link, params)),
@@ -123,9 +124,7 @@ impl Answerer<'_> {
             }
             "resources/list" => self.resources(),
             "resources/templates/list" => self.templates(),
-            "resources/read" => self.read(params, cancel),
             "prompts/list" => self.prompts(),
-            "prompts/get" => self.prompt(params, cancel),
             method => match self.options.passthrough.as_deref() {
                 // One server: what tether does not know is that server's.
                 Some(server) => self
@@ -399,7 +398,14 @@ impl Answerer<'_> {
             .is_none_or(|only| crate::config::Config::same_name(server, only))
     }
 
-    fn read(&self, params: &Value, cancel: &CancelHandle) -> Result<Value, RpcError> {
+    /// A resource read, from the server the URI belongs to; for a
+    /// handshake client (`passing`) the server's result as it wrote it.
+    fn read(
+        &self,
+        params: &Value,
+        cancel: &CancelHandle,
+        passing: bool,
+    ) -> Result<PassedResult, RpcError> {
         let Some(uri) = params.get("uri").and_then(Value::as_str) else {
             return Err(rpc(INVALID_PARAMS, "resources/read needs a \"uri\"".into()));
         };
@@ -408,11 +414,20 @@ impl Answerer<'_> {
             None => self.server_of_resource(uri)?,
         };
         rounds::note_server(&server);
-        let contents = self
-            .hub
-            .read_resource(&server, uri, &CallOptions::default().with_cancel(cancel.clone()))
-            .map_err(|err| upstream_error(self.hub, &server, &err))?;
-        Ok(json!({"contents": contents}))
+        let options = CallOptions::default().with_cancel(cancel.clone());
+        let upstream = |err: Error| upstream_error(self.hub, &server, &err);
+        if passing {
+            let asked = json!({"uri": uri});
+            if let Some(passed) = self
+                .hub
+                .pass_request(&server, "resources/read", &asked, &options)
+                .map_err(upstream)?
+            {
+                return Ok(passed);
+            }
+        }
+        let contents = self.hub.read_resource(&server, uri, &options).map_err(upstream)?;
+        Ok(PassedResult::Value(json!({"contents": contents})))
     }
 
     /// The server a URI belongs to: the one that listed it, else the one
@@ -460,7 +475,14 @@ impl Answerer<'_> {
         Ok(json!({"prompts": listed}))
     }
 
-    fn prompt(&self, params: &Value, cancel: &CancelHandle) -> Result<Value, RpcError> {
+    /// A prompt, from the server its name says; for a handshake client
+    /// (`passing`) the server's result as it wrote it.
+    fn prompt(
+        &self,
+        params: &Value,
+        cancel: &CancelHandle,
+        passing: bool,
+    ) -> Result<PassedResult, RpcError> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(rpc(INVALID_PARAMS, "prompts/get needs a \"name\"".into()));
         };
@@ -470,16 +492,19 @@ impl Answerer<'_> {
             None => self.split_prompt(name)?,
         };
         rounds::note_server(&server);
-        let result = self
-            .hub
-            .get_prompt(
-                &server,
-                &prompt,
-                arguments,
-                &CallOptions::default().with_cancel(cancel.clone()),
-            )
-            .map_err(|err| upstream_error(self.hub, &server, &err))?;
-        Ok(serde_json::to_value(result).unwrap_or_default())
+        let options = CallOptions::default().with_cancel(cancel.clone());
+        let upstream = |err: Error| upstream_error(self.hub, &server, &err);
+        if passing {
+            let asked = json!({"name": prompt, "arguments": arguments});
+            if let Some(passed) =
+                self.hub.pass_request(&server, "prompts/get", &asked, &options).map_err(upstream)?
+            {
+                return Ok(passed);
+            }
+        }
+        let result =
+            self.hub.get_prompt(&server, &prompt, arguments, &options).map_err(upstream)?;
+        Ok(PassedResult::Value(serde_json::to_value(result).unwrap_or_default()))
     }
 
     /// `SERVER__PROMPT` as the server and its prompt: the longest server

@@ -800,15 +800,15 @@ fn a_slow_call_answered_alone_holds_up_nothing_else() {
     tag.assert_gone();
 }
 
-// A tool's result reaches a handshake client in front as the server wrote
-// it: never parsed past the envelope, so its spaces, its escapes and a
-// number written 1.50 come through byte for byte (a parse and a write
-// would have changed all three). A 2026-07-28 client's result is written
-// anew, as it gains `resultType`.
+// A tool's result, and a resource read's, reach a handshake client in
+// front as the server wrote them: never parsed past the envelope, so
+// spaces, escapes and a number written 1.50 come through byte for byte (a
+// parse and a write would have changed all three). A 2026-07-28 client's
+// results are written anew, as they gain `resultType`.
 #[test]
 fn a_tool_result_passes_through_serve_as_the_server_wrote_it() {
     let tag = Tag::new();
-    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &["--resources"])}), &[]);
     front.initialize(json!({}));
     front.tools_with("fx__verbatim");
     let answered = front.request(5, "tools/call", json!({"name": "fx__verbatim", "arguments": {}}));
@@ -824,6 +824,12 @@ fn a_tool_result_passes_through_serve_as_the_server_wrote_it() {
     );
     assert_eq!(big["result"]["content"][0]["text"].as_str().map(str::len), Some(3_000_000));
 
+    // A resource read passes so too.
+    let read = front.request(8, "resources/read", json!({"uri": "test://verbatim"}));
+    assert_eq!(read["result"]["contents"][0]["text"], "café /", "{read}");
+    let line = front.raw.lock().unwrap().iter().find(|line| line.contains("\"id\":8")).cloned();
+    let expected = r#"{"jsonrpc":"2.0","id":8,"result":{ "contents" : [ {"uri": "test://verbatim", "text": "caf\u00e9 \/"} ], "n": 1.50 }}"#;
+    assert_eq!(line.as_deref(), Some(expected));
     let meta = stateless_meta(json!({}));
     let modern = front.request(
         7,
@@ -832,6 +838,14 @@ fn a_tool_result_passes_through_serve_as_the_server_wrote_it() {
     );
     assert_eq!(modern["result"]["resultType"], "complete", "{modern}");
     assert_eq!(modern["result"]["n"], 1.5);
+
+    let modern = front.request(
+        9,
+        "resources/read",
+        json!({"uri": "test://verbatim", "_meta": stateless_meta(json!({}))}),
+    );
+    assert_eq!(modern["result"]["resultType"], "complete", "{modern}");
+    assert_eq!(modern["result"]["contents"][0]["text"], "café /", "{modern}");
     front.close();
     tag.assert_gone();
 }
