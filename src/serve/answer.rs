@@ -103,12 +103,41 @@ impl Answerer<'_> {
             "tools/call" => self.call(link, &request.id, params, cancel, passing),
             "resources/read" => self.read(params, cancel, passing),
             "prompts/get" => self.prompt(params, cancel, passing),
-            _ => self.answer_value(request, params, link).map(PassedResult::Value),
+            _ => self.answer_value(request, params, link, passing),
         }
     }
 
     /// Every answer but a call's, a read's and a prompt's.
     fn answer_value(
+        &self,
+        request: &Request,
+        params: &Value,
+        link: &Arc<Link>,
+        passing: bool,
+    ) -> Result<PassedResult, RpcError> {
+        let method = request.method.as_str();
+        if let Some(server) = self.options.passthrough.as_deref().filter(|_| !answers(method)) {
+            // One server: what tether does not know is that server's,
+            // passed to a handshake client as the server wrote it.
+            let options = CallOptions::default();
+            let upstream = |err: Error| upstream_error(self.hub, server, &err);
+            let client = self.hub.client(server).map_err(upstream)?;
+            if passing {
+                let params = request.params.as_ref();
+                if let Some(passed) =
+                    client.request_passed(method, params, &options).map_err(upstream)?
+                {
+                    return Ok(passed);
+                }
+            }
+            let answered = client.request(method, request.params.clone(), &options);
+            return answered.map(PassedResult::Value).map_err(upstream);
+        }
+        self.answer_own(request, params, link).map(PassedResult::Value)
+    }
+
+    /// What tether answers itself.
+    fn answer_own(
         &self,
         request: &Request,
         params: &Value,
@@ -125,17 +154,7 @@ impl Answerer<'_> {
             "resources/list" => self.resources(),
             "resources/templates/list" => self.templates(),
             "prompts/list" => self.prompts(),
-            method => match self.options.passthrough.as_deref() {
-                // One server: what tether does not know is that server's.
-                Some(server) => self
-                    .hub
-                    .client(server)
-                    .and_then(|client| {
-                        client.request(method, request.params.clone(), &CallOptions::default())
-                    })
-                    .map_err(|err| upstream_error(self.hub, server, &err)),
-                None => Err(rpc(METHOD_NOT_FOUND, format!("tether does not serve {method}"))),
-            },
+            method => Err(rpc(METHOD_NOT_FOUND, format!("tether does not serve {method}"))),
         }
     }
 
@@ -529,6 +548,22 @@ impl Answerer<'_> {
             })
             .ok_or_else(|| rpc(INVALID_PARAMS, format!("unknown prompt {name:?}")))
     }
+}
+
+/// True for the methods tether answers itself, whichever servers it serves
+/// (the arms of `Answerer::answer_own`).
+fn answers(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "server/discover"
+            | "ping"
+            | "logging/setLevel"
+            | "tools/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "prompts/list"
+    )
 }
 
 /// A stateless (2026-07-28) request carries who the client is in its

@@ -286,9 +286,20 @@ fn elicitation_crosses_eras_and_a_stateless_client_is_served() {
 #[test]
 fn one_server_keeps_its_names_and_its_failure_is_an_error() {
     let tag = Tag::new();
-    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &[])}), &["fx"]);
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &["--completions"])}), &["fx"]);
     front.initialize(json!({}));
     front.tools_with("echo");
+    // A method tether does not answer itself is the server's.
+    let completed = front.request(
+        3,
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "greet"},
+               "argument": {"name": "name", "value": "A"}}),
+    );
+    let values = &completed["result"]["completion"]["values"];
+    assert_eq!(values, &json!(["Ada", "Alan"]), "{completed}");
+    let refused = front.request(4, "no/such", json!({}));
+    assert_eq!(refused["error"]["code"], -32601, "{refused}");
     front.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                       "params": {"name": "sleep", "arguments": {"ms": 30000}}}));
     thread::sleep(Duration::from_millis(300));
