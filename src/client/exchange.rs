@@ -279,16 +279,16 @@ impl Client {
                 }
             };
             match wake {
-                Wake::Reply(Reply::Done(Ok(result))) => return Ok(PassedResult::Value(result)),
-                Wake::Reply(Reply::Passed(text)) => return Ok(PassedResult::Text(text)),
-                Wake::Reply(Reply::Done(Err(error))) => return Err(Error::from_rpc(error)),
-                Wake::Reply(Reply::Closed(reason)) => return Err(Error::Disconnected(reason)),
-                Wake::Reply(Reply::Failed(error)) => return Err(error),
-                // A late reply to an earlier call on this thread's channel.
-                Wake::Stale => {}
                 Wake::Reply(Reply::Progress(params)) => {
                     self.progressed(&params, queued_progress, options, clock);
                 }
+                Wake::Reply(reply) => {
+                    if let Some(outcome) = reply.outcome() {
+                        return outcome;
+                    }
+                }
+                // A late reply to an earlier call on this thread's channel.
+                Wake::Stale => {}
                 Wake::TimedOut => {
                     if let Some(outcome) = self.abandon(id, method, replies, "timed out") {
                         return outcome;
@@ -351,15 +351,11 @@ impl Client {
             loop {
                 match replies.recv_timeout(Duration::from_secs(1)) {
                     Ok((of, _)) if of != id => continue,
-                    Ok((_, Reply::Progress(_))) => continue,
-                    Ok((_, Reply::Done(outcome))) => {
-                        return Some(outcome.map(PassedResult::Value).map_err(Error::from_rpc))
-                    }
-                    Ok((_, Reply::Passed(text))) => return Some(Ok(PassedResult::Text(text))),
-                    Ok((_, Reply::Closed(reason))) => {
-                        return Some(Err(Error::Disconnected(reason)))
-                    }
-                    Ok((_, Reply::Failed(error))) => return Some(Err(error)),
+                    // `None` for progress: wait on.
+                    Ok((_, reply)) => match reply.outcome() {
+                        Some(outcome) => return Some(outcome),
+                        None => continue,
+                    },
                     Err(_) => return None,
                 }
             }

@@ -247,11 +247,7 @@ impl Client {
     /// completions reach the host and [`Client::wait_elicitations`] waits
     /// for them.
     fn noted(&self, err: Error) -> Error {
-        if let Error::UrlElicitationRequired { elicitations, .. } = &err {
-            for elicitation in elicitations {
-                self.router.url_elicitations().opened(&elicitation.elicitation_id);
-            }
-        }
+        self.router.note_pages(&err);
         err
     }
 

@@ -89,16 +89,26 @@ impl Waiter {
             ReplyTo::Caller { replies, .. } => {
                 let _ = replies.send((id, reply));
             }
-            ReplyTo::Sink(sink) => sink.finish(match reply {
-                Reply::Done(Ok(result)) => Ok(super::PassedResult::Value(result)),
-                Reply::Passed(text) => Ok(super::PassedResult::Text(text)),
-                Reply::Done(Err(error)) => Err(Error::from_rpc(error)),
-                Reply::Closed(reason) => Err(Error::Disconnected(reason)),
-                Reply::Failed(error) => Err(error),
-                // Never a last reply.
-                Reply::Progress(_) => return,
-            }),
+            ReplyTo::Sink(sink) => {
+                if let Some(outcome) = reply.outcome() {
+                    sink.finish(outcome);
+                }
+            }
         }
+    }
+}
+
+impl Reply {
+    /// The request's outcome, if this reply ends it (all but progress).
+    pub(super) fn outcome(self) -> Option<Result<super::PassedResult, Error>> {
+        Some(match self {
+            Reply::Done(Ok(result)) => Ok(super::PassedResult::Value(result)),
+            Reply::Passed(text) => Ok(super::PassedResult::Text(text)),
+            Reply::Done(Err(error)) => Err(Error::from_rpc(error)),
+            Reply::Closed(reason) => Err(Error::Disconnected(reason)),
+            Reply::Failed(error) => Err(error),
+            Reply::Progress(_) => return None,
+        })
     }
 }
 

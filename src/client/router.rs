@@ -89,6 +89,16 @@ impl Router {
         self.events.url_elicitations()
     }
 
+    /// Notes the pages a `-32042` error lists as open, so that their
+    /// completions reach the host.
+    pub(super) fn note_pages(&self, err: &Error) {
+        if let Error::UrlElicitationRequired { elicitations, .. } = err {
+            for elicitation in elicitations {
+                self.url_elicitations().opened(&elicitation.elicitation_id);
+            }
+        }
+    }
+
     /// Notes a URL-mode `elicitation/create` the host is about to answer
     /// outside the events thread (a stateless request's round).
     pub(super) fn note_url_elicitation(&self, method: &str, params: &Value) {
@@ -132,13 +142,7 @@ impl Router {
             Some((n, waiter)) => {
                 if let (ReplyTo::Sink(_), Err(error)) = (&waiter.to, &outcome) {
                     // As `Client::noted` does for a caller.
-                    if let Error::UrlElicitationRequired { elicitations, .. } =
-                        Error::from_rpc(error.clone())
-                    {
-                        for elicitation in elicitations {
-                            self.url_elicitations().opened(&elicitation.elicitation_id);
-                        }
-                    }
+                    self.note_pages(&Error::from_rpc(error.clone()));
                 }
                 waiter.reply(n, Reply::Done(outcome));
             }

@@ -551,8 +551,8 @@ impl Answerer<'_> {
 }
 
 /// True for the methods tether answers itself, whichever servers it serves
-/// (the arms of `Answerer::answer_own`).
-fn answers(method: &str) -> bool {
+/// (the arms of `Answerer::answer_own`), each at once.
+pub(super) fn answers(method: &str) -> bool {
     matches!(
         method,
         "initialize"

@@ -217,6 +217,12 @@ impl Deadline {
     fn hard(&self, began: Instant) -> Instant {
         began.checked_add(self.limits.ceiling).unwrap_or(far(began))
     }
+
+    /// Its timeout counted again from `now`, never past the ceiling.
+    fn count_from(&mut self, now: Instant, began: Instant) {
+        let hard = self.hard(began);
+        self.at = now.checked_add(self.limits.timeout).unwrap_or(hard).min(hard);
+    }
 }
 
 /// A time so far ahead it counts as never.
@@ -227,10 +233,10 @@ fn far(from: Instant) -> Instant {
 impl Flight {
     /// The request went upstream (`Hub::send_server_tool`) to `client`.
     pub(super) fn sent(self: &Arc<Self>, client: Arc<Client>, sent: Sent) {
-        let limits = sent.limits;
-        let hard = self.began.checked_add(limits.ceiling).unwrap_or(far(self.began));
-        let at = self.began.checked_add(limits.timeout).unwrap_or(hard).min(hard);
-        *lock(&self.deadline) = Some(Deadline { at, limits });
+        let mut deadline = Deadline { at: self.began, limits: sent.limits };
+        deadline.count_from(self.began, self.began);
+        let at = deadline.at;
+        *lock(&self.deadline) = Some(deadline);
         let _ = self.upstream.set((client, sent.id));
         self.flights.watch(self, at);
         // Ended meanwhile (answered already): not watched after all.
@@ -314,9 +320,7 @@ impl Sink for Flight {
             return;
         }
         if let Some(deadline) = lock(&self.deadline).as_mut() {
-            let hard = deadline.hard(self.began);
-            deadline.at =
-                Instant::now().checked_add(deadline.limits.timeout).unwrap_or(hard).min(hard);
+            deadline.count_from(Instant::now(), self.began);
         }
         if let Some(token) = &self.token {
             self.link.progress(&self.id, token, &Progress::from_params(params));

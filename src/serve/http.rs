@@ -579,17 +579,7 @@ impl<'a> Front<'a> {
 /// server's question): answered as an event stream when the client takes
 /// one. What tether answers itself at once is plain JSON.
 fn has_news(request: &Request) -> bool {
-    !matches!(
-        request.method.as_str(),
-        "initialize"
-            | "server/discover"
-            | "ping"
-            | "logging/setLevel"
-            | "tools/list"
-            | "resources/list"
-            | "resources/templates/list"
-            | "prompts/list"
-    )
+    !super::answer::answers(&request.method)
 }
 
 /// True when `params` carries 2026-07-28's `_meta` (a stateless request).
