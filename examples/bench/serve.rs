@@ -3,8 +3,9 @@
 //! directly with tether's `Client` and through `tether serve` (another
 //! `Client` in front of a `tether serve` process serving that server), in
 //! one run: the latency `serve` adds per call (p50 and p99), throughput at 1
-//! and 16 in flight, spawn to `initialize` answered, the serving process's
-//! idle memory, and how long it takes to exit once its stdin closes. With
+//! and 16 in flight, the serving process's CPU time per call (user and
+//! system, from `/proc`), spawn to `initialize` answered, its idle memory,
+//! and how long it takes to exit once its stdin closes. With
 //! `BENCH_CONC_ONLY=1`, only a warm-up of 100 sequential calls each way
 //! before the calls in flight (to profile or count those alone).
 
@@ -43,16 +44,22 @@ pub(crate) fn serve(n: usize, args: &[String]) {
         front_times.extend(sequential(&front, "echo__echo", 100));
         thread::sleep(Duration::from_secs(1));
     }
+    let serving = serving_pid(tether);
+    let mut serving_ticks = 0;
     for _ in 0..rounds {
         direct_times.extend(sequential(&direct, "echo", n / 4));
+        let before = serving.map_or(0, cpu_ticks);
         front_times.extend(sequential(&front, "echo__echo", n / 4));
+        serving_ticks += serving.map_or(0, cpu_ticks) - before;
     }
     let direct_seq = throughput(&direct_times);
     let front_seq = throughput(&front_times);
     let direct_conc = concurrent(&direct, "echo", n);
+    let before = serving.map_or(0, cpu_ticks);
     let front_conc = concurrent(&front, "echo__echo", n);
+    let conc_ticks = serving.map_or(0, cpu_ticks) - before;
     thread::sleep(Duration::from_millis(300));
-    let serving_pid = serving_pid(tether);
+    let serving_pid = serving;
     let idle_kib = serving_pid.map_or(0, |pid| status_field(pid, "VmRSS:"));
     let front = Arc::try_unwrap(front).ok().expect("no other handle");
     let closing = Instant::now();
@@ -81,6 +88,13 @@ pub(crate) fn serve(n: usize, args: &[String]) {
         us(added_p99),
         front_seq / direct_seq,
         front_conc / direct_conc
+    );
+    // Clock ticks are 10 ms: over thousands of calls, close enough.
+    let per_call = |ticks: u64, calls: usize| ticks as f64 * 1e4 / calls.max(1) as f64;
+    println!(
+        "the serving process's CPU per call: {:.1} us sequential, {:.1} us x{IN_FLIGHT}",
+        per_call(serving_ticks, front_times.len().min(n * rounds / 4)),
+        per_call(conc_ticks, n)
     );
     println!(
         "spawn to initialize answered {:.1} ms; serving process idle RSS {:.1} MB; exit {:.0} ms after stdin closed",
@@ -244,6 +258,15 @@ fn serving_pid(tether: &str) -> Option<u32> {
             && words.iter().any(|word| *word == b"serve");
         (is_serving && status_field(pid, "VmRSS:") > 0).then_some(pid)
     })
+}
+
+/// User and system time of process `pid` so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's closing parenthesis; utime and stime
+    // are the 14th and 15th of the whole line.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    rest.split_whitespace().skip(11).take(2).filter_map(|t| t.parse::<u64>().ok()).sum()
 }
 
 fn status_field(pid: u32, field: &str) -> u64 {
