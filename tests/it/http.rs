@@ -307,6 +307,37 @@ fn a_dropped_response_stream_is_resumed_after_the_servers_retry_delay() {
     client.close().unwrap();
 }
 
+// A cold trial: a local server killed while a call's stream was resumed
+// cost ten more pauses of its retry (1 s each here) before the call failed.
+// A resume that this machine refuses fails the call at once.
+#[test]
+fn a_call_whose_local_server_stopped_fails_at_the_first_refused_resume() {
+    let tag = Tag::new();
+    let server = HttpFixture::start(&tag, &["--drop-stream-after", "1", "--retry", "1000"]);
+    let client = connect(&server, HttpKind::Streamable);
+    let pid = server.child.id() as i32;
+    let killed = thread::spawn(move || {
+        // The stream drops at once; its resume (after 1 s) waits for the
+        // answer, and breaks here.
+        thread::sleep(Duration::from_millis(1500));
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        Instant::now()
+    });
+    let err = client
+        .call_tool("sleep", json!({"ms": 8000}), &CallOptions::default())
+        .expect_err("the server is gone");
+    let killed_at = killed.join().unwrap();
+    assert!(
+        killed_at.elapsed() < Duration::from_millis(2500),
+        "failed only after {:?}",
+        killed_at.elapsed()
+    );
+    assert!(err.chain().contains("connection refused"), "{}", err.chain());
+    client.close().unwrap();
+    drop(server);
+    tag.assert_gone();
+}
+
 #[derive(Default)]
 struct RecordingHost {
     notifications: Mutex<Vec<Notification>>,

@@ -98,6 +98,17 @@ impl HttpTransport {
             let mut resumed = match self.open_get(Some(&event_id), Some(self.request_ceiling), by) {
                 Ok(resumed) if resumed.status().is_success() => resumed,
                 Ok(mut refused) => return Err(http_error(&mut refused)),
+                // Nothing listens there now (a local server that stopped):
+                // a retry a moment later would find the same.
+                Err(err) if super::wire::refused_here(&err, &self.target.url) => {
+                    return Err(Error::Http {
+                        status: None,
+                        message: format!(
+                            "the response stream broke, and resuming it found {}",
+                            super::wire::network_words(&err)
+                        ),
+                    });
+                }
                 Err(err) => {
                     outcome = Err(io::Error::other(err.to_string()));
                     continue;
