@@ -53,14 +53,16 @@ impl Root {
 /// The host's side of server→client requests and notifications.
 ///
 /// Every method has a default: no roots, sampling and elicitation declined,
-/// notifications ignored. Methods run on the connection's `{server}-events`
-/// thread, never on its reader, so a slow answer (a person typing) blocks no
-/// response to another request; calls for one server come one at a time, in
-/// the order they arrived. That thread starts when the server first asks,
-/// notifies or writes to stderr and ends after 5 s without, so two calls may
-/// come on different OS threads: keep no thread-local state across them. With a
-/// stateless (2026-07-28) server, elicitation, sampling and roots are asked
-/// on the thread of the call that needs them instead.
+/// notifications ignored. Notifications and stderr lines come on the
+/// connection's `{server}-events` thread, one at a time, in the order they
+/// arrived; each request of the server's (roots, sampling, elicitation)
+/// comes on a `{server}-asked` thread of its own, never on the reader, so a
+/// slow answer (a person typing) holds up neither a response to another
+/// request nor the server's other requests: up to 8 of one server's may be
+/// asked at once. Threads come and go, so two calls may come on different
+/// OS threads: keep no thread-local state across them. With a stateless
+/// (2026-07-28) server, elicitation, sampling and roots are asked on the
+/// thread of the call that needs them instead.
 pub trait Host: Send + Sync {
     /// The roots reported for `roots/list`.
     fn roots(&self) -> Vec<Root> {
@@ -114,7 +116,7 @@ pub trait Host: Send + Sync {
     /// runs on another, so it must not block: set a flag, wake a prompt. A
     /// request the server gives up before the host sees it never reaches
     /// the host. (Only handshake-era servers do this; the notification
-    /// also reaches [`Host::notification`] once that call returned.)
+    /// also reaches [`Host::notification`].)
     fn cancelled(&self, server: &str, method: &str, reason: Option<&str>) {
         let _ = (server, method, reason);
     }
@@ -129,9 +131,10 @@ pub trait Host: Send + Sync {
     /// summed up in one line). Runs on the connection's events thread, in
     /// the order lines and messages arrived (stderr and stdout are separate
     /// pipes, so only that): the pipe is drained meanwhile, but a slow
-    /// handler holds up the server's requests and notifications behind it,
-    /// and past 256 waiting lines the rest are dropped (the stderr tail keeps
-    /// the last 64 KiB), so keep it quick (append to a file, say).
+    /// handler holds up the notifications behind it (and the handing on of
+    /// requests), and past 256 waiting lines the rest are dropped (the
+    /// stderr tail keeps the last 64 KiB), so keep it quick (append to a
+    /// file, say).
     fn stderr(&self, server: &str, line: &str) {
         let _ = (server, line);
     }

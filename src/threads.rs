@@ -54,6 +54,11 @@ impl NamedThread {
         self.handle.thread().id()
     }
 
+    /// True once the thread's body returned.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+
     /// Joins the thread if it ends within `wait`; otherwise logs and leaves it.
     pub(crate) fn join_within(self, wait: Duration) {
         let name = self.handle.thread().name().unwrap_or("?").to_owned();

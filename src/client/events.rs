@@ -1,7 +1,10 @@
 //! The queue between a connection's reader and its host: server requests,
 //! notifications and a stdio server's stderr lines wait here for the
 //! `{server}-events` thread, which hands them to the host in order, so that
-//! the reader never waits on the host.
+//! the reader never waits on the host. A request is answered on a
+//! `{server}-asked` thread of its own (at most [`ASKED_AT_ONCE`]): MCP's
+//! requests are concurrent, and one the host takes long over (a person's
+//! form) must not hold up the server's next (a sampling).
 //!
 //! The queue is bounded by a count (requests and notifications apart from
 //! stderr lines): past it a flooding server's notifications are dropped and
@@ -73,6 +76,9 @@ pub(super) struct EventQueue {
     /// The URL-mode elicitations open: a completion for another id is not
     /// handed on.
     url_elicitations: UrlElicitations,
+    /// The `{server}-asked` threads, each answering one request; joined
+    /// once ended (by the next one started), or at close.
+    asked: Mutex<Vec<NamedThread>>,
 }
 
 /// A server request the host has not answered yet.
@@ -104,6 +110,9 @@ const EVENTS_IDLE: Duration = Duration::from_secs(5);
 const EVENTS_JOIN_WAIT: Duration = Duration::from_secs(1);
 /// How many stderr lines may wait for the events thread.
 const STDERR_QUEUE: usize = 256;
+/// How many of a server's requests the host answers at once; past it the
+/// events thread answers the next itself (and the queue waits).
+pub(super) const ASKED_AT_ONCE: usize = 8;
 
 impl EventQueue {
     pub(super) fn new(
@@ -127,6 +136,7 @@ impl EventQueue {
             closing: OnceLock::new(),
             requests: Mutex::default(),
             url_elicitations: UrlElicitations::default(),
+            asked: Mutex::default(),
         })
     }
 
@@ -210,11 +220,18 @@ impl EventQueue {
             worker.thread.take()
         };
         let _ = self.sender.try_send(Event::Stop);
+        let began = Instant::now();
         if let Some(thread) = thread {
             if thread.id() == std::thread::current().id() {
                 return;
             }
             thread.join_within(EVENTS_JOIN_WAIT);
+        }
+        // The host answering still: within the same wait, all told.
+        let asked = std::mem::take(&mut *lock(&self.asked));
+        let me = std::thread::current().id();
+        for thread in asked.into_iter().filter(|thread| thread.id() != me) {
+            thread.join_within(EVENTS_JOIN_WAIT.saturating_sub(began.elapsed()));
         }
     }
     /// Queues a server request, notification or stderr line for the host,
@@ -331,6 +348,64 @@ impl EventQueue {
     fn run(&self) {
         events_loop(self);
     }
+
+    /// Hands `request` to the host on a `{server}-asked` thread, or on this
+    /// one when [`ASKED_AT_ONCE`] answer already (or no thread starts).
+    fn hand_request(&self, request: Request) {
+        let params = request.params.unwrap_or(Value::Null);
+        // Open before the host sees it: the completion may come while the
+        // host still answers.
+        self.note_url_elicitation(&request.method, &params);
+        let (id, method) = (request.id, request.method);
+        {
+            let mut asked = lock(&self.asked);
+            let (ended, running): (Vec<NamedThread>, Vec<NamedThread>) =
+                std::mem::take(&mut *asked).into_iter().partition(NamedThread::is_finished);
+            *asked = running;
+            for thread in ended {
+                thread.join_within(EVENTS_JOIN_WAIT);
+            }
+            if let Some(queue) = self.myself.upgrade().filter(|_| asked.len() < ASKED_AT_ONCE) {
+                let (id, method, params) = (id.clone(), method.clone(), params.clone());
+                let name = format!("{}-asked", self.server);
+                let body = move || queue.answer_request(&id, &method, &params);
+                match NamedThread::spawn(name, body) {
+                    Ok(thread) => {
+                        asked.push(thread);
+                        return;
+                    }
+                    Err(err) => {
+                        log::debug!("{}: answering on the events thread: {err}", self.server)
+                    }
+                }
+            }
+        }
+        self.answer_request(&id, &method, &params);
+    }
+
+    /// Asks the host for the answer to the server's request `id` and sends
+    /// it, unless the server withdrew it meanwhile.
+    fn answer_request(&self, id: &RequestId, method: &str, params: &Value) {
+        let (server, host) = (&self.server, &*self.host);
+        // A host that panics answers with an error; the events go on.
+        let outcome = catch_unwind(AssertUnwindSafe(|| host::answer(host, server, method, params)))
+            .unwrap_or_else(|_| {
+                log::warn!("{server}: the host panicked answering {method}");
+                Err(RpcError {
+                    code: -32603,
+                    message: "the client failed to answer".into(),
+                    data: None,
+                })
+            });
+        if let Err(error) = &outcome {
+            log::debug!("{server}: answered {method} with an error: {error}");
+        }
+        if self.settled(id) {
+            log::debug!("{server}: {method} was withdrawn: no answer");
+        } else {
+            self.answer(id, &outcome);
+        }
+    }
 }
 
 /// The `{server}-events` thread: hands server requests and notifications to
@@ -402,33 +477,7 @@ fn events_loop(queue: &EventQueue) {
             continue;
         }
         match event {
-            Event::Request(request) => {
-                let params = request.params.unwrap_or(Value::Null);
-                // Open before the host sees it: the completion may come
-                // while the host still answers.
-                queue.note_url_elicitation(&request.method, &params);
-                // A host that panics answers with an error; this thread and
-                // what waits behind the request go on.
-                let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    host::answer(host, server, &request.method, &params)
-                }))
-                .unwrap_or_else(|_| {
-                    log::warn!("{server}: the host panicked answering {}", request.method);
-                    Err(RpcError {
-                        code: -32603,
-                        message: "the client failed to answer".into(),
-                        data: None,
-                    })
-                });
-                if let Err(error) = &outcome {
-                    log::debug!("{server}: answered {} with an error: {error}", request.method);
-                }
-                if queue.settled(&request.id) {
-                    log::debug!("{server}: {} was withdrawn: no answer", request.method);
-                } else {
-                    queue.answer(&request.id, &outcome);
-                }
-            }
+            Event::Request(request) => queue.hand_request(request),
             Event::Notification(notification) => {
                 log::debug!("{server}: notification {}", notification.method);
                 let seen =

@@ -2,15 +2,15 @@
 //! path, each asserting the outcome, a time bound, and that no process of
 //! the test is left behind.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tether::{
-    CallOptions, CancelHandle, Client, CloseReason, Error, Host, Notification, Root, StdioCommand,
-    Transport,
+    CallOptions, CancelHandle, Client, CloseReason, Error, Host, Notification, Root, RpcError,
+    StdioCommand, Transport,
 };
 
 use crate::support::{assert_quick, fixture, misbehave, quick, Tag};
@@ -544,6 +544,63 @@ fn server_requests_are_answered() {
     );
     assert_eq!(by_id("s-sampling")["error"]["code"], -32601);
     assert_eq!(by_id("s-unknown")["error"]["code"], -32601);
+    close_and_check(client, &tag);
+}
+
+/// Roots that wait for the sampling asked after them (at most 5 s), and
+/// note whether it came meanwhile.
+#[derive(Default)]
+struct SlowRoots {
+    sampled: Mutex<bool>,
+    asked: Condvar,
+    saw_sampling: AtomicBool,
+}
+
+impl Host for SlowRoots {
+    fn roots(&self) -> Vec<Root> {
+        let sampled = self.sampled.lock().unwrap();
+        let waited = self.asked.wait_timeout_while(sampled, Duration::from_secs(5), |s| !*s);
+        self.saw_sampling.store(*waited.unwrap().0, Ordering::SeqCst);
+        Vec::new()
+    }
+
+    fn handles_sampling(&self) -> bool {
+        true
+    }
+
+    fn create_message(&self, _server: &str, _params: &Value) -> Result<Value, RpcError> {
+        *self.sampled.lock().unwrap() = true;
+        self.asked.notify_all();
+        Ok(json!({"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}))
+    }
+}
+
+// A cold trial: a request the host took long over (a person's form) held up
+// the same server's next one, which waited behind it on the events thread.
+// Each is asked on a thread of its own: the sampling is asked while the
+// roots still wait.
+#[test]
+fn a_slow_answer_holds_up_no_other_server_request() {
+    let tag = Tag::new();
+    let host = Arc::new(SlowRoots::default());
+    let options = quick(5_000).with_host(host.clone());
+    let client = Client::connect("fx", &misbehave(&tag, &["--server-requests"]), options).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let replies = loop {
+        let text = client
+            .call_tool("client_replies", json!({}), &CallOptions::default())
+            .unwrap()
+            .to_text();
+        let replies: Vec<Value> = serde_json::from_str(&text).unwrap();
+        if replies.len() == 4 || Instant::now() > deadline {
+            break replies;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(replies.len(), 4, "{replies:?}");
+    assert!(host.saw_sampling.load(Ordering::SeqCst), "the sampling waited behind the roots");
+    let sampled = replies.iter().find(|reply| reply["id"] == "s-sampling").unwrap();
+    assert_eq!(sampled["result"]["content"]["text"], "hi", "{sampled}");
     close_and_check(client, &tag);
 }
 
