@@ -173,6 +173,12 @@ impl Message {
     /// value that is not a JSON-RPC message (a batch, a bad id, …), or a
     /// request or notification too big to parse.
     pub fn parse(bytes: &[u8]) -> Result<Message, String> {
+        // serde would read an array as a struct's fields in order.
+        match bytes.iter().find(|byte| !byte.is_ascii_whitespace()) {
+            Some(b'{') => {}
+            Some(b'[') => return Err("a batch: MCP sends one message at a time".to_owned()),
+            _ => return Err("not a JSON object".to_owned()),
+        }
         // Each value counted takes a byte of its own: a frame no longer than
         // the limit cannot pass it, and is not scanned (most are).
         if bytes.len() > MAX_FRAME_VALUES && value_count(bytes, MAX_FRAME_VALUES) > MAX_FRAME_VALUES

@@ -13,12 +13,12 @@
 use std::io;
 use std::net::TcpListener;
 
-use tether::{Config, Downstream, HubOptions, NameStyle, ServeOptions, ServerState};
+use tether::{Config, Downstream, Exposure, HubOptions, NameStyle, ServeOptions, ServerState};
 
 use super::args::HttpListen;
 use super::output::{report, EXIT_OK, EXIT_SERVER, EXIT_TOOL_ERROR, EXIT_USAGE};
 use super::signals::SignalWatch;
-use super::starting::unknown_server;
+use super::starting::only_server;
 use super::{output, status};
 
 pub(super) fn serve(
@@ -29,15 +29,20 @@ pub(super) fn serve(
     http: &HttpListen,
     signals: &SignalWatch,
 ) -> u8 {
+    // A name that is unknown, invalid, untrusted or disabled is said, as
+    // every command that names a server says it.
     for name in names {
-        if config.server(name).is_none() {
-            return unknown_server(&config, name);
+        if let Err(code) = only_server(&config, name) {
+            return code;
         }
     }
     if !names.is_empty() {
         config
             .servers
             .retain(|server| names.iter().any(|name| Config::same_name(&server.name, name)));
+        // Nor are the others' faults this serving's.
+        config.failed.clear();
+        config.untrusted.clear();
     }
     let only = match names {
         [one] => Some(one.as_str()),
@@ -63,7 +68,22 @@ pub(super) fn serve_config(
         // server at most its start timeout.
         let hub = signals.start_hub_now(config, hub_options);
         hub.wait_started();
-        let statuses = hub.status();
+        let mut statuses = hub.status();
+        // The tools as served: a hidden one (`--ignore-tool`) is not.
+        let hidden: Vec<(String, String)> = hub
+            .tools()
+            .into_iter()
+            .filter(|tool| tool.exposure == Exposure::Hidden)
+            .map(|tool| (tool.server, tool.tool.name))
+            .collect();
+        for status in &mut statuses {
+            status.tools.retain(|tool| {
+                !hidden.iter().any(|(server, name)| *server == status.name && name == tool)
+            });
+        }
+        if statuses.is_empty() {
+            eprintln!("no servers are configured: there is nothing to serve");
+        }
         output::emit(&status::render_list(&statuses));
         let all = statuses
             .iter()
@@ -87,6 +107,12 @@ pub(super) fn serve_config(
         },
         None => None,
     };
+    // What cannot be served is warned of as the serving learns it; an
+    // empty configuration is said here, or the client would only see no
+    // tools.
+    if config.servers.is_empty() && config.failed.is_empty() && config.untrusted.is_empty() {
+        log::warn!("no servers are configured: serving none");
+    }
     let downstream = Downstream::new();
     let hub_options = hub_options.with_host(downstream.host()).with_name_style(style);
     let hub = signals.start_hub_now(config, hub_options);

@@ -34,9 +34,10 @@ pub(super) const STATUS_TOOL: &str = "tether__status";
 const INVALID_PARAMS: i64 = -32602;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INTERNAL: i64 = -32603;
-/// How long a list waits for servers still starting: most clients list
-/// once, right after `initialize`, and many never list again. A server
-/// slower than this (a sign-in) is announced as a list change later.
+/// How long a list (or a call of a tool not listed yet) waits for servers
+/// still starting: most clients list once, right after `initialize`, and
+/// many never list again. A server slower than this (a sign-in) is
+/// announced as a list change later.
 const LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What answering needs: the hub, the options, and which server each
@@ -143,7 +144,16 @@ impl Answerer<'_> {
         params: &Value,
         link: &Arc<Link>,
     ) -> Result<Value, RpcError> {
-        match request.method.as_str() {
+        let method = request.method.as_str();
+        // tether lists everything in one page: a cursor is none it gave.
+        let listing = matches!(
+            method,
+            "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list"
+        );
+        if listing && params.get("cursor").is_some_and(|cursor| !cursor.is_null()) {
+            return Err(rpc(INVALID_PARAMS, "invalid cursor: tether lists all in one page".into()));
+        }
+        match method {
             "initialize" => Ok(self.initialize(link, params)),
             "server/discover" => Ok(self.discover()),
             "ping" | "logging/setLevel" => Ok(json!({})),
@@ -158,23 +168,33 @@ impl Answerer<'_> {
         }
     }
 
-    fn capabilities(&self) -> Value {
-        json!({
+    /// What `initialize` and `server/discover` say of the server: its
+    /// capabilities, `serverInfo` and instructions. tether's own; serving
+    /// one server alone, once it is connected, its name, version and
+    /// instructions, and what it offers beyond the lists (completions,
+    /// resource subscriptions), which pass through to it.
+    fn about(&self) -> (Value, Value, Option<String>) {
+        let mut capabilities = json!({
             "tools": {"listChanged": true},
             "resources": {"listChanged": true},
             "prompts": {"listChanged": true},
             "logging": {},
-        })
-    }
-
-    /// tether's name; serving one server alone, that server's once it is
-    /// connected (its own name and version, as its tools keep theirs).
-    fn server_info(&self) -> Value {
-        let upstream = self.ready_passthrough().and_then(|client| {
-            let info = client.server_info()?;
-            (!info.name.is_empty()).then(|| json!({"name": info.name, "version": info.version}))
         });
-        upstream.unwrap_or_else(|| json!({"name": "tether", "version": env!("CARGO_PKG_VERSION")}))
+        let mut server_info = json!({"name": "tether", "version": env!("CARGO_PKG_VERSION")});
+        let upstream = self.ready_passthrough();
+        let Some(info) = upstream.as_ref().and_then(|client| client.server_info()) else {
+            return (capabilities, server_info, None);
+        };
+        if !info.name.is_empty() {
+            server_info = json!({"name": info.name, "version": info.version});
+        }
+        if let Some(completions) = info.capabilities.get("completions") {
+            capabilities["completions"] = completions.clone();
+        }
+        if info.capabilities.pointer("/resources/subscribe") == Some(&json!(true)) {
+            capabilities["resources"]["subscribe"] = json!(true);
+        }
+        (capabilities, server_info, info.instructions.clone())
     }
 
     /// The one server served alone, when it is connected already:
@@ -204,33 +224,29 @@ impl Answerer<'_> {
             peer.capabilities = params.get("capabilities").cloned().unwrap_or_else(|| json!({}));
             peer.stateless = false;
         }
+        let (capabilities, server_info, instructions) = self.about();
         let mut result = json!({
             "protocolVersion": version,
-            "capabilities": self.capabilities(),
-            "serverInfo": self.server_info(),
+            "capabilities": capabilities,
+            "serverInfo": server_info,
         });
-        if let Some(instructions) = self.instructions() {
+        if let Some(instructions) = instructions {
             result["instructions"] = json!(instructions);
         }
         result
     }
 
     fn discover(&self) -> Value {
+        let (capabilities, server_info, instructions) = self.about();
         let mut result = json!({
             "supportedVersions": [MODERN_PROTOCOL_VERSION],
-            "capabilities": self.capabilities(),
-            "serverInfo": self.server_info(),
+            "capabilities": capabilities,
+            "serverInfo": server_info,
         });
-        if let Some(instructions) = self.instructions() {
+        if let Some(instructions) = instructions {
             result["instructions"] = json!(instructions);
         }
         result
-    }
-
-    /// One server's own instructions, when serving it alone and it is
-    /// connected already.
-    fn instructions(&self) -> Option<String> {
-        self.ready_passthrough()?.server_info()?.instructions.clone()
     }
 
     /// The tools as the downstream sees them: hidden ones left out, those a
@@ -295,7 +311,13 @@ impl Answerer<'_> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(rpc(INVALID_PARAMS, "tools/call needs a \"name\"".into()));
         };
-        let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        let arguments = match params.get("arguments") {
+            None | Some(Value::Null) => json!({}),
+            Some(arguments @ Value::Object(_)) => arguments.clone(),
+            Some(_) => {
+                return Err(rpc(INVALID_PARAMS, "tools/call's \"arguments\" is an object".into()))
+            }
+        };
         if self.options.status_tool && name == STATUS_TOOL {
             return Ok(PassedResult::Value(self.status()));
         }
@@ -314,7 +336,21 @@ impl Answerer<'_> {
             let outcome = self.hub.call(name, arguments, &options);
             ("tether".to_owned(), outcome.map(|result| PassedResult::Value(result.raw)))
         } else {
-            let (server, tool) = self.server_tool(name).ok_or_else(unknown)?;
+            let (server, tool) = match self.server_tool(name) {
+                Some(found) => found,
+                // A call that comes before its server connected (a client
+                // that calls from a list it kept, or a stateless one) waits
+                // for the servers starting, as a list does.
+                None if self.hub.wait_started_for(LIST_WAIT) => {
+                    self.server_tool(name).ok_or_else(unknown)?
+                }
+                None => self.server_tool(name).ok_or_else(|| {
+                    rpc(
+                        INVALID_PARAMS,
+                        format!("unknown tool {name:?}: some servers are still starting"),
+                    )
+                })?,
+            };
             rounds::note_server(&server);
             let outcome = if passing {
                 self.hub.pass_server_tool(&server, &tool, arguments, &options)
@@ -638,12 +674,13 @@ pub(super) fn upstream_error_with(
             let lines: Vec<&str> =
                 tail.as_deref().map(|tail| tail.lines().collect()).unwrap_or_default();
             let last = &lines[lines.len().saturating_sub(10)..];
-            // The hub's words name the server already.
-            RpcError {
-                code: INTERNAL,
-                message: err.chain(),
-                data: Some(json!({"serverFailed": true, "stderr": last})),
-            }
+            // The hub's words name the server already; a remote server
+            // has no stderr to show.
+            let data = match last {
+                [] => json!({"serverFailed": true}),
+                _ => json!({"serverFailed": true, "stderr": last}),
+            };
+            RpcError { code: INTERNAL, message: err.chain(), data: Some(data) }
         }
         _ => rpc(INTERNAL, format!("{server}: {}", err.chain())),
     }

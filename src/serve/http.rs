@@ -311,8 +311,12 @@ impl<'a> Front<'a> {
                 let (scheme, credentials) = value.split_once(' ')?;
                 scheme.eq_ignore_ascii_case("bearer").then(|| credentials.trim())
             });
-            if !given.is_some_and(|given| super::same_secret(given.as_bytes(), token.as_bytes())) {
-                return Some((401, "a bearer token is required"));
+            match given {
+                None => return Some((401, "a bearer token is required")),
+                Some(given) if !super::same_secret(given.as_bytes(), token.as_bytes()) => {
+                    return Some((401, "the bearer token is not this serving's"));
+                }
+                Some(_) => {}
             }
         }
         None
@@ -332,12 +336,18 @@ impl<'a> Front<'a> {
         if !json {
             return plain(stream, 415, "MCP messages are application/json", keep);
         }
-        if request.body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'[') {
-            return rpc_refusal(stream, 400, -32600, "batches are not served", keep);
-        }
         let message = match Message::parse(&request.body) {
             Ok(message) => message,
-            Err(why) => return rpc_refusal(stream, 400, -32700, &why.to_string(), keep),
+            Err(why) => {
+                let refused = super::refusal(&request.body, &why).unwrap_or_else(|| {
+                    json!({"jsonrpc": "2.0", "id": null,
+                           "error": {"code": -32600, "message": why}})
+                });
+                let body = serde_json::to_vec(&refused).unwrap_or_default();
+                let json = [("Content-Type", "application/json")];
+                http_wire::respond(stream, 400, &json, &body, keep)?;
+                return Ok(After::Next);
+            }
         };
         let stateless = request.header("mcp-protocol-version") == Some(MODERN_PROTOCOL_VERSION)
             || match &message {

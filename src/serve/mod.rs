@@ -9,7 +9,8 @@
 //! answering one at a time from the hub (`answer.rs`); stdio's one
 //! `serve-writer` writes every frame, an HTTP connection writes its own
 //! stream; a `serve-changes` thread announces the hub's tool changes and
-//! `serve-restarts` starts again the servers that stopped. Every queue is
+//! `serve-restarts` starts again the servers that stopped and warns of
+//! those that cannot be served. Every queue is
 //! bounded: a request that finds the pool's queue full is answered at once
 //! that tether is busy, so a reader never waits on the workers (it must go
 //! on reading the answers to tether's own requests to its client,
@@ -38,6 +39,7 @@ mod unix;
 
 pub use unix::unix_peer;
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsFd, AsRawFd};
@@ -56,6 +58,7 @@ use crate::host::Host;
 use crate::hub::Hub;
 use crate::jsonrpc::{Frame, Message, Request, RequestId, RpcError};
 use crate::sync::lock;
+use crate::ServerState;
 use answer::Answerer;
 use flights::Flights;
 use host::LinkHost;
@@ -81,6 +84,9 @@ const RESTART_FIRST: Duration = Duration::from_secs(1);
 const RESTART_CAP: Duration = Duration::from_secs(30);
 /// A server up this long since its last restart starts its backoff afresh.
 const RESTART_RESET: Duration = Duration::from_secs(60);
+/// How often the restarts thread looks for servers that cannot be served,
+/// to say so.
+const SAY_POLL: Duration = Duration::from_secs(1);
 
 /// How `tether serve` serves.
 #[derive(Debug, Clone, Default)]
@@ -290,7 +296,7 @@ impl Downstream {
             );
             threads.push(
                 named("serve-restarts".into())
-                    .spawn_scoped(scope, move || restart_stopped(hub, ended_flag)),
+                    .spawn_scoped(scope, move || keep_servers(hub, ended_flag)),
             );
             let deadlines = &flights;
             threads.push(
@@ -384,13 +390,18 @@ impl Core<'_> {
             return Some(request);
         };
         let Some((server, tool)) = self.answerer.passed_tool(name) else { return Some(request) };
+        let empty = json!({});
+        let arguments = match params.get("arguments") {
+            None | Some(serde_json::Value::Null) => &empty,
+            Some(arguments) if arguments.is_object() => arguments,
+            // A worker refuses it.
+            Some(_) => return Some(request),
+        };
         let token = params.pointer("/_meta/progressToken").cloned();
         let Some(flight) = self.flights.begin(link, &request.id, token, &server) else {
             return Some(request);
         };
         self.links.touch(link);
-        let empty = json!({});
-        let arguments = params.get("arguments").unwrap_or(&empty);
         let sink = Arc::clone(&flight) as Arc<dyn crate::client::Sink>;
         match self.hub.send_server_tool(&server, &tool, arguments, sink) {
             Ok(Some((client, sent))) => flight.sent(client, sent),
@@ -469,6 +480,10 @@ impl<'a> Answering<'a> {
     fn begin(link: &'a Link, id: &'a RequestId, cancel: &CancelHandle) -> Answering<'a> {
         link.answering.fetch_add(1, Ordering::Relaxed);
         lock(&link.in_flight).insert(id.clone(), Underway::Answered(cancel.clone()));
+        // Closed since a worker took it: given up as the others were.
+        if link.is_closed() {
+            cancel.cancel();
+        }
         Answering { link, id }
     }
 }
@@ -503,9 +518,51 @@ fn take_frame(frame: &[u8], core: &Core<'_>, link: &Arc<Link>) -> Taken {
         Ok(message) => core.hear(link, message),
         Err(why) => {
             log::warn!("the client in front of tether sent a frame that is not JSON-RPC: {why}");
+            if let Some(refused) = refusal(frame, &why) {
+                link.send_bytes(Route::Announce, serde_json::to_vec(&refused).unwrap_or_default());
+            }
         }
     }
     Taken::Heard
+}
+
+/// The answer to a frame that is not a message tether takes (JSON-RPC 2.0,
+/// section 5): -32700 for text that is not JSON; -32600 for JSON that is
+/// not a request (a batch, which MCP no longer has; an id neither a number
+/// nor a string), with its id where one can be read, else null. `None` for
+/// what has the shape of an answer: an answer is never answered.
+fn refusal(frame: &[u8], why: &str) -> Option<serde_json::Value> {
+    use serde::de::IgnoredAny;
+    use serde_json::Value;
+    /// Its top level, the members' values skipped.
+    #[derive(serde::Deserialize)]
+    struct Shape {
+        id: Option<Value>,
+        method: Option<IgnoredAny>,
+        result: Option<IgnoredAny>,
+        error: Option<IgnoredAny>,
+    }
+    let invalid = |id: Value, message: String| Some((-32600, id, message));
+    let (code, id, message) = match frame.iter().find(|byte| !byte.is_ascii_whitespace()) {
+        _ if serde_json::from_slice::<IgnoredAny>(frame).is_err() => {
+            Some((-32700, Value::Null, format!("parse error: {why}")))
+        }
+        Some(b'[') => invalid(Value::Null, "batches are not served".to_owned()),
+        Some(b'{') => match serde_json::from_slice::<Shape>(frame) {
+            Ok(shape)
+                if shape.method.is_none() && (shape.result.is_some() || shape.error.is_some()) =>
+            {
+                None
+            }
+            Ok(shape) => {
+                let id = shape.id.filter(|id| id.is_string() || id.is_i64()).unwrap_or_default();
+                invalid(id, format!("invalid request: {why}"))
+            }
+            Err(_) => invalid(Value::Null, format!("invalid request: {why}")),
+        },
+        _ => invalid(Value::Null, "invalid request: a message is a JSON object".to_owned()),
+    }?;
+    Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}))
 }
 
 /// A Unix socket client's reader: frames from it until its input ends,
@@ -592,15 +649,22 @@ fn announce_changes(hub: &Hub, links: &Links, ended: &AtomicBool) {
 
 /// Starts again the servers that stopped (a crashed stdio server), with a
 /// backoff from 1 s doubling to 30 s between restarts that come soon after
-/// one another, afresh once 60 s pass without one.
-fn restart_stopped(hub: &Hub, ended: &AtomicBool) {
+/// one another, afresh once 60 s pass without one; and says each server
+/// that cannot be served (`say_failures`).
+fn keep_servers(hub: &Hub, ended: &AtomicBool) {
     let mut pause = RESTART_FIRST;
     let mut last: Option<Instant> = None;
     let mut next = Instant::now() + RESTART_POLL;
+    let mut said = HashMap::new();
+    let mut next_say = Instant::now();
     while !ended.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(50));
         let now = Instant::now();
+        if now >= next_say {
+            say_failures(hub, &mut said);
+            next_say = now + SAY_POLL;
+        }
         if now < next {
+            std::thread::sleep(Duration::from_millis(50));
             continue;
         }
         if last.is_some_and(|at| now.duration_since(at) >= RESTART_RESET) {
@@ -614,6 +678,30 @@ fn restart_stopped(hub: &Hub, ended: &AtomicBool) {
             last = Some(now);
             next = now + pause;
             pause = (pause * 2).min(RESTART_CAP);
+        }
+    }
+}
+
+/// Warns of each server that cannot be served (an entry or a file that
+/// could not be used, a start that failed, a sign-in needed, a project not
+/// trusted), once for each new reason. The serving's log is all a host that
+/// starts tether keeps of it, and its client sees only tools missing.
+fn say_failures(hub: &Hub, said: &mut HashMap<String, String>) {
+    for status in hub.status() {
+        let why = match status.state {
+            ServerState::Failed | ServerState::NeedsLogin => match &status.error {
+                Some(error) => error.chain(),
+                None => status.state.as_str().to_owned(),
+            },
+            ServerState::Untrusted => "not started: its project is not trusted".to_owned(),
+            _ => {
+                said.remove(&status.name);
+                continue;
+            }
+        };
+        if said.get(&status.name) != Some(&why) {
+            log::warn!("{}: {why}", status.name);
+            said.insert(status.name, why);
         }
     }
 }

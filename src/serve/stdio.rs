@@ -13,8 +13,9 @@
 //! goes to the workers as before. The watch ticks only while requests come
 //! (it sleeps once none has for `WATCH`), so an idle serving wakes nobody.
 //!
-//! The end of the input ends both threads; it cancels the client's requests
-//! under way, so that one answered on the other thread ends soon too.
+//! The end of the input ends both threads; the client's requests under way
+//! are given up after a short grace (answered if they are quick), so that
+//! one answered on the other thread ends soon too.
 
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -33,6 +34,10 @@ use crate::sync::{lock, wait_timeout};
 const TAKE_OVER: Duration = Duration::from_millis(2);
 /// How long after the last such request the watch keeps ticking.
 const WATCH: Duration = Duration::from_secs(1);
+/// How long the requests under way when the input ends may take to be
+/// answered before they are given up; the serving's exit (within 500 ms
+/// of the end, servers closed) has room for it.
+const END_GRACE: Duration = Duration::from_millis(100);
 
 struct TurnState<R> {
     /// The input and its framer while no thread reads them.
@@ -178,11 +183,21 @@ impl<R: Read + AsFd> Turns<R> {
     }
 
     /// The input ended: the other thread stops, and the client's requests
-    /// under way are given up (one may be answered on that thread).
+    /// under way are given up (one may be answered on that thread) once
+    /// `END_GRACE` has passed, or answered before: a client that writes its
+    /// requests and closes its input (a script) hears the quick ones.
     fn end(&self, core: &Core<'_>, link: &Arc<Link>) {
         lock(&self.state).ended = true;
         self.turn.notify_all();
-        link.cancel_all();
+        let until = Instant::now() + END_GRACE;
+        while (link.answering.load(Ordering::Relaxed) > 0 || !core.jobs.is_empty())
+            && Instant::now() < until
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Closed, the link is not answered further: a request a worker
+        // takes from the queue later is given up too.
+        link.close();
         // A call waiting for the client's answer in a round, too.
         core.rounds.cancel_from(link);
     }

@@ -19,6 +19,8 @@ mod reading; // stdio leader/follower: callers reading for themselves, nothing l
 #[cfg(feature = "serve")]
 mod serve; // tether serve and proxy: a real process served to a client written in the test
 #[cfg(feature = "serve")]
+mod serve_faults; // what tether serve says of faults: bad frames, the input's end, failures
+#[cfg(feature = "serve")]
 mod serve_http; // tether serve --http: real sockets, the SDKs' clients, the port's guards
 mod stdio; // Client over stdio against the misbehaving fixture
 mod support; // fixture binaries, process accounting, bounded waits

@@ -27,7 +27,7 @@ pub struct Front {
 }
 
 impl Front {
-    fn start(servers: Value, args: &[&str]) -> Front {
+    pub fn start(servers: Value, args: &[&str]) -> Front {
         let dir = config_dir(servers);
         let mut serve = vec!["serve"];
         serve.extend_from_slice(args);

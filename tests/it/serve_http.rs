@@ -278,6 +278,28 @@ fn tether_proxy_serves_a_remote_server_over_http_too() {
     tag.assert_gone();
 }
 
+// `tether proxy URL --check` lists the tools as they would be served: one
+// `--ignore-tool` leaves out is not listed (a cold trial saw it listed).
+#[test]
+fn proxy_check_lists_the_tools_as_served() {
+    let tag = Tag::new();
+    let (mut upstream, url) = crate::support::start_url_fixture("http-server", &tag, &[]);
+    let dir = crate::support::TempDir::new();
+    let within = Duration::from_secs(30);
+    let (all, _) = crate::support::run_tether(dir.path(), &["proxy", &url, "--check"], within);
+    let listed = crate::support::stdout_of(&all);
+    assert_eq!(all.status.code(), Some(0), "{listed}");
+    assert!(listed.contains("echo") && listed.contains("sleep"), "{listed}");
+    let args = ["proxy", &url, "--check", "--ignore-tool", "ech*"];
+    let (some, _) = crate::support::run_tether(dir.path(), &args, within);
+    let listed = crate::support::stdout_of(&some);
+    assert_eq!(some.status.code(), Some(0), "{listed}");
+    assert!(!listed.contains("echo") && listed.contains("sleep"), "{listed}");
+    drop(upstream.stdin.take());
+    let _ = upstream.wait();
+    tag.assert_gone();
+}
+
 // From the review of the HTTP front: a chunk size near usize::MAX is
 // refused at once (it wrapped the size check before), and two stateless
 // clients using the same request id at the same time each get their own

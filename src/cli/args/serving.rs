@@ -109,10 +109,33 @@ impl HttpListen {
         Ok(())
     }
 
-    /// The flags without `--http` say nothing.
+    /// The flags without `--http` say nothing; an address that is not
+    /// `[HOST:]PORT` and an origin that is not `scheme://host[:port]` are
+    /// bad usage, said before anything starts.
     fn check(&self) -> Result<(), lexopt::Error> {
         if self.address.is_none() && (self.token_env.is_some() || !self.origins.is_empty()) {
             return Err("--token-env and --allow-origin go with --http".into());
+        }
+        if let Some(address) = &self.address {
+            let port = address.rsplit_once(':').map_or(address.as_str(), |(host, port)| {
+                if host.is_empty() {
+                    ""
+                } else {
+                    port
+                }
+            });
+            if port.parse::<u16>().is_err() {
+                return Err(format!("--http {address:?}: expected [HOST:]PORT").into());
+            }
+        }
+        for origin in &self.origins {
+            let rest = origin.strip_prefix("https://").or_else(|| origin.strip_prefix("http://"));
+            if rest.is_none_or(|rest| rest.is_empty() || rest.contains(['/', '?', '#', ' '])) {
+                return Err(format!(
+                    "--allow-origin {origin:?}: expected an origin, such as https://app.example"
+                )
+                .into());
+            }
         }
         Ok(())
     }

@@ -1,0 +1,240 @@
+//! What `tether serve` says of faults, as a cold trial of it asked: every
+//! frame that is not a request answered as JSON-RPC says, the requests read
+//! before the input ended answered, a call that comes before its server
+//! connected waiting for it, what cannot be served said on stderr, and the
+//! names given judged alone.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::serve::Front;
+use crate::support::{
+    config_dir, misbehave_entry, run_tether, run_tether_with_stdin, stderr_of, stdout_of,
+    tether_bin, wait_exit, Tag, TempDir,
+};
+
+const WITHIN: Duration = Duration::from_secs(20);
+
+fn initialize(id: i64) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize",
+           "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                      "clientInfo": {"name": "front", "version": "1"}}})
+    .to_string()
+}
+
+/// Each line tether wrote, as JSON.
+fn answers(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect()
+}
+
+// JSON-RPC 2.0, section 5: text that is not JSON is answered -32700, JSON
+// that is not a request -32600, with the id where one can be read; a frame
+// shaped as an answer is never answered. They went unanswered on stdio.
+#[test]
+fn frames_that_are_not_requests_are_answered_as_json_rpc_says() {
+    let dir = config_dir(json!({}));
+    let lines = [
+        r#"{bad json"#.to_owned(),
+        json!([{"jsonrpc": "2.0", "id": 15, "method": "ping"}]).to_string(),
+        r#""a string""#.to_owned(),
+        r#"{"jsonrpc": "2.0", "id": 7, "method": 5}"#.to_owned(),
+        r#"{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}"#.to_owned(),
+        json!({"jsonrpc": "2.0", "id": 99, "result": {}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}).to_string(),
+    ];
+    let input = lines.join("\n") + "\n";
+    let (output, _) = run_tether_with_stdin(dir.path(), &["serve"], Some(&input), WITHIN);
+    let seen = answers(&stdout_of(&output));
+    let codes: Vec<(Value, Value)> =
+        seen.iter().map(|answer| (answer["id"].clone(), answer["error"]["code"].clone())).collect();
+    let null = Value::Null;
+    let expected = [
+        (null.clone(), json!(-32700)),
+        (null.clone(), json!(-32600)),
+        (null.clone(), json!(-32600)),
+        (json!(7), json!(-32600)),
+        (null.clone(), json!(-32600)),
+        (json!(8), null),
+    ];
+    assert_eq!(codes, expected, "{seen:?}");
+    assert_eq!(seen[1]["error"]["message"], "batches are not served");
+    assert_eq!(seen[5]["result"], json!({}));
+}
+
+// A script that writes its requests and closes its input at once hears the
+// quick ones: the end of the input gives what is under way a moment before
+// giving it up. The answer to `initialize` was lost 9 times in 30.
+#[test]
+fn requests_read_before_the_input_ended_are_answered() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    let input = format!("{}\n{ping}\n", initialize(1));
+    for _ in 0..10 {
+        let (output, _) = run_tether_with_stdin(dir.path(), &["serve"], Some(&input), WITHIN);
+        let seen = answers(&stdout_of(&output));
+        let ids: Vec<&Value> = seen.iter().map(|answer| &answer["id"]).collect();
+        assert!(ids.contains(&&json!(1)) && ids.contains(&&json!(2)), "{seen:?}");
+        assert_eq!(seen.len(), 2, "{seen:?}");
+    }
+    tag.assert_gone();
+}
+
+// A client that calls right after `initialize` (from a list it kept) got
+// "unknown tool" while the server was still starting; lists waited. The
+// call waits for the start as a list does.
+#[test]
+fn a_call_that_comes_before_its_server_connected_waits_for_it() {
+    let tag = Tag::new();
+    let servers = json!({"fx": misbehave_entry(&tag, &["--start-delay", "600"])});
+    for args in [&["fx"][..], &[]] {
+        let mut front = Front::start(servers.clone(), args);
+        front.initialize(json!({}));
+        let name = if args.is_empty() { "fx__echo" } else { "echo" };
+        let called =
+            front.request(2, "tools/call", json!({"name": name, "arguments": {"text": "early"}}));
+        assert_eq!(called["result"]["content"][0]["text"], "early", "{called}");
+        front.close();
+    }
+    tag.assert_gone();
+}
+
+/// `tether serve` over this config folder, its stderr read line by line:
+/// returns once a line holds each of `wanted` (or panics past the bound).
+fn stderr_until(dir: &TempDir, wanted: &[&str]) -> String {
+    let mut child = Command::new(tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .arg("serve")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{}", initialize(1)).unwrap();
+    let (lines, read) = crossbeam_channel::unbounded();
+    let stderr = child.stderr.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + WITHIN;
+    let mut said = String::new();
+    while !wanted.iter().all(|word| said.contains(word)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match read.recv_timeout(left) {
+            Ok(line) => said.push_str(&(line + "\n")),
+            Err(_) => {
+                child.kill().ok();
+                child.wait().ok();
+                panic!("not all of {wanted:?} said within {WITHIN:?}: {said}");
+            }
+        }
+    }
+    drop(stdin);
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
+    said
+}
+
+// Claude Desktop keeps the serving's stderr and nothing else: a file that
+// cannot be read, an entry that cannot be used and a server that cannot
+// start are each said there (they were silent: the client saw no tools).
+#[test]
+fn what_cannot_be_served_is_said_on_stderr() {
+    let dir = TempDir::new();
+    dir.write(
+        "mcp.json",
+        &json!({"mcpServers": {
+            "gone": {"command": "/nonexistent/tether-test-server"},
+            "typo": {"comand": "x"},
+        }})
+        .to_string(),
+    );
+    let said = stderr_until(&dir, &["gone: ", "typo"]);
+    assert!(said.contains("/nonexistent/tether-test-server"), "{said}");
+    assert!(said.contains("\"comand\""), "{said}");
+    let broken = TempDir::new();
+    broken.write("mcp.json", r#"{"mcpServers": {"a": {"command": "x",}}"#);
+    let said = stderr_until(&broken, &["mcp.json"]);
+    assert!(said.contains("trailing comma"), "{said}");
+}
+
+// `serve NAME` judges the servers named, as every command that names one:
+// a disabled one is refused, and another entry's fault is not this
+// serving's (`--check` failed on it).
+#[test]
+fn the_servers_named_are_judged_alone() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({
+        "on": misbehave_entry(&tag, &[]),
+        "off": {"command": "x", "enabled": false},
+        "typo": {"comand": "x"},
+    }));
+    let (off, _) = run_tether(dir.path(), &["serve", "off"], WITHIN);
+    assert_eq!(off.status.code(), Some(2));
+    assert!(stderr_of(&off).contains("disabled"), "{}", stderr_of(&off));
+    let (typo, _) = run_tether(dir.path(), &["serve", "typo", "--check"], WITHIN);
+    assert_eq!(typo.status.code(), Some(2));
+    assert!(stderr_of(&typo).contains("invalid entry"), "{}", stderr_of(&typo));
+    let (on, _) = run_tether(dir.path(), &["serve", "on", "--check"], WITHIN);
+    let printed = stdout_of(&on);
+    assert_eq!(on.status.code(), Some(0), "{printed}{}", stderr_of(&on));
+    assert!(printed.starts_with("on ") && !printed.contains("typo"), "{printed}");
+    tag.assert_gone();
+}
+
+// Parameters tether cannot take are refused as MCP says (-32602): a
+// cursor tether never gave (it lists all in one page), and arguments that
+// are not an object, which were passed on to the server.
+#[test]
+fn parameters_tether_cannot_take_are_refused() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"cursor": "x"}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "fx__echo", "arguments": ["not", "an", "object"]}}),
+    ];
+    let mut input = initialize(1) + "\n";
+    for request in &requests {
+        input.push_str(&format!("{request}\n"));
+    }
+    let (output, _) = run_tether_with_stdin(dir.path(), &["serve"], Some(&input), WITHIN);
+    let seen = answers(&stdout_of(&output));
+    for id in [2, 3] {
+        let answer = seen.iter().find(|answer| answer["id"] == id).unwrap_or_else(|| {
+            panic!("no answer to {id}: {seen:?}");
+        });
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    }
+    tag.assert_gone();
+}
+
+// `--http` and `--allow-origin` values that cannot be right are bad usage
+// (exit 2), said before anything starts; they were "cannot listen" (3),
+// and any origin was taken without a word.
+#[test]
+fn serving_flags_that_cannot_be_right_are_bad_usage() {
+    let dir = config_dir(json!({}));
+    for args in [
+        &["serve", "--http", "notaport"][..],
+        &["serve", "--http", "127.0.0.1:99999"],
+        &["serve", "--http", "8931", "--allow-origin", "notanorigin"],
+        &["serve", "--http", "8931", "--allow-origin", "https://app.example/path"],
+    ] {
+        let (output, _) = run_tether(dir.path(), args, WITHIN);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr_of(&output));
+    }
+}
