@@ -105,9 +105,59 @@ pub const MAX_FRAME_VALUES: usize = 500_000;
 #[derive(Deserialize)]
 struct Skeleton {
     #[serde(default)]
-    id: Option<Value>,
+    id: Option<IdField>,
     #[serde(default)]
     method: Option<IgnoredAny>,
+}
+
+/// A frame's `id`, read without building what it holds: a number or a
+/// string is kept; anything else (an object or an array, which in a
+/// hostile frame may be megabytes of values) is skipped as it is read.
+pub(crate) struct IdField(pub(crate) Option<RequestId>);
+
+impl<'de> Deserialize<'de> for IdField {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Seen;
+        impl<'de> serde::de::Visitor<'de> for Seen {
+            type Value = IdField;
+            fn expecting(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+                out.write_str("a JSON-RPC id")
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<IdField, E> {
+                Ok(IdField(Some(RequestId::Number(n))))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<IdField, E> {
+                Ok(IdField(i64::try_from(n).ok().map(RequestId::Number)))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<IdField, E> {
+                Ok(IdField(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<IdField, E> {
+                Ok(IdField(None))
+            }
+            fn visit_unit<E>(self) -> Result<IdField, E> {
+                Ok(IdField(None))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<IdField, E> {
+                Ok(IdField(Some(RequestId::String(text.to_owned()))))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<IdField, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(IdField(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<IdField, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(IdField(None))
+            }
+        }
+        deserializer.deserialize_any(Seen)
+    }
 }
 
 /// Follows a JSON text byte by byte, telling the bytes inside strings
@@ -254,15 +304,8 @@ impl Message {
         );
         let skeleton: Skeleton = serde_json::from_slice(bytes).map_err(|err| err.to_string())?;
         match (skeleton.method, skeleton.id) {
-            (None, Some(Value::Number(number))) => {
-                let id = number.as_i64().ok_or_else(|| format!("unsupported id {number}"))?;
-                Ok(Message::Response(Response {
-                    id: RequestId::Number(id),
-                    outcome: Err(RpcError { code: -32603, message: why, data: None }),
-                }))
-            }
-            (None, Some(Value::String(id))) => Ok(Message::Response(Response {
-                id: RequestId::String(id),
+            (None, Some(IdField(Some(id)))) => Ok(Message::Response(Response {
+                id,
                 outcome: Err(RpcError { code: -32603, message: why, data: None }),
             })),
             _ => Err(why),
@@ -447,6 +490,30 @@ mod tests {
         );
         // Broken JSON stays broken, whatever its bytes.
         assert!(Message::parse(b"{\"id\":3,\"result\":\xff").is_err());
+    }
+
+    #[test]
+    fn a_frame_of_too_many_values_answers_its_request_without_being_built() {
+        let zeros = vec!["0"; MAX_FRAME_VALUES + 10].join(",");
+        let frame = format!(r#"{{"jsonrpc":"2.0","id":5,"result":[{zeros}]}}"#);
+        let Message::Response(response) = Message::parse(frame.as_bytes()).unwrap() else {
+            panic!("a response")
+        };
+        assert_eq!(response.id, RequestId::Number(5));
+        assert_eq!(response.outcome.unwrap_err().code, -32603);
+        // An id of that many values is skipped as it is read: no request.
+        let frame = format!(r#"{{"jsonrpc":"2.0","id":[{zeros}],"result":1}}"#);
+        assert!(Message::parse(frame.as_bytes()).unwrap_err().contains("more than"));
+    }
+
+    #[test]
+    fn what_is_not_an_object_is_no_message() {
+        assert!(Message::parse(br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#)
+            .unwrap_err()
+            .contains("batch"));
+        // serde would have read these as a request's fields in order.
+        assert!(Message::parse(br#"[1, "ping"]"#).is_err());
+        assert!(Message::parse(br#" "ping""#).is_err());
     }
 
     #[test]

@@ -105,11 +105,21 @@ pub(super) fn hint(status: &ServerStatus) -> Option<String> {
         }
         Error::Timeout(_) => Some(format!("raise \"timeout\" in {file}")),
         // Nothing at that path, over either transport: most often a typo.
-        Error::Http { status: Some(404), .. } => Some(format!(
-            "no MCP server answers at {}; check the URL in {file} (tether tried Streamable \
-             HTTP, then the older HTTP+SSE transport, unless \"type\" names one)",
-            escaped(status.target.as_deref().unwrap_or("?"))
-        )),
+        Error::Http { status: Some(404), .. } => {
+            let url = escaped(status.target.as_deref().unwrap_or("?"));
+            Some(match &status.source {
+                Some(_) => format!(
+                    "no MCP server answers at {url}; check the URL in {file} (tether tried \
+                     Streamable HTTP, then the older HTTP+SSE transport, unless \"type\" names \
+                     one)"
+                ),
+                // An ad-hoc URL or `tether proxy`'s: no file to fix.
+                None => format!(
+                    "no MCP server answers at {url}; check the URL (tether tried Streamable \
+                     HTTP, then the older HTTP+SSE transport)"
+                ),
+            })
+        }
         // MissingRequiredClientCapability: most often elicitation, which the
         // CLI offers only on a terminal.
         Error::Rpc(rpc) if rpc.code == -32021 => Some(

@@ -29,7 +29,7 @@ use super::http_wire::{self, Conn, HttpRequest, Incoming};
 use super::link::{Link, Links, Outlet};
 use super::streams::{Piece, Streams};
 use super::{Core, ServeOptions};
-use crate::jsonrpc::{Message, Request};
+use crate::jsonrpc::{Message, Request, RequestId};
 use crate::protocol::{MODERN_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::sync::lock;
 use crate::url::WebUrl;
@@ -256,7 +256,7 @@ impl<'a> Front<'a> {
             if version != MODERN_PROTOCOL_VERSION && !SUPPORTED_PROTOCOL_VERSIONS.contains(&version)
             {
                 let text = format!("protocol version {version:?} is not served");
-                return rpc_refusal(stream, 400, -32600, &text, keep);
+                return rpc_refusal(stream, None, 400, -32600, &text, keep);
             }
         }
         match request.method.as_str() {
@@ -358,6 +358,10 @@ impl<'a> Front<'a> {
                 Message::Response(_) => false,
             };
         let opens = matches!(&message, Message::Request(asked) if asked.method == "initialize");
+        let asked_id = match &message {
+            Message::Request(asked) => Some(asked.id.clone()),
+            _ => None,
+        };
         // A stateless request is whole in itself: it gets a link of its own,
         // so that two clients' ids never meet.
         let (link, streams, new_session) = if stateless {
@@ -374,13 +378,15 @@ impl<'a> Front<'a> {
                 Some((id, link, streams)) => (link, streams, Some(id)),
                 None => {
                     let text = "too many sessions; end one (DELETE) first";
-                    return rpc_refusal(stream, 503, -32000, text, keep);
+                    return rpc_refusal(stream, asked_id.as_ref(), 503, -32000, text, keep);
                 }
             }
         } else {
             match self.session(request) {
                 Ok((link, streams)) => (link, streams, None),
-                Err((status, text)) => return rpc_refusal(stream, status, -32001, text, keep),
+                Err((status, text)) => {
+                    return rpc_refusal(stream, asked_id.as_ref(), status, -32001, text, keep)
+                }
             }
         };
         let asked = match message {
@@ -518,7 +524,7 @@ impl<'a> Front<'a> {
         }
         let (_, streams) = match self.session(request) {
             Ok(found) => found,
-            Err((status, text)) => return rpc_refusal(stream, status, -32001, text, keep),
+            Err((status, text)) => return rpc_refusal(stream, None, status, -32001, text, keep),
         };
         let (number, pieces) = streams.open_general();
         let streamed = self.stream_events(stream, &[], &pieces, stopped);
@@ -531,7 +537,7 @@ impl<'a> Front<'a> {
         let keep = request.keep_alive;
         let id = request.header("mcp-session-id").unwrap_or("");
         let Some(session) = lock(&self.sessions).remove(id) else {
-            return rpc_refusal(stream, 404, -32001, "no such session", keep);
+            return rpc_refusal(stream, None, 404, -32001, "no such session", keep);
         };
         self.end(&session);
         http_wire::respond(stream, 200, &[], b"", keep)?;
@@ -605,16 +611,17 @@ fn plain(stream: &mut TcpStream, status: u16, text: &str, keep: bool) -> std::io
     Ok(After::Next)
 }
 
-/// A refusal as a JSON-RPC error with no id.
+/// A refusal as a JSON-RPC error, for the request `id` when it was read
+/// (null otherwise).
 fn rpc_refusal(
     stream: &mut TcpStream,
+    id: Option<&RequestId>,
     status: u16,
     code: i64,
     text: &str,
     keep: bool,
 ) -> std::io::Result<After> {
-    let body =
-        json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}});
     let body = serde_json::to_vec(&body).unwrap_or_default();
     http_wire::respond(stream, status, &[("Content-Type", "application/json")], &body, keep)?;
     Ok(After::Next)
@@ -623,7 +630,6 @@ fn rpc_refusal(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jsonrpc::RequestId;
 
     #[test]
     fn what_has_news() {

@@ -537,7 +537,7 @@ fn refusal(frame: &[u8], why: &str) -> Option<serde_json::Value> {
     /// Its top level, the members' values skipped.
     #[derive(serde::Deserialize)]
     struct Shape {
-        id: Option<Value>,
+        id: Option<crate::jsonrpc::IdField>,
         method: Option<IgnoredAny>,
         result: Option<IgnoredAny>,
         error: Option<IgnoredAny>,
@@ -555,7 +555,8 @@ fn refusal(frame: &[u8], why: &str) -> Option<serde_json::Value> {
                 None
             }
             Ok(shape) => {
-                let id = shape.id.filter(|id| id.is_string() || id.is_i64()).unwrap_or_default();
+                let id = shape.id.and_then(|id| id.0);
+                let id = id.map_or(Value::Null, |id| serde_json::to_value(id).unwrap_or_default());
                 invalid(id, format!("invalid request: {why}"))
             }
             Err(_) => invalid(Value::Null, format!("invalid request: {why}")),

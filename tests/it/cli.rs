@@ -608,6 +608,11 @@ fn a_url_with_nothing_behind_it_says_to_check_the_url() {
         err.contains(&format!("hint: no MCP server answers at {wrong}; check the URL")),
         "{err}"
     );
+    // An ad-hoc URL (as `tether proxy`'s) is in no file: none is named.
+    let (output, _) = run_tether(dir.path(), &["call", &wrong, "echo", "{}"], WITHIN);
+    let err = stderr_of(&output);
+    assert!(err.contains("check the URL (tether tried"), "{err}");
+    assert!(!err.contains("the configuration"), "{err}");
     let _ = server.kill();
     let _ = server.wait();
 }

@@ -137,7 +137,9 @@ fn the_http_front_guards_its_port_and_serves_a_session() {
     let plain = "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n";
     assert_eq!(serve.exchange(plain, init).0, 401, "no token");
     let wrong = format!("{plain}Authorization: Bearer x{{token}}\r\n");
-    assert_eq!(serve.exchange(&wrong, init).0, 401, "a wrong token");
+    let refused = serve.exchange(&wrong, init);
+    assert_eq!(refused.0, 401, "a wrong token");
+    assert!(refused.2.contains("not this serving's"), "{refused:?}");
     let evil_origin = serve.post(&initialize(), "Origin: http://evil.example\r\n");
     assert_eq!(evil_origin.0, 403, "{evil_origin:?}");
     let rebinding = "POST /mcp HTTP/1.1\r\nHost: evil.example\r\nAuthorization: Bearer {token}\r\n";
@@ -155,7 +157,11 @@ fn the_http_front_guards_its_port_and_serves_a_session() {
     assert_eq!(batch.0, 400, "{batch:?}");
     let tools = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     assert_eq!(serve.post(&tools, "").0, 400, "no session");
-    assert_eq!(serve.post(&tools, "Mcp-Session-Id: nope\r\n").0, 404, "an unknown session");
+    let unknown = serve.post(&tools, "Mcp-Session-Id: nope\r\n");
+    assert_eq!(unknown.0, 404, "an unknown session");
+    // The refusal answers the request it read.
+    let refused: Value = serde_json::from_str(&unknown.2).unwrap();
+    assert_eq!(refused["id"], 2, "{refused}");
     let get = "GET /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\
                Accept: text/event-stream\r\nMcp-Session-Id: nope\r\n";
     assert_eq!(serve.exchange(get, b"").0, 404);
