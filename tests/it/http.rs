@@ -358,17 +358,7 @@ fn the_get_stream_delivers_server_requests_and_notifications() {
     let client =
         Client::connect("web", &server.target(HttpKind::Streamable), client_options).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    let replies = loop {
-        let text = client
-            .call_tool("client_replies", json!({}), &CallOptions::default())
-            .unwrap()
-            .to_text();
-        let replies: Vec<Value> = serde_json::from_str(&text).unwrap();
-        if replies.len() >= 2 || Instant::now() > deadline {
-            break replies;
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
+    let replies = crate::support::client_replies(&client, 2, Duration::from_secs(5));
     let by_id =
         |id: &str| replies.iter().find(|reply| reply["id"] == id).cloned().unwrap_or(Value::Null);
     assert_eq!(by_id("g-ping")["result"], json!({}));

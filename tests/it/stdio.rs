@@ -13,7 +13,7 @@ use tether::{
     StdioCommand, Transport,
 };
 
-use crate::support::{assert_quick, fixture, misbehave, quick, Tag};
+use crate::support::{assert_quick, client_replies, fixture, misbehave, quick, Tag};
 
 fn connect(tag: &Tag, flags: &[&str]) -> Client {
     Client::connect("fx", &misbehave(tag, flags), quick(5_000)).expect("connects")
@@ -522,19 +522,7 @@ fn server_requests_are_answered() {
     });
     let options = quick(5_000).with_host(host);
     let client = Client::connect("fx", &misbehave(&tag, &["--server-requests"]), options).unwrap();
-    // The answers travel back asynchronously; poll the fixture's record of them.
-    let deadline = Instant::now() + Duration::from_secs(3);
-    let replies = loop {
-        let text = client
-            .call_tool("client_replies", json!({}), &CallOptions::default())
-            .unwrap()
-            .to_text();
-        let replies: Vec<Value> = serde_json::from_str(&text).unwrap();
-        if replies.len() == 4 || Instant::now() > deadline {
-            break replies;
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
+    let replies = client_replies(&client, 4, Duration::from_secs(3));
     let by_id =
         |id: &str| replies.iter().find(|reply| reply["id"] == id).cloned().unwrap_or(Value::Null);
     assert_eq!(by_id("s-ping")["result"], json!({}));
@@ -585,18 +573,7 @@ fn a_slow_answer_holds_up_no_other_server_request() {
     let host = Arc::new(SlowRoots::default());
     let options = quick(5_000).with_host(host.clone());
     let client = Client::connect("fx", &misbehave(&tag, &["--server-requests"]), options).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(8);
-    let replies = loop {
-        let text = client
-            .call_tool("client_replies", json!({}), &CallOptions::default())
-            .unwrap()
-            .to_text();
-        let replies: Vec<Value> = serde_json::from_str(&text).unwrap();
-        if replies.len() == 4 || Instant::now() > deadline {
-            break replies;
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
+    let replies = client_replies(&client, 4, Duration::from_secs(8));
     assert_eq!(replies.len(), 4, "{replies:?}");
     assert!(host.saw_sampling.load(Ordering::SeqCst), "the sampling waited behind the roots");
     let sampled = replies.iter().find(|reply| reply["id"] == "s-sampling").unwrap();

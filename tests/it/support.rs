@@ -542,3 +542,25 @@ impl Drop for OnTerminal {
         }
     }
 }
+
+/// The fixture's record of the client's answers to its requests, once it
+/// holds `count` of them or `within` passed: they travel back
+/// asynchronously.
+pub fn client_replies(
+    client: &tether::Client,
+    count: usize,
+    within: Duration,
+) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let text = client
+            .call_tool("client_replies", serde_json::json!({}), &tether::CallOptions::default())
+            .unwrap()
+            .to_text();
+        let replies: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+        if replies.len() >= count || Instant::now() > deadline {
+            return replies;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
