@@ -99,8 +99,9 @@ pub(super) struct Link {
     pub(super) peer: Mutex<Peer>,
     /// The client's requests being answered, each as it is given up.
     pub(super) in_flight: Mutex<HashMap<RequestId, Underway>>,
-    /// How many of the client's requests a thread is answering now (a
-    /// call waiting for its client's answer in a round included).
+    /// How many of the client's requests are under way: queued for a
+    /// worker, or being answered (a call waiting for its client's answer
+    /// in a round included, and a flight).
     pub(super) answering: std::sync::atomic::AtomicUsize,
     /// When the client last asked something (`Links::touch`): tether's
     /// own requests go to the client active last.

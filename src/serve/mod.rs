@@ -8,9 +8,8 @@
 //! requests go to a bounded pool of `serve-worker-N` threads, each
 //! answering one at a time from the hub (`answer.rs`); stdio's one
 //! `serve-writer` writes every frame, an HTTP connection writes its own
-//! stream; a `serve-changes` thread announces the hub's tool changes and
-//! `serve-restarts` starts again the servers that stopped and warns of
-//! those that cannot be served. Every queue is
+//! stream; `serve-changes` and `serve-restarts` keep house
+//! (`housekeeping.rs`). Every queue is
 //! bounded: a request that finds the pool's queue full is answered at once
 //! that tether is busy, so a reader never waits on the workers (it must go
 //! on reading the answers to tether's own requests to its client,
@@ -27,6 +26,7 @@
 mod answer;
 mod flights;
 mod host;
+mod housekeeping;
 mod http;
 mod http_wire;
 mod link;
@@ -39,13 +39,12 @@ mod unix;
 
 pub use unix::unix_peer;
 
-use std::collections::HashMap;
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -58,7 +57,6 @@ use crate::host::Host;
 use crate::hub::Hub;
 use crate::jsonrpc::{Frame, Message, Request, RequestId, RpcError};
 use crate::sync::lock;
-use crate::ServerState;
 use answer::Answerer;
 use flights::Flights;
 use host::LinkHost;
@@ -74,19 +72,6 @@ const WORKERS: usize = 8;
 const WAITING_REQUESTS: usize = 64;
 /// Frames waiting for the writer.
 const WAITING_FRAMES: usize = 1024;
-/// How often the changes thread looks whether the serving ended.
-const CHANGES_POLL: Duration = Duration::from_millis(250);
-/// How often the restarts thread looks for servers that stopped.
-const RESTART_POLL: Duration = Duration::from_millis(250);
-/// The first pause before restarting a server that stopped again soon, and
-/// the longest.
-const RESTART_FIRST: Duration = Duration::from_secs(1);
-const RESTART_CAP: Duration = Duration::from_secs(30);
-/// A server up this long since its last restart starts its backoff afresh.
-const RESTART_RESET: Duration = Duration::from_secs(60);
-/// How often the restarts thread looks for servers that cannot be served,
-/// to say so.
-const SAY_POLL: Duration = Duration::from_secs(1);
 
 /// How `tether serve` serves.
 #[derive(Debug, Clone, Default)]
@@ -290,13 +275,12 @@ impl Downstream {
                 );
             }
             let (links, ended_flag) = (&*self.links, &ended);
-            threads.push(
-                named("serve-changes".into())
-                    .spawn_scoped(scope, move || announce_changes(hub, links, ended_flag)),
-            );
+            threads.push(named("serve-changes".into()).spawn_scoped(scope, move || {
+                housekeeping::announce_changes(hub, links, ended_flag)
+            }));
             threads.push(
                 named("serve-restarts".into())
-                    .spawn_scoped(scope, move || keep_servers(hub, ended_flag)),
+                    .spawn_scoped(scope, move || housekeeping::keep_servers(hub, ended_flag)),
             );
             let deadlines = &flights;
             threads.push(
@@ -340,6 +324,28 @@ impl Downstream {
 struct Job {
     link: Arc<Link>,
     request: Request,
+    /// Counted among the link's requests under way from the moment it is
+    /// queued until a worker has answered it: between the worker taking it
+    /// and beginning its answer, nothing else would count it, and the end
+    /// of the input would find nothing under way.
+    _counted: Counted,
+}
+
+/// One more of a link's requests under way (`Link::answering`), while it
+/// lives.
+struct Counted(Arc<Link>);
+
+impl Counted {
+    fn new(link: &Arc<Link>) -> Counted {
+        link.answering.fetch_add(1, Ordering::Relaxed);
+        Counted(Arc::clone(link))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.answering.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// What a front hands its clients' frames to.
@@ -357,7 +363,7 @@ impl Core<'_> {
     /// once when every worker is taken and the queue is full.
     fn submit(&self, link: &Arc<Link>, request: Request) {
         self.links.touch(link);
-        let job = Job { link: Arc::clone(link), request };
+        let job = Job { link: Arc::clone(link), request, _counted: Counted::new(link) };
         if let Err(job) = self.jobs.push(job, Duration::ZERO) {
             let busy = RpcError {
                 code: -32000,
@@ -627,82 +633,10 @@ fn heard(hub: &Hub, link: &Link, method: &str, params: Option<&serde_json::Value
 
 /// A worker: answers requests until the queue closes.
 fn work(jobs: &Queue<Job>, core: &Core<'_>) {
-    while let Some(Job { link, request }) = jobs.pop() {
+    while let Some(Job { link, request, _counted }) = jobs.pop() {
         // Its client is gone (a session ended, a connection closed).
         if !link.is_closed() {
             core.answer(&link, request);
-        }
-    }
-}
-
-/// Announces each change of the hub's tools to a downstream that takes
-/// notifications, until the serving ends.
-fn announce_changes(hub: &Hub, links: &Links, ended: &AtomicBool) {
-    let mut generation = hub.wait_tools_changed(u64::MAX, Duration::ZERO);
-    while !ended.load(Ordering::Relaxed) {
-        let now = hub.wait_tools_changed(generation, CHANGES_POLL);
-        if now != generation {
-            generation = now;
-            links.notify("notifications/tools/list_changed", Some(&json!({})));
-        }
-    }
-}
-
-/// Starts again the servers that stopped (a crashed stdio server), with a
-/// backoff from 1 s doubling to 30 s between restarts that come soon after
-/// one another, afresh once 60 s pass without one; and says each server
-/// that cannot be served (`say_failures`).
-fn keep_servers(hub: &Hub, ended: &AtomicBool) {
-    let mut pause = RESTART_FIRST;
-    let mut last: Option<Instant> = None;
-    let mut next = Instant::now() + RESTART_POLL;
-    let mut said = HashMap::new();
-    let mut next_say = Instant::now();
-    while !ended.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        if now >= next_say {
-            say_failures(hub, &mut said);
-            next_say = now + SAY_POLL;
-        }
-        if now < next {
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
-        }
-        if last.is_some_and(|at| now.duration_since(at) >= RESTART_RESET) {
-            pause = RESTART_FIRST;
-        }
-        let restarted = hub.restart_dropped();
-        if restarted.is_empty() {
-            next = now + RESTART_POLL;
-        } else {
-            log::warn!("restarting {} after it stopped", restarted.join(", "));
-            last = Some(now);
-            next = now + pause;
-            pause = (pause * 2).min(RESTART_CAP);
-        }
-    }
-}
-
-/// Warns of each server that cannot be served (an entry or a file that
-/// could not be used, a start that failed, a sign-in needed, a project not
-/// trusted), once for each new reason. The serving's log is all a host that
-/// starts tether keeps of it, and its client sees only tools missing.
-fn say_failures(hub: &Hub, said: &mut HashMap<String, String>) {
-    for status in hub.status() {
-        let why = match status.state {
-            ServerState::Failed | ServerState::NeedsLogin => match &status.error {
-                Some(error) => error.chain(),
-                None => status.state.as_str().to_owned(),
-            },
-            ServerState::Untrusted => "not started: its project is not trusted".to_owned(),
-            _ => {
-                said.remove(&status.name);
-                continue;
-            }
-        };
-        if said.get(&status.name) != Some(&why) {
-            log::warn!("{}: {why}", status.name);
-            said.insert(status.name, why);
         }
     }
 }

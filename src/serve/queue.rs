@@ -72,11 +72,6 @@ impl<T> Queue<T> {
         }
     }
 
-    /// True when nothing waits to be given out.
-    pub(super) fn is_empty(&self) -> bool {
-        lock(&self.state).items.is_empty()
-    }
-
     /// Takes nothing more; what is queued is still given out.
     pub(super) fn close(&self) {
         lock(&self.state).closed = true;

@@ -190,9 +190,7 @@ impl<R: Read + AsFd> Turns<R> {
         lock(&self.state).ended = true;
         self.turn.notify_all();
         let until = Instant::now() + END_GRACE;
-        while (link.answering.load(Ordering::Relaxed) > 0 || !core.jobs.is_empty())
-            && Instant::now() < until
-        {
+        while link.answering.load(Ordering::Relaxed) > 0 && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
         // Closed, the link is not answered further: a request a worker
