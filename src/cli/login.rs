@@ -100,10 +100,10 @@ impl LoopbackHandler {
         if *paste {
             eprintln!("(Or paste the URL the browser ends up at here, then press Enter.)");
         }
-        eprintln!(
-            "Waiting for the sign-in to finish (at most {}; Ctrl-C to give up)…",
-            minutes(self.wait)
-        );
+        // Ctrl-C is a person's at a terminal, not a host's that started
+        // `tether proxy` with its stdin for the protocol.
+        let give_up = if *paste { "; Ctrl-C to give up" } else { "" };
+        eprintln!("Waiting for the sign-in to finish (at most {}{give_up})…", minutes(self.wait));
         // Only the redirect to this request counts: the redirect URI's path
         // with this request's state. Anything else (another page poking the
         // port, an older sign-in) is answered and ignored.

@@ -11,6 +11,7 @@
 //! serve NAME`), everything keeps the server's own names, and a request
 //! tether does not know is passed to that server as it is.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -123,15 +124,15 @@ impl Answerer<'_> {
             let options = CallOptions::default();
             let upstream = |err: Error| upstream_error(self.hub, server, &err);
             let client = self.hub.client(server).map_err(upstream)?;
+            let params = without_envelope(request.params.as_ref());
             if passing {
-                let params = request.params.as_ref();
                 if let Some(passed) =
-                    client.request_passed(method, params, &options).map_err(upstream)?
+                    client.request_passed(method, params.as_deref(), &options).map_err(upstream)?
                 {
                     return Ok(passed);
                 }
             }
-            let answered = client.request(method, request.params.clone(), &options);
+            let answered = client.request(method, params.map(Cow::into_owned), &options);
             return answered.map(PassedResult::Value).map_err(upstream);
         }
         self.answer_own(request, params, link).map(PassedResult::Value)
@@ -341,15 +342,26 @@ impl Answerer<'_> {
                 // A call that comes before its server connected (a client
                 // that calls from a list it kept, or a stateless one) waits
                 // for the servers starting, as a list does.
-                None if self.hub.wait_started_for(LIST_WAIT) => {
-                    self.server_tool(name).ok_or_else(unknown)?
+                None => {
+                    let started = self.hub.wait_started_for(LIST_WAIT);
+                    match self.server_tool(name) {
+                        Some(found) => found,
+                        // Its server could not be served: why, not "unknown".
+                        None => {
+                            return Err(self.failure_behind(name).unwrap_or_else(
+                                || match started {
+                                    true => unknown(),
+                                    false => rpc(
+                                        INVALID_PARAMS,
+                                        format!(
+                                        "unknown tool {name:?}: some servers are still starting"
+                                    ),
+                                    ),
+                                },
+                            ))
+                        }
+                    }
                 }
-                None => self.server_tool(name).ok_or_else(|| {
-                    rpc(
-                        INVALID_PARAMS,
-                        format!("unknown tool {name:?}: some servers are still starting"),
-                    )
-                })?,
             };
             rounds::note_server(&server);
             let outcome = if passing {
@@ -365,6 +377,31 @@ impl Answerer<'_> {
             Err(err) if matches!(err.root(), Error::UnknownTool(_)) => Err(unknown()),
             Err(err) => Err(upstream_error(self.hub, &server, &err)),
         }
+    }
+
+    /// Why the server whose tool `name` would be cannot be served (it
+    /// failed to start, a sign-in failed or is needed), as its failure: the
+    /// one server served alone, or the one whose name begins `name` as
+    /// `SERVER__TOOL`. `None` when no such server failed.
+    fn failure_behind(&self, name: &str) -> Option<RpcError> {
+        let statuses = self.hub.status();
+        let status = statuses.iter().find(|status| match self.options.passthrough.as_deref() {
+            Some(server) => crate::config::Config::same_name(&status.name, server),
+            None => name_key(name)
+                .strip_prefix(&name_key(&status.name))
+                .is_some_and(|rest| rest.starts_with("__")),
+        })?;
+        use crate::server_state::ServerState;
+        if !matches!(status.state, ServerState::Failed | ServerState::NeedsLogin) {
+            return None;
+        }
+        let error = status.error.as_deref()?;
+        let mut failure = upstream_error_with(&status.name, error, || status.stderr_tail.clone());
+        // Named as a call's failure is (the status's error names nobody).
+        if !matches!(error, Error::Server { .. }) {
+            failure.message = format!("server {:?}: {}", status.name, failure.message);
+        }
+        Some(failure)
     }
 
     /// True when `name` is the one `codemode` tool, which runs a script
@@ -600,6 +637,30 @@ pub(super) fn answers(method: &str) -> bool {
             | "resources/templates/list"
             | "prompts/list"
     )
+}
+
+/// `params` without the 2026-07-28 envelope a stateless client sends in
+/// `_meta` (its revision, capabilities, log level): passed on, a request is
+/// the upstream connection's to wrap as its era asks, and a handshake-era
+/// server refuses one that carries it. Borrowed when there is none.
+fn without_envelope(params: Option<&Value>) -> Option<Cow<'_, Value>> {
+    let params = params?;
+    let meta = params.get("_meta").and_then(Value::as_object);
+    let enveloped =
+        meta.is_some_and(|meta| meta.keys().any(|key| key.starts_with("io.modelcontextprotocol/")));
+    if !enveloped {
+        return Some(Cow::Borrowed(params));
+    }
+    let mut params = params.clone();
+    if let Some(fields) = params.as_object_mut() {
+        if let Some(Value::Object(meta)) = fields.get_mut("_meta") {
+            meta.retain(|key, _| !key.starts_with("io.modelcontextprotocol/"));
+            if meta.is_empty() {
+                fields.remove("_meta");
+            }
+        }
+    }
+    Some(Cow::Owned(params))
 }
 
 /// A stateless (2026-07-28) request carries who the client is in its

@@ -1,8 +1,8 @@
 //! The serving's housekeeping, each on a thread of its own for as long as
 //! the serving lasts: `serve-changes` announces the hub's tool changes to
 //! the clients in front, and `serve-restarts` starts again the servers that
-//! stopped and warns of those that cannot be served. Both poll the hub (a
-//! quarter second, a second) and look whether the serving ended, so that
+//! stopped and warns of those that cannot be served. Both poll the hub (each
+//! quarter second) and look whether the serving ended, so that
 //! its end joins them soon.
 
 use std::collections::HashMap;
@@ -27,7 +27,7 @@ const RESTART_CAP: Duration = Duration::from_secs(30);
 const RESTART_RESET: Duration = Duration::from_secs(60);
 /// How often the restarts thread looks for servers that cannot be served,
 /// to say so.
-const SAY_POLL: Duration = Duration::from_secs(1);
+const SAY_POLL: Duration = Duration::from_millis(250);
 
 /// Announces each change of the hub's tools to a downstream that takes
 /// notifications, until the serving ends.
@@ -75,6 +75,9 @@ pub(super) fn keep_servers(hub: &Hub, ended: &AtomicBool) {
             pause = (pause * 2).min(RESTART_CAP);
         }
     }
+    // A failure learnt since the last look is still said: the serving may
+    // end right after a sign-in failed.
+    say_failures(hub, &mut said);
 }
 
 /// Warns of each server that cannot be served (an entry or a file that

@@ -575,6 +575,31 @@ fn tether_proxy_signs_in_in_the_background_and_serves_the_remote_server() {
     tag.assert_gone();
 }
 
+// A cold trial: a sign-in that failed behind `tether proxy` (a wrong client
+// secret) left the client in front with "unknown tool" for every call, and
+// stderr with nothing once it closed. The call now fails with the server's
+// failure, named, and stderr says it.
+#[cfg(feature = "serve")]
+#[test]
+fn a_failed_sign_in_behind_tether_proxy_is_the_calls_answer() {
+    let tag = Tag::new();
+    let server = AuthFixture::start(&tag, &["--client", "cid:sec"]);
+    let dir = TempDir::new();
+    let visits = dir.path().join("browser.log");
+    let browser = format!("{} --log {}", fixture("fake-browser").display(), visits.display());
+    let info = r#"{"client_id": "cid", "client_secret": "WRONG"}"#;
+    let args = ["proxy", &server.url, "--static-oauth-client-info", info];
+    let mut front = crate::serve::Front::spawn(dir.path(), &args, &[("BROWSER", browser.as_str())]);
+    front.initialize(json!({}));
+    let called = front.request(2, "tools/call", json!({"name": "whoami", "arguments": {}}));
+    let message = called["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.starts_with("server \"127-0-0-1-"), "{called}");
+    assert!(message.contains("invalid_client"), "{called}");
+    assert_eq!(front.close().0, Some(0));
+    drop(server);
+    tag.assert_gone();
+}
+
 // Issue 24: the sign-in's redirect listener takes the port the kept client
 // was registered with; when another program holds it, the listener takes
 // another port and the client is registered again (a strict server refuses

@@ -286,7 +286,8 @@ fn elicitation_crosses_eras_and_a_stateless_client_is_served() {
 #[test]
 fn one_server_keeps_its_names_and_its_failure_is_an_error() {
     let tag = Tag::new();
-    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &["--completions"])}), &["fx"]);
+    let flags = ["--completions", "--refuse-envelope"];
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &flags)}), &["fx"]);
     front.initialize(json!({}));
     front.tools_with("echo");
     // A method tether does not answer itself is the server's.
@@ -300,6 +301,16 @@ fn one_server_keeps_its_names_and_its_failure_is_an_error() {
     assert_eq!(values, &json!(["Ada", "Alan"]), "{completed}");
     let refused = front.request(4, "no/such", json!({}));
     assert_eq!(refused["error"]["code"], -32601, "{refused}");
+    // A 2026-07-28 client's request reaches this handshake-era server
+    // without its envelope (a cold trial: the server refused it).
+    let stateless = front.request(
+        5,
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "greet"},
+               "argument": {"name": "name", "value": "A"},
+               "_meta": stateless_meta(json!({}))}),
+    );
+    assert_eq!(stateless["result"]["completion"]["values"], json!(["Ada", "Alan"]), "{stateless}");
     front.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                       "params": {"name": "sleep", "arguments": {"ms": 30000}}}));
     thread::sleep(Duration::from_millis(300));

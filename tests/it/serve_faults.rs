@@ -238,3 +238,24 @@ fn serving_flags_that_cannot_be_right_are_bad_usage() {
         assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr_of(&output));
     }
 }
+
+// A call of a tool whose server could not start was "unknown tool": it is
+// answered with that server's failure, named, as a call that fails is.
+#[test]
+fn a_call_to_a_server_that_failed_is_answered_with_its_failure() {
+    let tag = Tag::new();
+    let servers = json!({
+        "gone": {"command": "/nonexistent/tether-test-server"},
+        "fx": misbehave_entry(&tag, &[]),
+    });
+    let mut front = Front::start(servers, &[]);
+    front.initialize(json!({}));
+    let called = front.request(2, "tools/call", json!({"name": "gone__echo", "arguments": {}}));
+    let message = called["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("server \"gone\": could not start"), "{called}");
+    assert_eq!(called["error"]["data"]["serverFailed"], true, "{called}");
+    let unknown = front.request(3, "tools/call", json!({"name": "fx__nothing", "arguments": {}}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    front.close();
+    tag.assert_gone();
+}
