@@ -45,7 +45,6 @@ pub(super) fn run(
         let wanted = (server.as_str(), uri.as_str());
         return super::watch::watch(config, wanted, *count, (*read, *json), signals);
     }
-    let signals = &*signals;
     let code = match command {
         Command::List { names, scope, json, no_connect: true } => {
             list_configured(config, &names, scope, json)

@@ -25,7 +25,7 @@ use super::signals::SignalWatch;
 const AUTH_TIMEOUT: Duration = Duration::from_secs(300);
 
 #[cfg(feature = "serve")]
-pub(super) fn proxy(args: &ProxyArgs, signals: &SignalWatch) -> u8 {
+pub(super) fn proxy(args: &ProxyArgs, signals: &mut SignalWatch) -> u8 {
     let server = match entry(args) {
         Ok(server) => server,
         Err(message) => {

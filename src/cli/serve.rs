@@ -12,6 +12,7 @@
 
 use std::io;
 use std::net::TcpListener;
+use std::time::{Duration, Instant};
 
 use tether::{Config, Downstream, Exposure, HubOptions, NameStyle, ServeOptions, ServerState};
 
@@ -21,13 +22,19 @@ use super::signals::SignalWatch;
 use super::starting::only_server;
 use super::{output, status};
 
+/// How long the servers may take to close once the client in front went
+/// away. The issue gives the whole end half a second: the requests' grace
+/// comes before it, and an orphaned supervisor's 0.3 s grace after it for a
+/// server that ignores its input's end and SIGTERM.
+const CLOSE_AFTER_CLIENT: Duration = Duration::from_millis(100);
+
 pub(super) fn serve(
     mut config: Config,
     names: &[String],
     status_tool: bool,
     check: bool,
     http: &HttpListen,
-    signals: &SignalWatch,
+    signals: &mut SignalWatch,
 ) -> u8 {
     // A name that is unknown, invalid, untrusted or disabled is said, as
     // every command that names a server says it.
@@ -61,7 +68,7 @@ pub(super) fn serve_config(
     mut options: ServeOptions,
     check: bool,
     http: &HttpListen,
-    signals: &SignalWatch,
+    signals: &mut SignalWatch,
 ) -> u8 {
     if check {
         // With these options (a proxy's sign-in handler), waiting for each
@@ -119,7 +126,14 @@ pub(super) fn serve_config(
     let served = match listener {
         // Until a signal: the watch ends the servers and exits.
         Some(listener) => downstream.serve_http(&hub, listener, &options),
-        None => downstream.serve(&hub, io::stdin(), io::stdout(), &options),
+        None => {
+            let served = downstream.serve(&hub, io::stdin(), io::stdout(), &options);
+            // The client is gone: its servers too, soon, whatever they do
+            // with their input's end and SIGTERM (their supervisors end what
+            // is left when tether exits).
+            signals.close_by = Some(Instant::now() + CLOSE_AFTER_CLIENT);
+            served
+        }
     };
     match served {
         Ok(()) => EXIT_OK,

@@ -54,6 +54,11 @@ pub(super) struct SignalWatch {
     /// When the closing must be over (`call --timeout`): past it tether
     /// exits and leaves the servers to their supervisors.
     pub(super) stop_by: Option<Instant>,
+    /// When the closing must be over, with no slack: `tether serve` whose
+    /// client went away (every server gone within half a second of its
+    /// stdin's end). Past it tether exits, leaving the servers to their
+    /// supervisors.
+    pub(super) close_by: Option<Instant>,
     hub: Arc<Mutex<Option<Hub>>>,
     handle: signal_hook::iterator::Handle,
     thread: std::thread::JoinHandle<()>,
@@ -100,7 +105,7 @@ impl SignalWatch {
                     }
                 }
             })?;
-        Ok(SignalWatch { options, stop_by: None, hub, handle, thread })
+        Ok(SignalWatch { options, stop_by: None, close_by: None, hub, handle, thread })
     }
 
     /// Starts a hub that a signal will shut down, with these options, and
@@ -179,9 +184,12 @@ impl SignalWatch {
         // and its own shutdown waits until the servers are gone.
         let hub = lock(&self.hub).clone();
         if let Some(hub) = hub {
-            let by =
-                self.stop_by.filter(|_| SUPERVISED).map(|by| by.max(Instant::now()) + STOP_SLACK);
-            close(hub, by);
+            let slack = self.stop_by.map(|by| by.max(Instant::now()) + STOP_SLACK);
+            let by = match (slack, self.close_by) {
+                (Some(slack), Some(close_by)) => Some(slack.min(close_by)),
+                (slack, close_by) => slack.or(close_by),
+            };
+            close(hub, by.filter(|_| SUPERVISED));
         }
         self.handle.close();
         let _ = self.thread.join();
@@ -217,7 +225,7 @@ fn close(hub: Hub, by: Option<Instant>) {
     let mut pause = Duration::from_micros(250);
     while !stopper.is_finished() {
         if by.is_some_and(|by| Instant::now() >= by) {
-            log::info!("servers still closing past --timeout; leaving them");
+            log::info!("servers still closing past the time given; leaving them");
             return;
         }
         if !said && began.elapsed() >= SLOW_CLOSING && progress::available() {

@@ -15,8 +15,9 @@ use super::link::Links;
 use crate::hub::Hub;
 use crate::ServerState;
 
-/// How often the changes thread looks whether the serving ended.
-const CHANGES_POLL: Duration = Duration::from_millis(250);
+/// How often the changes thread looks whether the serving ended: the
+/// serving's end waits for it (the hub's own wait wakes each 100 ms).
+const CHANGES_POLL: Duration = Duration::from_millis(50);
 /// How often the restarts thread looks for servers that stopped.
 const RESTART_POLL: Duration = Duration::from_millis(250);
 /// The first pause before restarting a server that stopped again soon, and

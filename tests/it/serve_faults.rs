@@ -259,3 +259,20 @@ fn a_call_to_a_server_that_failed_is_answered_with_its_failure() {
     front.close();
     tag.assert_gone();
 }
+
+// The issue asks every upstream gone within half a second of the client's
+// going away. A server that ignores its input's end and SIGTERM kept
+// `tether serve` 1.6 s (the grace before SIGKILL); now tether exits
+// without waiting it out, and the server's supervisor ends its group.
+#[test]
+fn a_server_that_ignores_its_end_is_gone_soon_after_the_client() {
+    let tag = Tag::new();
+    let flags = ["--ignore-eof", "--ignore-sigterm"];
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &flags)}), &[]);
+    front.initialize(json!({}));
+    front.tools_with("fx__echo");
+    let (code, took) = front.close();
+    assert_eq!(code, Some(0));
+    assert!(took < Duration::from_secs(1), "exited {took:?} after stdin closed");
+    tag.assert_gone_within(Duration::from_millis(500));
+}
