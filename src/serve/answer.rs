@@ -337,32 +337,7 @@ impl Answerer<'_> {
             let outcome = self.hub.call(name, arguments, &options);
             ("tether".to_owned(), outcome.map(|result| PassedResult::Value(result.raw)))
         } else {
-            let (server, tool) = match self.server_tool(name) {
-                Some(found) => found,
-                // A call that comes before its server connected (a client
-                // that calls from a list it kept, or a stateless one) waits
-                // for the servers starting, as a list does.
-                None => {
-                    let started = self.hub.wait_started_for(LIST_WAIT);
-                    match self.server_tool(name) {
-                        Some(found) => found,
-                        // Its server could not be served: why, not "unknown".
-                        None => {
-                            return Err(self.failure_behind(name).unwrap_or_else(
-                                || match started {
-                                    true => unknown(),
-                                    false => rpc(
-                                        INVALID_PARAMS,
-                                        format!(
-                                        "unknown tool {name:?}: some servers are still starting"
-                                    ),
-                                    ),
-                                },
-                            ))
-                        }
-                    }
-                }
-            };
+            let (server, tool) = self.tool_to_call(name)?;
             rounds::note_server(&server);
             let outcome = if passing {
                 self.hub.pass_server_tool(&server, &tool, arguments, &options)
@@ -377,6 +352,26 @@ impl Answerer<'_> {
             Err(err) if matches!(err.root(), Error::UnknownTool(_)) => Err(unknown()),
             Err(err) => Err(upstream_error(self.hub, &server, &err)),
         }
+    }
+
+    /// The server and its own name of the tool the client calls `name`.
+    /// One not listed yet waits for the servers still starting, as a list
+    /// does (a client may call from a list it kept, or statelessly); then,
+    /// when it is still not there, why: its server's failure, or an unknown
+    /// tool.
+    fn tool_to_call(&self, name: &str) -> Result<(String, String), RpcError> {
+        if let Some(found) = self.server_tool(name) {
+            return Ok(found);
+        }
+        let started = self.hub.wait_started_for(LIST_WAIT);
+        if let Some(found) = self.server_tool(name) {
+            return Ok(found);
+        }
+        if let Some(failure) = self.failure_behind(name) {
+            return Err(failure);
+        }
+        let starting = if started { "" } else { ": some servers are still starting" };
+        Err(rpc(INVALID_PARAMS, format!("unknown tool {name:?}{starting}")))
     }
 
     /// Why the server whose tool `name` would be cannot be served (it
@@ -397,10 +392,13 @@ impl Answerer<'_> {
         }
         let error = status.error.as_deref()?;
         let mut failure = upstream_error_with(&status.name, error, || status.stderr_tail.clone());
-        // Named as a call's failure is (the status's error names nobody).
-        if !matches!(error, Error::Server { .. }) {
-            failure.message = format!("server {:?}: {}", status.name, failure.message);
-        }
+        // Named as a call's failure is (the status's error names nobody),
+        // and a failure of the server's, whatever went wrong.
+        failure.message = match error {
+            Error::Server { .. } => error.chain(),
+            _ => format!("server {:?}: {}", status.name, error.chain()),
+        };
+        failure.data.get_or_insert_with(|| json!({"serverFailed": true}));
         Some(failure)
     }
 
