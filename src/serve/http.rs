@@ -466,6 +466,9 @@ impl<'a> Front<'a> {
                     quiet_since = Instant::now();
                 }
                 Err(RecvTimeoutError::Timeout) => {
+                    if http_wire::peer_gone(stream) {
+                        return Ok(After::Close);
+                    }
                     if quiet_since.elapsed() >= QUIET {
                         http_wire::keep_alive(stream)?;
                         quiet_since = Instant::now();
@@ -499,6 +502,7 @@ impl<'a> Front<'a> {
                     }
                     return Ok(After::Next);
                 }
+                Err(RecvTimeoutError::Timeout) if http_wire::peer_gone(stream) => break,
                 Ok(_) | Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }

@@ -343,3 +343,30 @@ pub(super) fn event(stream: &mut TcpStream, message: &[u8]) -> io::Result<()> {
 pub(super) fn keep_alive(stream: &mut TcpStream) -> io::Result<()> {
     stream.write_all(b": keep-alive\n\n")
 }
+
+/// True when the client closed its end of the connection (or it broke):
+/// a peek without waiting finds its end. A request it pipelined behind
+/// is left where it is. A client that goes away while its answer is
+/// awaited is how a 2026-07-28 client cancels, and a handshake one may too.
+pub(super) fn peer_gone(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut byte = [0u8; 1];
+    // SAFETY: a live one-byte buffer; the descriptor is the stream's, open
+    // while it is borrowed.
+    let read = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            byte.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    match read {
+        0 => true,
+        1.. => false,
+        _ => !matches!(
+            io::Error::last_os_error().kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+        ),
+    }
+}

@@ -284,6 +284,53 @@ fn tether_proxy_serves_a_remote_server_over_http_too() {
     tag.assert_gone();
 }
 
+// A 2026-07-28 client cancels by closing its request's stream. Its close
+// was found only when the answer (or a keep-alive 15 s later) was written,
+// so the server behind never heard; now within a tick (0.5 s).
+#[test]
+fn a_stateless_client_that_closes_its_stream_cancels_its_call() {
+    let tag = Tag::new();
+    let serve = HttpServe::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let version = "MCP-Protocol-Version: 2026-07-28\r\n";
+    let call = |id: i64, name: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments, "_meta": meta}})
+    };
+    // Once fx is there, a call that sleeps, its connection closed soon.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !serve.post(&call(1, "fx__echo", json!({"text": "up"})), version).2.contains("up") {
+        assert!(Instant::now() < deadline, "fx never connected");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let body = call(2, "fx__sleep", json!({"ms": 5000})).to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         {version}Content-Length: {}\r\n\r\n",
+        serve.address,
+        serve.token,
+        body.len()
+    );
+    let mut stream = TcpStream::connect(&serve.address).unwrap();
+    stream.write_all(format!("{head}{body}").as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(stream);
+    let closed = Instant::now();
+    let heard = loop {
+        let seen = serve.post(&call(3, "fx__client_notifications", json!({})), version).2;
+        if seen.contains("notifications/cancelled") || closed.elapsed() > Duration::from_secs(4) {
+            break seen;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(heard.contains("notifications/cancelled"), "{heard}");
+    assert!(closed.elapsed() < Duration::from_secs(2), "heard only after {:?}", closed.elapsed());
+    serve.stop();
+    tag.assert_gone();
+}
+
 // `tether proxy URL --check` lists the tools as they would be served: one
 // `--ignore-tool` leaves out is not listed (a cold trial saw it listed).
 #[test]
