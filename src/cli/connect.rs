@@ -98,10 +98,13 @@ pub(super) fn run(
         }
         #[cfg(feature = "serve")]
         Command::Serve { names, status_tool, check, http } => {
-            super::serve::serve(config, &names, status_tool, check, &http, signals)
+            let about = store.with_file_name("served.json");
+            super::serve::serve(config, (&names, &about), status_tool, check, &http, signals)
         }
         #[cfg(feature = "serve")]
-        Command::Proxy(args) => super::proxy::proxy(&args, signals),
+        Command::Proxy(args) => {
+            super::proxy::proxy(&args, &store.with_file_name("served.json"), signals)
+        }
         #[cfg(not(feature = "serve"))]
         Command::Serve { .. } | Command::Proxy(_) => {
             errln!("this tether was built without serving (the \"serve\" cargo feature)");

@@ -25,7 +25,11 @@ use super::signals::SignalWatch;
 const AUTH_TIMEOUT: Duration = Duration::from_secs(300);
 
 #[cfg(feature = "serve")]
-pub(super) fn proxy(args: &ProxyArgs, signals: &mut SignalWatch) -> u8 {
+pub(super) fn proxy(
+    args: &ProxyArgs,
+    about_file: &std::path::Path,
+    signals: &mut SignalWatch,
+) -> u8 {
     let server = match entry(args) {
         Ok(server) => server,
         Err(message) => {
@@ -42,7 +46,7 @@ pub(super) fn proxy(args: &ProxyArgs, signals: &mut SignalWatch) -> u8 {
     let config = Config::new().with_server(server);
     let sign_in = TerminalSignIn::new(&config).with(settings, wait);
     let hub_options = signals.options.clone().with_authorization_handler(Arc::new(sign_in));
-    let options = tether::ServeOptions::default();
+    let options = tether::ServeOptions::default().with_about_file(about_file);
     serve_config(config, hub_options, Some(&name), options, args.check, &args.http, signals)
 }
 

@@ -30,7 +30,7 @@ const CLOSE_AFTER_CLIENT: Duration = Duration::from_millis(100);
 
 pub(super) fn serve(
     mut config: Config,
-    names: &[String],
+    (names, about_file): (&[String], &std::path::Path),
     status_tool: bool,
     check: bool,
     http: &HttpListen,
@@ -55,7 +55,7 @@ pub(super) fn serve(
         [one] => Some(one.as_str()),
         _ => None,
     };
-    let options = ServeOptions::default().with_status_tool(status_tool);
+    let options = ServeOptions::default().with_status_tool(status_tool).with_about_file(about_file);
     serve_config(config, signals.options.clone(), only, options, check, http, signals)
 }
 

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
+use super::about::AboutMemory;
 use super::link::Link;
 use super::rounds;
 use super::ServeOptions;
@@ -48,6 +49,8 @@ pub(super) struct Answerer<'a> {
     pub(super) options: &'a ServeOptions,
     /// URI → server, from the last `resources/list`.
     pub(super) resource_servers: Mutex<HashMap<String, String>>,
+    /// What the one server served alone said of itself last.
+    pub(super) about: AboutMemory,
 }
 
 impl Answerer<'_> {
@@ -160,6 +163,10 @@ impl Answerer<'_> {
             "ping" | "logging/setLevel" => Ok(json!({})),
             "tools/list" => {
                 self.hub.wait_started_for(LIST_WAIT);
+                // Once the one server served alone connected (announced as
+                // a list change, which brings the client here), what it
+                // says of itself is kept for the next serving's initialize.
+                self.passed_about();
                 Ok(json!({"tools": self.tools()}))
             }
             "resources/list" => self.resources(),
@@ -171,9 +178,9 @@ impl Answerer<'_> {
 
     /// What `initialize` and `server/discover` say of the server: its
     /// capabilities, `serverInfo` and instructions. tether's own; serving
-    /// one server alone, once it is connected, its name, version and
-    /// instructions, and what it offers beyond the lists (completions,
-    /// resource subscriptions), which pass through to it.
+    /// one server alone, what that server says of itself (`passed_about`):
+    /// its name, version and instructions, and what it offers beyond the
+    /// lists (completions, resource subscriptions), which pass through.
     fn about(&self) -> (Value, Value, Option<String>) {
         let mut capabilities = json!({
             "tools": {"listChanged": true},
@@ -182,35 +189,51 @@ impl Answerer<'_> {
             "logging": {},
         });
         let mut server_info = json!({"name": "tether", "version": env!("CARGO_PKG_VERSION")});
-        let upstream = self.ready_passthrough();
-        let Some(info) = upstream.as_ref().and_then(|client| client.server_info()) else {
+        let Some(about) = self.passed_about() else {
             return (capabilities, server_info, None);
         };
-        if !info.name.is_empty() {
-            server_info = json!({"name": info.name, "version": info.version});
+        if about["serverInfo"]["name"].as_str().is_some_and(|name| !name.is_empty()) {
+            server_info = about["serverInfo"].clone();
         }
-        if let Some(completions) = info.capabilities.get("completions") {
+        if let Some(completions) = about.get("completions") {
             capabilities["completions"] = completions.clone();
         }
-        if info.capabilities.pointer("/resources/subscribe") == Some(&json!(true)) {
+        if about["subscribe"] == json!(true) {
             capabilities["resources"]["subscribe"] = json!(true);
         }
-        (capabilities, server_info, info.instructions.clone())
+        (capabilities, server_info, about["instructions"].as_str().map(str::to_owned))
     }
 
-    /// The one server served alone, when it is connected already:
-    /// `initialize` never waits for a server's start (a sign-in may take
-    /// minutes).
-    fn ready_passthrough(&self) -> Option<std::sync::Arc<crate::client::Client>> {
+    /// What the one server served alone says of itself: as it says it now
+    /// once connected (kept for the next serving, `about.rs`), else as it
+    /// said it last. `initialize` never waits for a server's start (a
+    /// sign-in may take minutes).
+    fn passed_about(&self) -> Option<Value> {
         let server = self.options.passthrough.as_deref()?;
-        let ready = self.hub.status().iter().any(|status| {
-            crate::config::Config::same_name(&status.name, server)
-                && status.state == crate::server_state::ServerState::Ready
+        let status = self
+            .hub
+            .status()
+            .into_iter()
+            .find(|status| crate::config::Config::same_name(&status.name, server))?;
+        let key = format!("{} {}", status.name, status.target.as_deref().unwrap_or_default());
+        let client = (status.state == crate::server_state::ServerState::Ready)
+            .then(|| self.hub.client(server).ok())
+            .flatten();
+        let Some(info) = client.as_ref().and_then(|client| client.server_info()) else {
+            return self.about.recall(&key);
+        };
+        let mut about = json!({
+            "serverInfo": {"name": info.name, "version": info.version},
+            "subscribe": info.capabilities.pointer("/resources/subscribe") == Some(&json!(true)),
         });
-        if !ready {
-            return None;
+        if let Some(completions) = info.capabilities.get("completions") {
+            about["completions"] = completions.clone();
         }
-        self.hub.client(server).ok()
+        if let Some(instructions) = &info.instructions {
+            about["instructions"] = json!(instructions);
+        }
+        self.about.remember(&key, &about);
+        Some(about)
     }
 
     fn initialize(&self, link: &Link, params: &Value) -> Value {

@@ -23,6 +23,7 @@
 //! `Downstream::stop` over HTTP, ends the serving: the calls under way are
 //! cancelled and every thread is joined.
 
+mod about;
 mod answer;
 mod flights;
 mod host;
@@ -91,6 +92,11 @@ pub struct ServeOptions {
     /// Over a Unix socket: end the serving once no client has been
     /// connected for this long.
     pub idle_exit: Option<Duration>,
+    /// Serving one server alone: where what it said of itself (its
+    /// capabilities beyond the lists, `serverInfo`, instructions) is kept
+    /// across servings, so that `initialize`, answered before the server
+    /// connects, says it too. `None`: this serving only.
+    pub about_file: Option<std::path::PathBuf>,
 }
 
 impl ServeOptions {
@@ -116,6 +122,13 @@ impl ServeOptions {
     /// connected for `idle`.
     pub fn with_idle_exit(mut self, idle: Duration) -> ServeOptions {
         self.idle_exit = Some(idle);
+        self
+    }
+
+    /// Keeps what the one server served alone said of itself in `file`
+    /// (see [`ServeOptions::about_file`]).
+    pub fn with_about_file(mut self, file: &std::path::Path) -> ServeOptions {
+        self.about_file = Some(file.to_owned());
         self
     }
 
@@ -254,7 +267,12 @@ impl Downstream {
     ) -> Result<T, Error> {
         let jobs = Queue::new(WAITING_REQUESTS);
         let ended = AtomicBool::new(false);
-        let answerer = Answerer { hub, options, resource_servers: Mutex::new(Default::default()) };
+        let answerer = Answerer {
+            hub,
+            options,
+            resource_servers: Mutex::new(Default::default()),
+            about: about::AboutMemory::kept_in(options.about_file.as_deref()),
+        };
         let flights = Arc::new(Flights::default());
         let core = Core {
             hub,

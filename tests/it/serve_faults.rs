@@ -276,3 +276,28 @@ fn a_server_that_ignores_its_end_is_gone_soon_after_the_client() {
     assert!(took < Duration::from_secs(1), "exited {took:?} after stdin closed");
     tag.assert_gone_within(Duration::from_millis(500));
 }
+
+// `initialize` is answered before the one server served alone connects, so
+// it could not say what that server offers beyond the lists (a cold trial:
+// completions and subscriptions worked, undeclared). Once the server has
+// connected, the next serving says it from the first moment, as the server
+// last said it.
+#[test]
+fn the_next_serving_declares_what_the_server_said_of_itself() {
+    let tag = Tag::new();
+    let flags = ["--completions", "--resources", "--start-delay", "300"];
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &flags)}));
+    let mut first = Front::spawn(dir.path(), &["serve", "fx"], &[]);
+    let answer = first.initialize(json!({}));
+    assert!(answer["result"]["capabilities"].get("completions").is_none(), "{answer}");
+    first.tools_with("echo");
+    first.close();
+    let mut second = Front::spawn(dir.path(), &["serve", "fx"], &[]);
+    let answer = second.initialize(json!({}));
+    let capabilities = &answer["result"]["capabilities"];
+    assert!(capabilities.get("completions").is_some(), "{answer}");
+    assert_eq!(capabilities["resources"]["subscribe"], true, "{answer}");
+    assert_eq!(answer["result"]["serverInfo"]["name"], "misbehave", "{answer}");
+    second.close();
+    tag.assert_gone();
+}
