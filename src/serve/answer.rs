@@ -172,6 +172,9 @@ impl Answerer<'_> {
             "resources/list" => self.resources(),
             "resources/templates/list" => self.templates(),
             "prompts/list" => self.prompts(),
+            // Serving many: routed to the server they name.
+            "completion/complete" => self.complete(params),
+            "resources/subscribe" | "resources/unsubscribe" => self.subscription(method, params),
             method => Err(rpc(METHOD_NOT_FOUND, format!("tether does not serve {method}"))),
         }
     }
@@ -189,6 +192,12 @@ impl Answerer<'_> {
             "logging": {},
         });
         let mut server_info = json!({"name": "tether", "version": env!("CARGO_PKG_VERSION")});
+        if self.options.passthrough.is_none() {
+            // Routed to the server the request names (`complete`,
+            // `subscription`), whose own refusal passes on when it has none.
+            capabilities["completions"] = json!({});
+            capabilities["resources"]["subscribe"] = json!(true);
+        }
         let Some(about) = self.passed_about() else {
             return (capabilities, server_info, None);
         };
@@ -586,6 +595,48 @@ impl Answerer<'_> {
             })
             .collect();
         Ok(json!({"prompts": listed}))
+    }
+
+    /// A completion, asked of the server its reference names: a prompt's
+    /// (`SERVER__PROMPT`, sent on with the server's own name for it), or a
+    /// resource template's (the server that lists it).
+    fn complete(&self, params: &Value) -> Result<Value, RpcError> {
+        let reference = params.get("ref").unwrap_or(&Value::Null);
+        let mut asked = without_envelope(Some(params)).map(Cow::into_owned).unwrap_or_default();
+        let server = match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => {
+                let name = reference.get("name").and_then(Value::as_str).unwrap_or_default();
+                let (server, prompt) = self.split_prompt(name)?;
+                asked["ref"]["name"] = json!(prompt);
+                server
+            }
+            Some("ref/resource") => {
+                let uri = reference.get("uri").and_then(Value::as_str).unwrap_or_default();
+                self.server_of_resource(uri)?
+            }
+            _ => {
+                let why = "completion/complete needs a \"ref\" to a prompt or a resource";
+                return Err(rpc(INVALID_PARAMS, why.into()));
+            }
+        };
+        self.ask_server(&server, "completion/complete", asked)
+    }
+
+    /// A subscription to a resource (or its end), asked of the server the
+    /// URI belongs to; its updates reach every client (`host.rs`).
+    fn subscription(&self, method: &str, params: &Value) -> Result<Value, RpcError> {
+        let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+            return Err(rpc(INVALID_PARAMS, format!("{method} needs a \"uri\"")));
+        };
+        let server = self.server_of_resource(uri)?;
+        self.ask_server(&server, method, json!({"uri": uri}))
+    }
+
+    /// `method` asked of `server` as it is; its failure is named.
+    fn ask_server(&self, server: &str, method: &str, params: Value) -> Result<Value, RpcError> {
+        let upstream = |err: Error| upstream_error(self.hub, server, &err);
+        let client = self.hub.client(server).map_err(upstream)?;
+        client.request(method, Some(params), &CallOptions::default()).map_err(upstream)
     }
 
     /// A prompt, from the server its name says; for a handshake client

@@ -328,6 +328,47 @@ fn one_server_keeps_its_names_and_its_failure_is_an_error() {
     tag.assert_gone();
 }
 
+// Serving several servers, a completion and a resource subscription were
+// refused (-32601): they go to the server the request names, as a prompt
+// and a read do, and the subscription's updates reach the client.
+#[test]
+fn many_servers_route_completions_and_subscriptions() {
+    let tag = Tag::new();
+    let servers = json!({
+        "fx": misbehave_entry(&tag, &["--completions", "--resources"]),
+        "other": misbehave_entry(&tag, &[]),
+    });
+    let mut front = Front::start(servers, &[]);
+    let answer = front.initialize(json!({}));
+    assert_eq!(answer["result"]["capabilities"]["resources"]["subscribe"], true, "{answer}");
+    assert!(answer["result"]["capabilities"].get("completions").is_some(), "{answer}");
+    front.tools_with("fx__touch");
+    let by_prompt = front.request(
+        2,
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "fx__greet"},
+               "argument": {"name": "name", "value": "A"}}),
+    );
+    assert_eq!(by_prompt["result"]["completion"]["values"], json!(["Ada", "Alan"]), "{by_prompt}");
+    let by_template = front.request(
+        3,
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": "test://item/{id}"},
+               "argument": {"name": "id", "value": ""}}),
+    );
+    assert!(by_template["result"]["completion"]["values"].is_array(), "{by_template}");
+    let subscribed = front.request(4, "resources/subscribe", json!({"uri": "test://one"}));
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    let touch = json!({"name": "fx__touch", "arguments": {"uri": "test://one"}});
+    let touched = front.request(5, "tools/call", touch);
+    assert!(touched.get("result").is_some(), "{touched}");
+    let updated =
+        front.next("the update", |message| message["method"] == "notifications/resources/updated");
+    assert_eq!(updated["params"]["uri"], "test://one", "{updated}");
+    front.close();
+    tag.assert_gone();
+}
+
 // The TypeScript SDK's Client in front of `tether serve`, with
 // server-everything behind it (stdio): tools, a call, progress under the
 // client's token, cancellation, sampling and elicitation answered by the
