@@ -6,7 +6,7 @@
 //! The same blocking shape as the client side. A front reads its clients
 //! on the caller's thread (HTTP: one thread per connection as well);
 //! requests go to a bounded pool of `serve-worker-N` threads, each
-//! answering one at a time from the hub (`answer.rs`); stdio's one
+//! answering one at a time from the hub (`answer/`); stdio's one
 //! `serve-writer` writes every frame, an HTTP connection writes its own
 //! stream; `serve-changes` and `serve-restarts` keep house
 //! (`housekeeping.rs`). Every queue is
