@@ -55,6 +55,7 @@ pub mod fuzzing;
 mod host;
 mod hub;
 mod jsonrpc;
+mod kept;
 mod model;
 mod net;
 mod poll;

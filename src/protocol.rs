@@ -22,7 +22,7 @@ pub(crate) const MODERN_PROTOCOL_VERSION: &str = "2026-07-28";
 /// The two eras of MCP: revisions that open a session with `initialize`
 /// (2025-11-25 and before), and stateless ones that carry the version and
 /// the client's capabilities on every request (2026-07-28 on).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Era {

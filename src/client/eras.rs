@@ -10,78 +10,39 @@
 //! keeps it across runs: the era of a server is then found once, not at
 //! every start, and never depends on how fast it started that time.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use crate::kept::KeptMap;
 use crate::protocol::Era;
 use crate::sync::lock;
 
-/// The most servers a file remembers; past it, no new one is added.
-const MAX_KEPT: usize = 1_000;
-/// The largest file read.
-const MAX_FILE: u64 = 1024 * 1024;
-
 /// Which era each server spoke, by the key its transport names it by.
 #[derive(Clone, Default)]
-pub(crate) struct EraMemory(Arc<Mutex<Remembered>>);
-
-#[derive(Default)]
-struct Remembered {
-    eras: HashMap<String, Era>,
-    /// Where they are kept across runs.
-    file: Option<PathBuf>,
-}
+pub(crate) struct EraMemory(Arc<Mutex<KeptMap<Era>>>);
 
 impl EraMemory {
     /// A memory kept in `file`: what it holds now, and each change written
     /// back. A file that cannot be read is an empty memory.
     pub(crate) fn kept_in(file: &Path) -> EraMemory {
-        let eras = crate::bounded_read::read_bytes(file, MAX_FILE)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<HashMap<String, String>>(&bytes).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|(key, era)| match era.as_str() {
-                "legacy" => Some((key, Era::Legacy)),
-                "modern" => Some((key, Era::Modern)),
-                _ => None,
-            })
-            .take(MAX_KEPT)
-            .collect();
-        EraMemory(Arc::new(Mutex::new(Remembered { eras, file: Some(file.to_owned()) })))
+        EraMemory(Arc::new(Mutex::new(KeptMap::kept_in(file))))
     }
 
     pub(crate) fn recall(&self, key: &str) -> Option<Era> {
-        lock(&self.0).eras.get(key).copied()
+        lock(&self.0).get(key).copied()
     }
 
     pub(crate) fn remember(&self, key: &str, era: Era) {
-        let mut remembered = lock(&self.0);
-        let full = remembered.eras.len() >= MAX_KEPT && !remembered.eras.contains_key(key);
-        if full || remembered.eras.get(key) == Some(&era) {
-            return;
+        let change = lock(&self.0).insert(key, era);
+        if let Some(change) = change {
+            change.write("the servers' eras");
         }
-        remembered.eras.insert(key.to_owned(), era);
-        self.keep(remembered);
     }
 
     pub(crate) fn forget(&self, key: &str) {
-        let mut remembered = lock(&self.0);
-        if remembered.eras.remove(key).is_some() {
-            self.keep(remembered);
-        }
-    }
-
-    /// Writes the memory to its file, if it has one, with the lock let go.
-    fn keep(&self, remembered: std::sync::MutexGuard<'_, Remembered>) {
-        let Some(file) = remembered.file.clone() else { return };
-        let eras: HashMap<&str, &str> =
-            remembered.eras.iter().map(|(key, era)| (key.as_str(), era.as_str())).collect();
-        let bytes = serde_json::to_vec_pretty(&eras).unwrap_or_default();
-        drop(remembered);
-        if let Err(why) = crate::config::file::write_private(&file, &bytes) {
-            log::debug!("the servers' eras are not kept: {why}");
+        let change = lock(&self.0).remove(key);
+        if let Some(change) = change {
+            change.write("the servers' eras");
         }
     }
 }

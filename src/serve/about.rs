@@ -10,60 +10,34 @@
 //! next serving's `initialize` says it from the first moment. A server that
 //! changed is said as it is once it connects again.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use serde_json::Value;
 
+use crate::kept::KeptMap;
 use crate::sync::lock;
-
-/// The most servers a file remembers; past it, no new one is added.
-const MAX_KEPT: usize = 1_000;
-/// The largest file read.
-const MAX_FILE: u64 = 1024 * 1024;
 
 /// What each server served alone last said of itself, by key.
 #[derive(Default)]
-pub(super) struct AboutMemory {
-    said: Mutex<HashMap<String, Value>>,
-    file: Option<PathBuf>,
-}
+pub(super) struct AboutMemory(Mutex<KeptMap<Value>>);
 
 impl AboutMemory {
     /// A memory kept in `file` (none: for this serving only). A file that
     /// cannot be read is an empty memory.
     pub(super) fn kept_in(file: Option<&Path>) -> AboutMemory {
-        let said = file
-            .and_then(|file| crate::bounded_read::read_bytes(file, MAX_FILE).ok())
-            .and_then(|bytes| serde_json::from_slice::<HashMap<String, Value>>(&bytes).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(_, about)| about.is_object())
-            .take(MAX_KEPT)
-            .collect();
-        AboutMemory { said: Mutex::new(said), file: file.map(Path::to_owned) }
+        AboutMemory(Mutex::new(file.map(KeptMap::kept_in).unwrap_or_default()))
     }
 
     pub(super) fn recall(&self, key: &str) -> Option<Value> {
-        lock(&self.said).get(key).cloned()
+        lock(&self.0).get(key).cloned()
     }
 
     /// Keeps `about` for `key`; the file is written only when it changed.
     pub(super) fn remember(&self, key: &str, about: &Value) {
-        let bytes = {
-            let mut said = lock(&self.said);
-            let full = said.len() >= MAX_KEPT && !said.contains_key(key);
-            if full || said.get(key) == Some(about) {
-                return;
-            }
-            said.insert(key.to_owned(), about.clone());
-            serde_json::to_vec_pretty(&*said).unwrap_or_default()
-        };
-        if let Some(file) = &self.file {
-            if let Err(why) = crate::config::file::write_private(file, &bytes) {
-                log::debug!("what the served server said of itself is not kept: {why}");
-            }
+        let change = lock(&self.0).insert(key, about.clone());
+        if let Some(change) = change {
+            change.write("what the served server said of itself");
         }
     }
 }
