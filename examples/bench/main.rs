@@ -137,6 +137,7 @@ fn main() {
         "codemode" => return scripts::codemode(n, &server),
         "ledger" => return ledger::ledger(&server),
         "serve" => return serve::serve(n, &server),
+        "relay" => return serve::relay(&server),
         "serve-huge" => return serve::serve_huge(n, &server),
         "kept" => return kept::kept(n, &server),
         "schema" => return schema::schema(n, &server),

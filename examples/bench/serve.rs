@@ -32,10 +32,13 @@ pub(crate) fn serve(n: usize, args: &[String]) {
     let (direct, front, spawn_to_initialize, config) = connect_both(tether, server, "echo");
     let direct = Arc::new(direct);
     let front = Arc::new(front);
-    // Warm up both.
+    let relay = Arc::new(connect_relay(server));
+    // Warm up all three.
     sequential(&direct, "echo", 200);
+    sequential(&relay, "echo", 200);
     sequential(&front, "echo__echo", 200);
     let mut direct_times = Vec::new();
+    let mut relay_times = Vec::new();
     let mut front_times = Vec::new();
     // Alternating rounds, so that the machine's load falls on both alike.
     let rounds = if std::env::var_os("BENCH_CONC_ONLY").is_some() { 0 } else { 4 };
@@ -48,13 +51,16 @@ pub(crate) fn serve(n: usize, args: &[String]) {
     let mut serving_ticks = 0;
     for _ in 0..rounds {
         direct_times.extend(sequential(&direct, "echo", n / 4));
+        relay_times.extend(sequential(&relay, "echo", n / 4));
         let before = serving.map_or(0, cpu_ticks);
         front_times.extend(sequential(&front, "echo__echo", n / 4));
         serving_ticks += serving.map_or(0, cpu_ticks) - before;
     }
     let direct_seq = throughput(&direct_times);
     let front_seq = throughput(&front_times);
+    let relay_seq = throughput(&relay_times);
     let direct_conc = concurrent(&direct, "echo", n);
+    let relay_conc = concurrent(&relay, "echo", n);
     let before = serving.map_or(0, cpu_ticks);
     let front_conc = concurrent(&front, "echo__echo", n);
     let conc_ticks = serving.map_or(0, cpu_ticks) - before;
@@ -75,6 +81,15 @@ pub(crate) fn serve(n: usize, args: &[String]) {
         direct_seq,
         direct_conc
     );
+    if rounds > 0 {
+        println!(
+            "relay   p50 {:>7.1} us  p99 {:>7.1} us  {:>8.0} calls/s seq  {:>8.0} calls/s x{IN_FLIGHT}",
+            us(percentile(&relay_times, 0.5)),
+            us(percentile(&relay_times, 0.99)),
+            relay_seq,
+            relay_conc
+        );
+    }
     println!(
         "serve   p50 {:>7.1} us  p99 {:>7.1} us  {:>8.0} calls/s seq  {:>8.0} calls/s x{IN_FLIGHT}",
         us(percentile(&front_times, 0.5)),
@@ -89,6 +104,18 @@ pub(crate) fn serve(n: usize, args: &[String]) {
         front_seq / direct_seq,
         front_conc / direct_conc
     );
+    if rounds > 0 {
+        let relay_p50 =
+            percentile(&relay_times, 0.5).saturating_sub(percentile(&direct_times, 0.5));
+        println!(
+            "relay adds p50 {:>5.1} us; throughput ratio {:.2} seq, {:.2} x{IN_FLIGHT};  serve / relay {:.2} seq, {:.2} x{IN_FLIGHT}",
+            us(relay_p50),
+            relay_seq / direct_seq,
+            relay_conc / direct_conc,
+            front_seq / relay_seq,
+            front_conc / relay_conc
+        );
+    }
     // Clock ticks are 10 ms: over thousands of calls, close enough.
     let per_call = |ticks: u64, calls: usize| ticks as f64 * 1e4 / calls.max(1) as f64;
     println!(
@@ -107,11 +134,56 @@ pub(crate) fn serve(n: usize, args: &[String]) {
         json!({"mode": "serve", "calls": n,
                "addedP50Us": us(added_p50), "addedP99Us": us(added_p99),
                "seqRatio": front_seq / direct_seq, "concRatio": front_conc / direct_conc,
+               "relaySeqRatio": relay_seq / direct_seq, "relayConcRatio": relay_conc / direct_conc,
                "spawnToInitializeMs": spawn_to_initialize.as_secs_f64() * 1e3,
                "idleRssMb": idle_kib as f64 / 1024.0, "exitMs": exit.as_secs_f64() * 1e3})
     );
     Arc::try_unwrap(direct).ok().expect("no other handle").close().unwrap();
+    Arc::try_unwrap(relay).ok().expect("no other handle").close().unwrap();
     let _ = std::fs::remove_dir_all(&config);
+}
+
+/// `bench relay 0 SERVER...`: starts the server and copies bytes from this
+/// process's stdin to the server's and from the server's stdout to this
+/// process's, and nothing else, until stdin ends.
+pub(crate) fn relay(server: &[String]) {
+    use std::os::fd::AsFd;
+    let mut child = std::process::Command::new(&server[0])
+        .args(&server[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the server starts");
+    let mut to_server = child.stdin.take().unwrap();
+    let mut from_server = child.stdout.take().unwrap();
+    // Plain files on the descriptors: no buffer of std's in the way.
+    let mut input = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned().unwrap());
+    let mut output = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned().unwrap());
+    let back = thread::Builder::new()
+        .name("relay-back".into())
+        .spawn(move || {
+            let _ = std::io::copy(&mut from_server, &mut output);
+        })
+        .unwrap();
+    let _ = std::io::copy(&mut input, &mut to_server);
+    drop(to_server);
+    let _ = back.join();
+    let _ = child.wait();
+}
+
+/// A `Client` reaching the server through `bench relay`.
+fn connect_relay(server: &[String]) -> Client {
+    let me = std::env::current_exe().unwrap().display().to_string();
+    let mut args = vec!["relay".to_owned(), "0".to_owned()];
+    args.extend(server.iter().cloned());
+    Client::connect(
+        "relay",
+        &Transport::Stdio(StdioCommand::new(&me, &strs(&args))),
+        ClientOptions::default()
+            .with_request_timeout(Duration::from_secs(30))
+            .with_era(EraChoice::Legacy),
+    )
+    .unwrap()
 }
 
 /// `bench serve-huge N BYTES TETHER SERVER...`: N calls of `huge` (BYTES
