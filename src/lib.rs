@@ -91,7 +91,8 @@ mod value_command;
 
 pub use auth::{forget_credentials, sign_in_state, AuthorizationHandler, SignIn, TokenProvider};
 pub use client::{
-    CallOptions, CancelHandle, Client, ClientInfo, ClientOptions, Declared, ProgressCallback,
+    CallOptions, CancelHandle, Client, ClientInfo, ClientOptions, Declared, LogCallback,
+    ProgressCallback,
 };
 pub use codemode::{
     CallHook, ConsoleCallback, NestedCall, NestedOutcome, ParentCall, PlannedCall, ScriptError,
@@ -106,18 +107,16 @@ pub use config::{
 };
 pub use error::{CloseReason, Error, Step, Timeout};
 pub use host::{sampled_text, DefaultHost, Elicitation, ElicitationModes, Elicited, Host, Root};
-pub use hub::{
-    Hub, HubOptions, LogFile, LogMessage, LogSink, Offered, RefreshReport, ServerStatus,
-};
+pub use hub::{Hub, HubOptions, LogFile, LogSink, Offered, RefreshReport, ServerStatus};
 pub use jsonrpc::{Notification, RpcError};
 pub use model::{
     shape_result, ModelBlock, ModelResult, ModelTool, NameStyle, RegisteredTool, ResultLimits,
     ServersPrompt, CODEMODE, TOOL_SEARCH,
 };
 pub use protocol::{
-    Completion, CompletionRef, ContentBlock, Era, EraChoice, Progress, Prompt, PromptArgument,
-    PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo, Task, TaskStart,
-    TaskStatus, Tool, ToolResult, UrlElicitation,
+    Completion, CompletionRef, ContentBlock, Era, EraChoice, LogLevel, LogMessage, Progress,
+    Prompt, PromptArgument, PromptResult, Resource, ResourceContents, ResourceTemplate, ServerInfo,
+    Task, TaskStart, TaskStatus, Tool, ToolResult, UrlElicitation,
 };
 #[cfg(feature = "serve")]
 pub use serve::{Downstream, ServeOptions};

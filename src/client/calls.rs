@@ -109,6 +109,7 @@ impl Client {
             patient: false,
             cancel_on_close: true,
             passing: true,
+            logs: None,
         };
         pending.register(id, waiter)?;
         let params = super::exchange::ToolCallParams { name, arguments, progress_token: Some(id) };

@@ -23,7 +23,7 @@ use super::pending::{PendingGuard, Reply, ReplyTo, TaggedReply, Waiter};
 use super::{CallOptions, CancelHandle, Client, PassedResult, CLOSE_REASON_WAIT};
 use crate::error::{CloseReason, Error, Timeout};
 use crate::jsonrpc::Frame;
-use crate::protocol::Progress;
+use crate::protocol::{LogMessage, Progress};
 use crate::transport::{Caller, Traits};
 
 impl Client {
@@ -75,6 +75,7 @@ impl Client {
             patient: false,
             cancel_on_close: method != "initialize" && method != "server/discover",
             passing,
+            logs: options.log.as_ref().map(|(level, _)| *level),
         };
         self.router.pending().register(id, waiter)?;
         // Whatever happens from here (even a panicking progress callback),
@@ -117,6 +118,9 @@ impl Client {
                         // this caller's to watch.
                         Reply::Progress(params) if of == id => {
                             self.progressed(&params, queued_progress, options, &clock)
+                        }
+                        Reply::Log(params) if of == id => {
+                            logged(&params, queued_progress, options);
                         }
                         reply if of == id => early.borrow_mut().push_back(reply),
                         _ => {} // A late reply to an earlier call.
@@ -282,6 +286,7 @@ impl Client {
                 Wake::Reply(Reply::Progress(params)) => {
                     self.progressed(&params, queued_progress, options, clock);
                 }
+                Wake::Reply(Reply::Log(params)) => logged(&params, queued_progress, options),
                 Wake::Reply(reply) => {
                     if let Some(outcome) = reply.outcome() {
                         return outcome;
@@ -377,6 +382,15 @@ impl Client {
 /// A request's parameters with `_meta.progressToken` added as they are
 /// written out (the caller's value is left as it is, and no map is built
 /// for it): where inserting it would put it.
+/// A log message about the call, to its callback (a log message, unlike
+/// progress, does not move the deadline on).
+fn logged(params: &Value, queued: &AtomicUsize, options: &CallOptions) {
+    queued.fetch_sub(1, Ordering::AcqRel);
+    if let Some((_, callback)) = &options.log {
+        callback(&LogMessage::from_params(params));
+    }
+}
+
 pub(super) fn with_progress_token(params: Option<&Value>, token: i64) -> impl Serialize + '_ {
     WithEntry {
         object: params,

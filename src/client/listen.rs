@@ -93,6 +93,7 @@ pub(super) fn listen_loop(
             patient: true,
             cancel_on_close: false,
             passing: false,
+            logs: None,
         };
         if router.pending().register(id, waiter).is_err() {
             return; // Closed.
@@ -110,7 +111,7 @@ pub(super) fn listen_loop(
             }
             select! {
                 recv(replies) -> reply => match reply.map(|(_, reply)| reply) {
-                    Ok(Reply::Progress(_)) => continue,
+                    Ok(Reply::Progress(_) | Reply::Log(_)) => continue,
                     Ok(Reply::Closed(_)) | Err(_) => return,
                     Ok(Reply::Done(Ok(_)) | Reply::Passed(_)) => log::debug!("{server}: the server ended the listen stream"),
                     Ok(Reply::Done(Err(error))) | Ok(Reply::Failed(Error::Rpc(error)))

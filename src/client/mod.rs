@@ -73,7 +73,7 @@ impl PassedResult {
     }
 }
 pub use options::{
-    CallOptions, CancelHandle, ClientInfo, ClientOptions, Declared, ProgressCallback,
+    CallOptions, CancelHandle, ClientInfo, ClientOptions, Declared, LogCallback, ProgressCallback,
 };
 use router::Router;
 use session::Session;

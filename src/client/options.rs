@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::eras::EraMemory;
 use crate::host::{DefaultHost, Host};
-use crate::protocol::{EraChoice, Progress};
+use crate::protocol::{EraChoice, LogLevel, LogMessage, Progress};
 use crate::sync::lock;
 
 /// Settings of one connection: the defaults, changed with the `with_`
@@ -204,6 +204,9 @@ impl Declared {
 /// A progress callback.
 pub type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
 
+/// A callback for the log messages about one call.
+pub type LogCallback = Arc<dyn Fn(&LogMessage) + Send + Sync>;
+
 /// Per-call settings; the defaults come from [`ClientOptions`]. Build with
 /// `CallOptions::default()` and the `with_` methods.
 #[derive(Clone, Default)]
@@ -215,6 +218,10 @@ pub struct CallOptions {
     pub max_total_timeout: Option<Duration>,
     /// Called on this thread for each progress notification.
     pub progress: Option<ProgressCallback>,
+    /// The log messages about this call at a level or above, and the
+    /// callback that takes them on this thread (see
+    /// [`CallOptions::with_log`]).
+    pub log: Option<(LogLevel, LogCallback)>,
     /// Lets another thread give up on the call.
     pub cancel: Option<CancelHandle>,
     /// An instant the call must not outlive, whatever the timeouts say (a
@@ -249,6 +256,27 @@ impl CallOptions {
         progress: impl Fn(&Progress) + Send + Sync + 'static,
     ) -> CallOptions {
         self.progress = Some(Arc::new(progress));
+        self
+    }
+
+    /// Log messages about this call, at `level` or above, handed to `log`
+    /// on the calling thread before the call returns, in the order the
+    /// server sent them and its answer.
+    ///
+    /// A 2026-07-28 server is asked for them at this level in the
+    /// request's `_meta` (in place of [`ClientOptions::log_level`]); over
+    /// Streamable HTTP it sends them on the call's own response stream. A
+    /// handshake-era server logs for the whole session, at the level the
+    /// connection set. Where messages share one stream (stdio, or a
+    /// session's), each goes to the oldest call under way that asked for
+    /// messages at its level. The host sees every message too
+    /// ([`crate::Host::notification`]).
+    pub fn with_log(
+        mut self,
+        level: LogLevel,
+        log: impl Fn(&LogMessage) + Send + Sync + 'static,
+    ) -> CallOptions {
+        self.log = Some((level, Arc::new(log)));
         self
     }
 

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::error::{CloseReason, Error};
 use crate::jsonrpc::RpcError;
+use crate::protocol::LogLevel;
 use crate::sync::lock;
 
 /// A reply for the caller of request `id`. A caller's channel outlives
@@ -34,6 +35,8 @@ pub(super) enum Reply {
     #[cfg_attr(not(feature = "serve"), allow(dead_code))]
     Passed(Vec<u8>),
     Progress(Value),
+    /// A log message about the request (`notifications/message`'s params).
+    Log(Value),
     Closed(CloseReason),
     Failed(Error),
 }
@@ -54,7 +57,8 @@ pub(super) enum ReplyTo {
     /// A caller waits on this channel.
     Caller {
         replies: Sender<TaggedReply>,
-        /// Progress updates sent but not yet taken; bounds the queue.
+        /// Updates (progress, log messages) sent but not yet taken;
+        /// bounds the queue.
         queued_progress: Arc<AtomicUsize>,
     },
     /// Nobody waits: the reader hands the answer on.
@@ -62,8 +66,8 @@ pub(super) enum ReplyTo {
     Sink(Arc<dyn Sink>),
 }
 
-/// Where a progress update for a waiting request goes.
-pub(super) enum ProgressTo {
+/// Where an update (progress, a log message) for a waiting request goes.
+pub(super) enum UpdateTo {
     Caller(Sender<TaggedReply>, Arc<AtomicUsize>),
     Sink(Arc<dyn Sink>),
 }
@@ -80,9 +84,20 @@ pub(super) struct Waiter {
     pub(super) cancel_on_close: bool,
     /// Wants a success's result as it came, unparsed (`Reply::Passed`).
     pub(super) passing: bool,
+    /// Takes the log messages about it at this level or above.
+    pub(super) logs: Option<LogLevel>,
 }
 
 impl Waiter {
+    fn update_to(&self) -> UpdateTo {
+        match &self.to {
+            ReplyTo::Caller { replies, queued_progress } => {
+                UpdateTo::Caller(replies.clone(), Arc::clone(queued_progress))
+            }
+            ReplyTo::Sink(sink) => UpdateTo::Sink(Arc::clone(sink)),
+        }
+    }
+
     /// Hands the last reply of request `id` to its caller or its sink.
     pub(super) fn reply(self, id: i64, reply: Reply) {
         match self.to {
@@ -107,7 +122,7 @@ impl Reply {
             Reply::Done(Err(error)) => Err(Error::from_rpc(error)),
             Reply::Closed(reason) => Err(Error::Disconnected(reason)),
             Reply::Failed(error) => Err(error),
-            Reply::Progress(_) => return None,
+            Reply::Progress(_) | Reply::Log(_) => return None,
         })
     }
 }
@@ -129,20 +144,26 @@ struct PendingState {
     /// reader delivers, so counted rather than looked for. `insert` and
     /// `remove` keep it true.
     impatient: usize,
+    /// How many waiters take log messages: most connections have none,
+    /// and a log message then looks no further.
+    loggers: usize,
     closed: Option<CloseReason>,
 }
 
 impl PendingState {
     fn insert(&mut self, id: i64, waiter: Waiter) {
         self.impatient += usize::from(!waiter.patient);
+        self.loggers += usize::from(waiter.logs.is_some());
         if let Some(old) = self.waiters.insert(id, waiter) {
             self.impatient -= usize::from(!old.patient);
+            self.loggers -= usize::from(old.logs.is_some());
         }
     }
 
     fn remove(&mut self, id: i64) -> Option<Waiter> {
         let waiter = self.waiters.remove(&id)?;
         self.impatient -= usize::from(!waiter.patient);
+        self.loggers -= usize::from(waiter.logs.is_some());
         Some(waiter)
     }
 }
@@ -208,14 +229,36 @@ impl Pending {
     }
 
     /// Where progress for the request `id` goes, if it still waits.
-    pub(super) fn progress_to(&self, id: i64) -> Option<ProgressTo> {
+    pub(super) fn progress_to(&self, id: i64) -> Option<UpdateTo> {
         let state = lock(&self.state);
-        Some(match &state.waiters.get(&id)?.to {
-            ReplyTo::Caller { replies, queued_progress } => {
-                ProgressTo::Caller(replies.clone(), Arc::clone(queued_progress))
+        Some(state.waiters.get(&id)?.update_to())
+    }
+
+    /// Which request a log message at `level` (`None`: a level MCP does
+    /// not name, which every request that asked takes) is about, and where
+    /// it goes: the request whose response stream carried it (`stream_of`)
+    /// if it asked for it; else, where messages share one stream, the
+    /// oldest request under way that asked for it.
+    pub(super) fn log_to(
+        &self,
+        stream_of: Option<i64>,
+        level: Option<LogLevel>,
+    ) -> Option<(i64, UpdateTo)> {
+        let state = lock(&self.state);
+        if state.loggers == 0 {
+            return None;
+        }
+        let takes = |waiter: &Waiter| {
+            waiter.logs.is_some_and(|least| level.is_none_or(|level| level >= least))
+        };
+        let id = match stream_of {
+            Some(id) => id,
+            None => {
+                *state.waiters.iter().filter(|(_, waiter)| takes(waiter)).map(|(id, _)| id).min()?
             }
-            ReplyTo::Sink(sink) => ProgressTo::Sink(Arc::clone(sink)),
-        })
+        };
+        let waiter = state.waiters.get(&id).filter(|waiter| takes(waiter))?;
+        Some((id, waiter.update_to()))
     }
 
     /// True while some caller waits for an answer it needs soon.
@@ -251,6 +294,7 @@ impl Pending {
             }
             state.closed = Some(reason.clone());
             state.impatient = 0;
+            state.loggers = 0;
             self.passing.store(0, Ordering::Relaxed);
             std::mem::take(&mut state.waiters)
         };
@@ -270,5 +314,45 @@ pub(super) struct PendingGuard<'a> {
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         self.pending.take(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter(logs: Option<LogLevel>) -> (Waiter, crossbeam_channel::Receiver<TaggedReply>) {
+        let (replies, received) = crossbeam_channel::unbounded();
+        let to = ReplyTo::Caller { replies, queued_progress: Arc::new(AtomicUsize::new(0)) };
+        (Waiter { to, patient: false, cancel_on_close: true, passing: false, logs }, received)
+    }
+
+    fn chosen(pending: &Pending, stream_of: Option<i64>, level: Option<LogLevel>) -> Option<i64> {
+        pending.log_to(stream_of, level).map(|(id, _)| id)
+    }
+
+    // A log message goes to the request whose stream carried it, if it
+    // asked at that level; where streams are shared, to the oldest that
+    // asked at that level; a level MCP does not name to any that asked.
+    #[test]
+    fn a_log_message_goes_to_the_request_it_is_about() {
+        let pending = Pending::new();
+        assert_eq!(chosen(&pending, None, Some(LogLevel::Error)), None);
+        let mut kept = Vec::new();
+        for (id, logs) in [(1, None), (2, Some(LogLevel::Warning)), (3, Some(LogLevel::Debug))] {
+            let (waiter, received) = waiter(logs);
+            pending.register(id, waiter).unwrap();
+            kept.push(received);
+        }
+        assert_eq!(chosen(&pending, Some(3), Some(LogLevel::Error)), Some(3));
+        assert_eq!(chosen(&pending, Some(1), Some(LogLevel::Error)), None);
+        assert_eq!(chosen(&pending, None, Some(LogLevel::Error)), Some(2));
+        assert_eq!(chosen(&pending, None, Some(LogLevel::Info)), Some(3));
+        assert_eq!(chosen(&pending, Some(2), Some(LogLevel::Info)), None);
+        assert_eq!(chosen(&pending, None, None), Some(2));
+        pending.take(3);
+        assert_eq!(chosen(&pending, None, Some(LogLevel::Info)), None);
+        pending.take(2);
+        assert_eq!(lock(&pending.state).loggers, 0);
     }
 }

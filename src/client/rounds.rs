@@ -86,6 +86,12 @@ impl Client {
         options: &CallOptions,
     ) -> Result<Value, Error> {
         let mut params = with_meta(params, meta);
+        // The call's own log level, in place of the connection's.
+        if let (Some((level, _)), Some(Value::Object(fields))) = (&options.log, &mut params) {
+            if let Some(Value::Object(meta)) = fields.get_mut("_meta") {
+                meta.insert("io.modelcontextprotocol/logLevel".into(), level.as_str().into());
+            }
+        }
         // Every round shares the call's ceiling (as progress does).
         let mut round_options = options.clone();
         round_options.deadline = self.hard_deadline(options);

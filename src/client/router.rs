@@ -4,20 +4,21 @@
 //!
 //! A response goes straight to the channel of the caller waiting for it
 //! (`pending.rs`), a progress notification to the same channel (resetting
-//! that caller's timer), a `ping` is answered on the spot, and everything
+//! that caller's timer), and so does a log message about a request that
+//! asked for it (the host sees it too); a `ping` is answered on the spot, and everything
 //! else (server requests, other notifications, a stdio server's stderr
 //! lines) is queued for the host (`events.rs`). What a stateless server's
 //! messages mean is asked of `stateless.rs`. The router owns those three
 //! and routes between them; it decides nothing else.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crossbeam_channel::TrySendError;
+use crossbeam_channel::{Sender, TrySendError};
 use serde_json::{json, Value};
 
 use super::events::{busy, Event, EventQueue};
-use super::pending::{Pending, ProgressTo, Reply, ReplyTo};
+use super::pending::{Pending, Reply, ReplyTo, TaggedReply, UpdateTo};
 use super::stateless::StatelessState;
 use super::PROGRESS_QUEUE;
 use crate::error::{CloseReason, Error};
@@ -183,18 +184,38 @@ impl Router {
         let token = params.get("progressToken").and_then(Value::as_i64);
         let waiter = token.and_then(|token| Some((token, self.pending.progress_to(token)?)));
         match waiter {
-            Some((_, ProgressTo::Sink(sink))) => sink.progress(&params),
-            Some((token, ProgressTo::Caller(replies, queued))) => {
-                // A caller busy in its callback gets the updates it can take;
-                // a flood beyond that is dropped, never queued without bound.
-                if queued.fetch_add(1, Ordering::AcqRel) < PROGRESS_QUEUE {
-                    let _ = replies.send((token, Reply::Progress(params)));
-                } else {
-                    queued.fetch_sub(1, Ordering::AcqRel);
-                }
+            Some((_, UpdateTo::Sink(sink))) => sink.progress(&params),
+            Some((token, UpdateTo::Caller(replies, queued))) => {
+                offer(&replies, &queued, token, Reply::Progress(params));
             }
             None => log::debug!("{}: progress for no pending request: {params}", self.server),
         }
+    }
+
+    /// A log message, to the request it is about when one asked for it
+    /// (`Pending::log_to`): on its caller's channel, so that the caller
+    /// has it before the answer the server sent after it. The host sees
+    /// it too, as every notification.
+    fn route_log(&self, notification: &Notification, stream_of: Option<i64>) {
+        let params = notification.params.as_ref();
+        let level = params.and_then(|params| params.get("level")).and_then(Value::as_str);
+        let level = level.and_then(crate::protocol::LogLevel::from_name);
+        if let Some((id, UpdateTo::Caller(replies, queued))) = self.pending.log_to(stream_of, level)
+        {
+            let params = params.cloned().unwrap_or(Value::Null);
+            offer(&replies, &queued, id, Reply::Log(params));
+        }
+    }
+}
+
+/// An update for a waiting caller. A caller busy in its callback gets the
+/// updates it can take; a flood beyond that is dropped, never queued
+/// without bound.
+fn offer(replies: &Sender<TaggedReply>, queued: &AtomicUsize, id: i64, update: Reply) {
+    if queued.fetch_add(1, Ordering::AcqRel) < PROGRESS_QUEUE {
+        let _ = replies.send((id, update));
+    } else {
+        queued.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -228,6 +249,15 @@ impl Inbox for Router {
     }
 
     fn deliver(&self, message: Message) {
+        self.deliver_on(message, None);
+    }
+
+    fn deliver_on(&self, message: Message, stream_of: Option<i64>) {
+        if let Message::Notification(notification) = &message {
+            if notification.method == "notifications/message" {
+                self.route_log(notification, stream_of);
+            }
+        }
         match message {
             Message::Response(response) => self.deliver_response(response.id, response.outcome),
             Message::Notification(notification)

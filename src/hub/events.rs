@@ -22,6 +22,7 @@ use super::Shared;
 use crate::clock;
 use crate::host::{Host, Root};
 use crate::jsonrpc::{Notification, RpcError};
+use crate::protocol::LogMessage;
 use crate::sync::lock;
 use crate::threads::NamedThread;
 
@@ -29,37 +30,6 @@ use crate::threads::NamedThread;
 const BURST: Duration = Duration::from_millis(50);
 /// The size past which `mcp.log` moves to `mcp.log.1`.
 const LOG_ROTATE_BYTES: u64 = 5 * 1024 * 1024;
-
-/// A server's `notifications/message`.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct LogMessage {
-    /// `debug`, `info`, `notice`, `warning`, `error`, `critical`, `alert`, `emergency`.
-    pub level: String,
-    /// The server's logger name, if any.
-    pub logger: Option<String>,
-    /// The message: a string, or any JSON.
-    pub data: Value,
-}
-
-impl LogMessage {
-    fn from_params(params: &Value) -> LogMessage {
-        LogMessage {
-            level: params.get("level").and_then(Value::as_str).unwrap_or("info").to_owned(),
-            logger: params.get("logger").and_then(Value::as_str).map(str::to_owned),
-            data: params.get("data").cloned().unwrap_or(Value::Null),
-        }
-    }
-
-    /// The message as one line of text.
-    pub fn text(&self) -> String {
-        let text = match &self.data {
-            Value::String(text) => text.clone(),
-            other => other.to_string(),
-        };
-        text.replace(['\n', '\r'], " ")
-    }
-}
 
 /// Where servers' log messages (and stdio servers' stderr lines) go.
 pub trait LogSink: Send + Sync {

@@ -20,7 +20,7 @@ mod slot;
 mod state;
 mod status;
 
-pub use events::{LogFile, LogMessage, LogSink};
+pub use events::{LogFile, LogSink};
 pub use options::HubOptions;
 pub use refresh::RefreshReport;
 pub use status::{Offered, ServerStatus};

@@ -21,7 +21,7 @@ use super::pipe_out::PipeOut;
 use super::streams::{Route, Streams};
 use crate::client::CancelHandle;
 use crate::jsonrpc::{Frame, RequestId, RpcError};
-use crate::protocol::Progress;
+use crate::protocol::{LogMessage, Progress};
 use crate::sync::lock;
 
 /// How long a frame waits for room in the writer's queue.
@@ -208,6 +208,15 @@ impl Link {
             params["message"] = json!(message);
         }
         let frame = Frame::notification("notifications/progress", Some(&params));
+        self.offer(Route::About(id), frame);
+    }
+
+    /// A log message of `server`'s about request `id`, named as its logger
+    /// when it names none (dropped when there is no room at once).
+    pub(super) fn log(&self, id: &RequestId, server: &str, message: &LogMessage) {
+        let logger = message.logger.as_deref().unwrap_or(server);
+        let params = json!({"level": message.level, "logger": logger, "data": message.data});
+        let frame = Frame::notification("notifications/message", Some(&params));
         self.offer(Route::About(id), frame);
     }
 

@@ -31,8 +31,9 @@ use serde_json::{json, Map, Value};
 
 use super::link::{takes, Link, Underway};
 use super::streams::Route;
-use crate::client::{CancelHandle, ProgressCallback};
+use crate::client::{CancelHandle, LogCallback, ProgressCallback};
 use crate::jsonrpc::{Frame, Request, RequestId, RpcError};
+use crate::protocol::{LogLevel, LogMessage};
 use crate::sync::lock;
 
 /// Requests that may be answered `input_required` (the revision's list).
@@ -93,13 +94,25 @@ struct Attempt {
     id: RequestId,
     /// Its `_meta.progressToken`: the call's progress goes under it.
     progress: Option<Value>,
+    /// The log level it asked for: the call's log messages at that level
+    /// or above go to it.
+    log_level: Option<LogLevel>,
 }
 
 impl Attempt {
     fn of(link: &Arc<Link>, request: &Request) -> Attempt {
-        let progress =
-            request.params.as_ref().and_then(|params| params.pointer("/_meta/progressToken"));
-        Attempt { link: Arc::clone(link), id: request.id.clone(), progress: progress.cloned() }
+        let params = request.params.as_ref();
+        let progress = params.and_then(|params| params.pointer("/_meta/progressToken"));
+        let log_level = params
+            .and_then(|params| params.pointer("/_meta/io.modelcontextprotocol~1logLevel"))
+            .and_then(Value::as_str)
+            .and_then(LogLevel::from_name);
+        Attempt {
+            link: Arc::clone(link),
+            id: request.id.clone(),
+            progress: progress.cloned(),
+            log_level,
+        }
     }
 
     /// Answers the request; the call it waited for no longer ends with it
@@ -416,6 +429,25 @@ impl Round {
             };
             if let Some((link, id, token)) = to {
                 link.progress(&id, &token, progress);
+            }
+        })
+    }
+
+    /// The call's log messages of `server`'s, to the request the client
+    /// waits on now if it asked for them at their level.
+    pub(super) fn log(self: &Arc<Round>, server: &str) -> LogCallback {
+        let (round, server) = (Arc::clone(self), server.to_owned());
+        Arc::new(move |message: &LogMessage| {
+            let to = {
+                let state = lock(&round.state);
+                state.waiting.as_ref().and_then(|attempt| {
+                    let least = attempt.log_level?;
+                    let admitted = message.severity().is_none_or(|level| level >= least);
+                    admitted.then(|| (Arc::clone(&attempt.link), attempt.id.clone()))
+                })
+            };
+            if let Some((link, id)) = to {
+                link.log(&id, &server, message);
             }
         })
     }

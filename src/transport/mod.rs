@@ -142,6 +142,13 @@ pub(crate) trait Inbox: Send + Sync {
     fn skipped(&self) -> u64;
     /// One well-formed message from the server.
     fn deliver(&self, message: Message);
+    /// One well-formed message that came on the response stream of
+    /// request `stream_of` (Streamable HTTP); `None` where the server's
+    /// messages share one stream.
+    fn deliver_on(&self, message: Message, stream_of: Option<i64>) {
+        let _ = stream_of;
+        self.deliver(message);
+    }
     /// Delivers `frame` unparsed when it is the plain success response of
     /// a request whose caller passes the result on (`envelope.rs`); the
     /// request's id when it did. Called before the frame is parsed.

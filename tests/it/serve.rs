@@ -1097,3 +1097,81 @@ fn calls_under_way_when_their_server_crashes_are_answered_with_its_failure() {
     front.close();
     tag.assert_gone();
 }
+
+// A 2026-07-28 client in front asks for the log messages of one request
+// (`_meta` logLevel): they come before that request's answer, at its level
+// or above, whichever era the server behind speaks; a request that does not
+// ask hears none (MCP forbids them), and a level MCP does not name is
+// refused. A cold trial saw none reach a stateless client at all.
+#[test]
+fn a_stateless_client_hears_the_log_of_its_own_request() {
+    let tag = Tag::new();
+    let servers = json!({"fx": misbehave_entry(&tag, &["--logging"]),
+                         "md": misbehave_entry(&tag, &["--era", "modern"])});
+    let mut front = Front::start(servers, &[]);
+    front.tools_with("md__logs");
+    front.tools_with("fx__logs");
+    let asking = |level: &str| {
+        let mut meta = stateless_meta(json!({}));
+        meta["io.modelcontextprotocol/logLevel"] = json!(level);
+        meta
+    };
+    let mut id = 10;
+    for (tool, level, wanted) in [
+        // The handshake server logs info and up (the level tether set).
+        ("fx__logs", "info", vec!["info", "warning"]),
+        ("fx__logs", "warning", vec!["warning"]),
+        ("md__logs", "debug", vec!["debug", "info", "warning"]),
+        ("md__logs", "warning", vec!["warning"]),
+    ] {
+        id += 1;
+        let data = format!("{tool}-{level}");
+        let answer = front.request(
+            id,
+            "tools/call",
+            json!({"name": tool, "arguments": {"tag": data}, "_meta": asking(level)}),
+        );
+        assert_eq!(answer["result"]["content"][0]["text"], "logged", "{answer}");
+        // Everything of this call's came before its answer.
+        let lines = front.raw.lock().unwrap().clone();
+        let answered_at = lines
+            .iter()
+            .position(|line| {
+                line.contains(&format!("\"id\":{id},")) || line.contains(&format!("\"id\":{id}}}"))
+            })
+            .unwrap();
+        let heard: Vec<Value> = lines
+            .iter()
+            .filter(|line| line.contains(&data))
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        let levels: Vec<&str> =
+            heard.iter().filter_map(|m| m["params"]["level"].as_str()).collect();
+        assert_eq!(levels, wanted, "{tool} at {level}: {heard:?}");
+        for message in &heard {
+            assert_eq!(message["method"], "notifications/message", "{message}");
+            assert_eq!(message["params"]["logger"], "misbehave", "{message}");
+        }
+        let last = lines.iter().rposition(|line| line.contains(&data)).unwrap();
+        assert!(last < answered_at, "a log message came after the answer: {lines:?}");
+    }
+    // Not asked: nothing, from either server.
+    for tool in ["fx__logs", "md__logs"] {
+        id += 1;
+        let call = json!({"name": tool, "arguments": {"tag": "unasked"},
+                          "_meta": stateless_meta(json!({}))});
+        let answer = front.request(id, "tools/call", call);
+        assert_eq!(answer["result"]["content"][0]["text"], "logged", "{answer}");
+    }
+    thread::sleep(Duration::from_millis(200));
+    let unasked = front.raw.lock().unwrap().iter().filter(|line| line.contains("unasked")).count();
+    assert_eq!(unasked, 0, "{:?}", front.raw.lock().unwrap());
+    let refused = front.request(
+        99,
+        "tools/call",
+        json!({"name": "md__logs", "arguments": {}, "_meta": asking("loud")}),
+    );
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    front.close();
+    tag.assert_gone();
+}

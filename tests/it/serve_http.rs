@@ -449,3 +449,51 @@ fn an_allowed_page_passes_the_browsers_cors_checks() {
     serve.stop();
     tag.assert_gone();
 }
+
+// tether's own `Client`, over HTTP in 2026-07-28, asks for a call's log
+// messages: `serve --http` sends them on that request's response stream
+// before its answer, and the client's reader hands them to the call whose
+// stream they came on. A raw request sees the same order, at its level.
+#[test]
+fn a_calls_log_messages_come_on_its_own_http_stream() {
+    use std::sync::{Arc, Mutex};
+    use tether::{CallOptions, Client, ClientOptions, Era, HttpKind, HttpTarget, LogLevel};
+    let tag = Tag::new();
+    let serve = HttpServe::start(json!({"md": misbehave_entry(&tag, &["--era", "modern"])}), &[]);
+    let mut target = HttpTarget::new(&serve.url, HttpKind::Streamable);
+    target.bearer_token = Some(serve.token.clone());
+    let options = ClientOptions::default().with_request_timeout(Duration::from_secs(10));
+    let client = Client::connect("front", &tether::Transport::Http(target), options).unwrap();
+    assert_eq!(client.era(), Era::Modern);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !client.list_tools(&CallOptions::default()).unwrap().iter().any(|t| t.name == "md__logs")
+    {
+        assert!(Instant::now() < deadline, "md never connected");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&heard);
+    let asking = CallOptions::default().with_log(LogLevel::Info, move |message| {
+        kept.lock().unwrap().push(format!("{} {}", message.level, message.text()));
+    });
+    let arguments = json!({"tag": "h", "interval_ms": 20});
+    let result = client.call_tool("md__logs", arguments, &asking).unwrap();
+    assert_eq!(result.to_text(), "logged");
+    assert_eq!(*heard.lock().unwrap(), ["info h info", "warning h warning"]);
+    // The same over a raw request, at warning: one message, then the answer.
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/logLevel": "warning"});
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "md__logs", "arguments": {"tag": "raw"}, "_meta": meta}});
+    let (status, head, body) = serve.post(&call, "MCP-Protocol-Version: 2026-07-28\r\n");
+    assert_eq!(status, 200, "{head}{body}");
+    assert!(head.to_ascii_lowercase().contains("text/event-stream"), "{head}");
+    assert!(!body.contains("raw info") && !body.contains("raw debug"), "{body}");
+    let logged = body.find("raw warning").unwrap_or_else(|| panic!("no message: {body}"));
+    let answered = body.find("\"result\"").unwrap_or_else(|| panic!("no answer: {body}"));
+    assert!(logged < answered, "{body}");
+    client.close().unwrap();
+    serve.stop();
+    tag.assert_gone();
+}

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tether::{
-    CallOptions, CancelHandle, Client, CloseReason, Error, Host, Notification, Root, RpcError,
-    StdioCommand, Transport,
+    CallOptions, CancelHandle, Client, CloseReason, Error, Host, LogLevel, Notification, Root,
+    RpcError, StdioCommand, Transport,
 };
 
 use crate::support::{assert_quick, client_replies, fixture, misbehave, quick, Tag};
@@ -1260,4 +1260,51 @@ fn a_stateless_servers_task_is_waited_out_with_its_input_answered() {
     let result = client.task_result(&task.task_id, &plain).unwrap();
     assert_eq!(result.to_text(), "job done after 300 ms for Ada");
     close_and_check(client, &tag);
+}
+
+// A call that asks for its log messages (`CallOptions::with_log`) has them
+// on its own thread before it returns, at its level or above; the host
+// sees every message too. A handshake-era server logs for the session (all
+// levels here, none set); a 2026-07-28 one is asked with the call, and
+// sends nothing for a call that does not ask.
+#[test]
+fn a_call_hears_its_own_log_messages_before_it_returns() {
+    for (era, flags) in [("handshake", vec!["--logging"]), ("2026-07-28", vec!["--era", "modern"])]
+    {
+        let tag = Tag::new();
+        let host = Arc::new(RecordingHost::default());
+        let options = quick(5_000).with_host(host.clone());
+        let client = Client::connect("fx", &misbehave(&tag, &flags), options).unwrap();
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&heard);
+        let asking = CallOptions::default().with_log(LogLevel::Info, move |message| {
+            kept.lock().unwrap().push(format!("{} {}", message.level, message.text()));
+        });
+        let arguments = json!({"tag": "a", "interval_ms": 20});
+        let result = client.call_tool("logs", arguments, &asking).unwrap();
+        assert_eq!(result.to_text(), "logged");
+        let heard_then = heard.lock().unwrap().clone();
+        assert_eq!(heard_then, ["info a info", "warning a warning"], "{era}");
+        // The host saw them too (on its events thread, a moment later); a
+        // 2026-07-28 server sent only what the call asked for.
+        let wanted = if era == "handshake" { 3 } else { 2 };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let logged = || {
+            let seen = host.notifications.lock().unwrap();
+            seen.iter().filter(|method| *method == "notifications/message").count()
+        };
+        while logged() < wanted && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(logged(), wanted, "{era}");
+        // A call that does not ask hears nothing; a stateless server says
+        // nothing of it.
+        let quiet = client.call_tool("logs", json!({"tag": "b"}), &CallOptions::default());
+        assert_eq!(quiet.unwrap().to_text(), "logged");
+        assert_eq!(heard.lock().unwrap().len(), 2, "{era}");
+        thread::sleep(Duration::from_millis(100));
+        let wanted = if era == "handshake" { 6 } else { 2 };
+        assert_eq!(logged(), wanted, "{era}");
+        close_and_check(client, &tag);
+    }
 }

@@ -32,14 +32,16 @@ use serde_json::{json, Value};
 use super::about::AboutMemory;
 use super::link::Link;
 use super::ServeOptions;
-use crate::client::{CallOptions, CancelHandle, PassedResult, ProgressCallback};
+use crate::client::{CallOptions, CancelHandle, LogCallback, PassedResult};
 use crate::config::name_key;
 use crate::error::Error;
 use crate::hub::Hub;
 use crate::jsonrpc::{Request, RequestId, RpcError};
 use crate::protocol::{
-    LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
+    LogLevel, LogMessage, Progress, LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSION,
+    SUPPORTED_PROTOCOL_VERSIONS,
 };
+use crate::serve::rounds;
 use crate::sync::lock;
 use upstream::upstream_error;
 
@@ -80,7 +82,12 @@ impl Answerer<'_> {
             learn_stateless(link, params);
         }
         let stateless = lock(&link.peer).stateless || request.method == "server/discover";
-        let answered = self.answer_bare(link, request, cancel, !stateless)?;
+        let empty = Value::Object(serde_json::Map::new());
+        let params = request.params.as_ref().unwrap_or(&empty);
+        // Only a stateless client asks for log messages request by request.
+        let log_level = if stateless { asked_log_level(params)? } else { None };
+        let asked = Asked { link, id: &request.id, params, cancel, log_level };
+        let answered = self.answer_bare(request, &asked, !stateless)?;
         if !stateless {
             return Ok(answered);
         }
@@ -109,18 +116,15 @@ impl Answerer<'_> {
     /// The answer; `passing` lets a tool's result pass as it came.
     fn answer_bare(
         &self,
-        link: &Arc<Link>,
         request: &Request,
-        cancel: &CancelHandle,
+        asked: &Asked<'_>,
         passing: bool,
     ) -> Result<PassedResult, RpcError> {
-        let empty = Value::Object(serde_json::Map::new());
-        let params = request.params.as_ref().unwrap_or(&empty);
         match request.method.as_str() {
-            "tools/call" => self.call(link, &request.id, params, cancel, passing),
-            "resources/read" => self.read(params, cancel, passing),
-            "prompts/get" => self.prompt(params, cancel, passing),
-            _ => self.answer_value(request, params, link, passing),
+            "tools/call" => self.call(asked, passing),
+            "resources/read" => self.read(asked, passing),
+            "prompts/get" => self.prompt(asked, passing),
+            _ => self.answer_value(request, asked, passing),
         }
     }
 
@@ -128,15 +132,15 @@ impl Answerer<'_> {
     fn answer_value(
         &self,
         request: &Request,
-        params: &Value,
-        link: &Arc<Link>,
+        asked: &Asked<'_>,
         passing: bool,
     ) -> Result<PassedResult, RpcError> {
+        let (params, link) = (asked.params, asked.link);
         let method = request.method.as_str();
         if let Some(server) = self.options.passthrough.as_deref().filter(|_| !answers(method)) {
             // One server: what tether does not know is that server's,
             // passed to a handshake client as the server wrote it.
-            let options = CallOptions::default();
+            let options = asked.options(server);
             let upstream = |err: Error| upstream_error(self.hub, server, &err);
             let client = self.hub.client(server).map_err(upstream)?;
             let params = without_envelope(request.params.as_ref());
@@ -350,11 +354,66 @@ pub(super) fn learn_stateless(link: &Link, params: &Value) {
     }
 }
 
-/// Progress updates of call `id`, sent to its client under the client's
-/// token (dropped when its stream is full: the call is never held up).
-fn progress_to(link: &Arc<Link>, id: &RequestId, token: Value) -> ProgressCallback {
-    let (link, id) = (Arc::clone(link), id.clone());
-    Arc::new(move |progress: &crate::protocol::Progress| link.progress(&id, &token, progress))
+/// One request of a client's, as passing it upstream needs it: whose it
+/// is, its parameters, its cancellation, and the log level a stateless
+/// client asked for.
+pub(super) struct Asked<'r> {
+    pub(super) link: &'r Arc<Link>,
+    pub(super) id: &'r RequestId,
+    pub(super) params: &'r Value,
+    pub(super) cancel: &'r CancelHandle,
+    pub(super) log_level: Option<LogLevel>,
+}
+
+impl Asked<'_> {
+    /// How the request is passed to `server`: cancelled when the client
+    /// cancels it, its progress sent back under the client's token, and
+    /// the log messages about it at the level the client asked (both to
+    /// the request the client waits on now, in a round). Updates go before
+    /// the answer, on the request's own stream; one that finds no room at
+    /// once is dropped (the call is never held up).
+    pub(super) fn options(&self, server: &str) -> CallOptions {
+        let mut options = CallOptions::default().with_cancel(self.cancel.clone());
+        let round = rounds::current();
+        if let Some(round) = &round {
+            options.progress = Some(round.progress());
+        } else if let Some(token) = self.params.pointer("/_meta/progressToken").cloned() {
+            let (link, id) = (Arc::clone(self.link), self.id.clone());
+            options.progress = Some(Arc::new(move |progress: &Progress| {
+                link.progress(&id, &token, progress);
+            }));
+        }
+        if let Some(level) = self.log_level {
+            let log: LogCallback = match &round {
+                Some(round) => round.log(server),
+                None => {
+                    let (link, id, server) =
+                        (Arc::clone(self.link), self.id.clone(), server.to_owned());
+                    Arc::new(move |message: &LogMessage| link.log(&id, &server, message))
+                }
+            };
+            options.log = Some((level, log));
+        }
+        options
+    }
+}
+
+/// The log level a stateless client asked for in `_meta`, if any; one MCP
+/// does not name is refused.
+fn asked_log_level(params: &Value) -> Result<Option<LogLevel>, RpcError> {
+    let Some(asked) = params.pointer("/_meta/io.modelcontextprotocol~1logLevel") else {
+        return Ok(None);
+    };
+    match asked.as_str().and_then(LogLevel::from_name) {
+        Some(level) => Ok(Some(level)),
+        None => Err(rpc(
+            INVALID_PARAMS,
+            format!(
+                "invalid log level {asked}: one of debug, info, notice, warning, error, \
+                 critical, alert, emergency"
+            ),
+        )),
+    }
 }
 
 /// A `SERVER__NAME` (a prompt's, a tool's) as the server of `servers` it

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use super::upstream::{log_errors, upstream_error};
-use super::{rpc, split_qualified, without_envelope, Answerer, INVALID_PARAMS, LIST_WAIT};
-use crate::client::{CallOptions, CancelHandle, PassedResult};
+use super::{rpc, split_qualified, without_envelope, Answerer, Asked, INVALID_PARAMS, LIST_WAIT};
+use crate::client::{CallOptions, PassedResult};
 use crate::error::Error;
 use crate::jsonrpc::RpcError;
 use crate::serve::rounds;
@@ -54,12 +54,8 @@ impl Answerer<'_> {
 
     /// A resource read, from the server the URI belongs to; for a
     /// handshake client (`passing`) the server's result as it wrote it.
-    pub(super) fn read(
-        &self,
-        params: &Value,
-        cancel: &CancelHandle,
-        passing: bool,
-    ) -> Result<PassedResult, RpcError> {
+    pub(super) fn read(&self, asked: &Asked<'_>, passing: bool) -> Result<PassedResult, RpcError> {
+        let params = asked.params;
         let Some(uri) = params.get("uri").and_then(Value::as_str) else {
             return Err(rpc(INVALID_PARAMS, "resources/read needs a \"uri\"".into()));
         };
@@ -68,7 +64,7 @@ impl Answerer<'_> {
             None => self.server_of_resource(uri)?,
         };
         rounds::note_server(&server);
-        let options = CallOptions::default().with_cancel(cancel.clone());
+        let options = asked.options(&server);
         let upstream = |err: Error| upstream_error(self.hub, &server, &err);
         if passing {
             let asked = json!({"uri": uri});
@@ -175,10 +171,10 @@ impl Answerer<'_> {
     /// (`passing`) the server's result as it wrote it.
     pub(super) fn prompt(
         &self,
-        params: &Value,
-        cancel: &CancelHandle,
+        asked: &Asked<'_>,
         passing: bool,
     ) -> Result<PassedResult, RpcError> {
+        let params = asked.params;
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(rpc(INVALID_PARAMS, "prompts/get needs a \"name\"".into()));
         };
@@ -188,7 +184,7 @@ impl Answerer<'_> {
             None => self.split_prompt(name)?,
         };
         rounds::note_server(&server);
-        let options = CallOptions::default().with_cancel(cancel.clone());
+        let options = asked.options(&server);
         let upstream = |err: Error| upstream_error(self.hub, &server, &err);
         if passing {
             let asked = json!({"name": prompt, "arguments": arguments});

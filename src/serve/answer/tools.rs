@@ -4,17 +4,14 @@
 //! server's failure when that server cannot be served; tether's own
 //! `tether__status` and the one `codemode` tool beside them.
 
-use std::sync::Arc;
-
 use serde_json::{json, Value};
 
 use super::upstream::{upstream_error, upstream_error_with};
-use super::{progress_to, rpc, split_qualified, Answerer, INVALID_PARAMS, LIST_WAIT, STATUS_TOOL};
-use crate::client::{CallOptions, CancelHandle, PassedResult};
+use super::{rpc, split_qualified, Answerer, Asked, INVALID_PARAMS, LIST_WAIT, STATUS_TOOL};
+use crate::client::PassedResult;
 use crate::config::Exposure;
 use crate::error::Error;
-use crate::jsonrpc::{RequestId, RpcError};
-use crate::serve::link::Link;
+use crate::jsonrpc::RpcError;
 use crate::serve::rounds;
 use crate::server_state::ServerState;
 
@@ -70,14 +67,8 @@ impl Answerer<'_> {
         tools
     }
 
-    pub(super) fn call(
-        &self,
-        link: &Arc<Link>,
-        id: &RequestId,
-        params: &Value,
-        cancel: &CancelHandle,
-        passing: bool,
-    ) -> Result<PassedResult, RpcError> {
+    pub(super) fn call(&self, asked: &Asked<'_>, passing: bool) -> Result<PassedResult, RpcError> {
+        let params = asked.params;
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(rpc(INVALID_PARAMS, "tools/call needs a \"name\"".into()));
         };
@@ -91,23 +82,17 @@ impl Answerer<'_> {
         if self.options.status_tool && name == STATUS_TOOL {
             return Ok(PassedResult::Value(self.status()));
         }
-        let mut options = CallOptions::default().with_cancel(cancel.clone());
-        options.pass_on = true;
-        // The downstream's progress token is kept: its updates are its own
-        // (a round's go to the request its client waits on now).
-        if let Some(round) = rounds::current() {
-            options.progress = Some(round.progress());
-        } else if let Some(token) = params.pointer("/_meta/progressToken").cloned() {
-            options.progress = Some(progress_to(link, id, token));
-        }
         let unknown = || rpc(INVALID_PARAMS, format!("unknown tool {name:?}"));
         let (server, outcome) = if self.is_codemode(name) {
             // The one `codemode` tool runs a script over the hub.
+            let options = asked.options("tether");
             let outcome = self.hub.call(name, arguments, &options);
             ("tether".to_owned(), outcome.map(|result| PassedResult::Value(result.raw)))
         } else {
             let (server, tool) = self.tool_to_call(name)?;
             rounds::note_server(&server);
+            let mut options = asked.options(&server);
+            options.pass_on = true;
             let outcome = if passing {
                 self.hub.pass_server_tool(&server, &tool, arguments, &options)
             } else {

@@ -93,7 +93,7 @@ impl HttpTransport {
                     }
                 }
                 Ok(Some(event)) if event.event == "message" && !event.data.trim().is_empty() => {
-                    self.deliver_bytes(event.data.as_bytes());
+                    self.deliver_bytes(event.data.as_bytes(), None);
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => return CloseReason::Eof,

@@ -269,14 +269,14 @@ impl HttpTransport {
         };
         // Only a batch is parsed twice; a single message goes straight through.
         if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'[') {
-            return answers(self.deliver_bytes(body));
+            return answers(self.deliver_bytes(body, awaited));
         }
         match serde_json::from_slice::<Vec<Value>>(body) {
             Ok(batch) => {
                 // Every item is delivered, whichever of them answers.
                 let mut answered = false;
                 for item in batch {
-                    answered |= answers(self.deliver_bytes(item.to_string().as_bytes()));
+                    answered |= answers(self.deliver_bytes(item.to_string().as_bytes(), awaited));
                 }
                 answered
             }
@@ -287,8 +287,9 @@ impl HttpTransport {
         }
     }
 
-    /// Parses and delivers one message; returns its id when it is a response.
-    pub(super) fn deliver_bytes(&self, bytes: &[u8]) -> Option<RequestId> {
+    /// Parses and delivers one message, which came on the response stream
+    /// of request `stream_of` if any; returns its id when it is a response.
+    pub(super) fn deliver_bytes(&self, bytes: &[u8], stream_of: Option<i64>) -> Option<RequestId> {
         if let Some(id) = self.inbox()?.deliver_passed(bytes) {
             log::trace!("{} <- {}", self.server, String::from_utf8_lossy(bytes));
             return Some(RequestId::Number(id));
@@ -307,7 +308,7 @@ impl HttpTransport {
             Message::Response(response) => Some(response.id.clone()),
             _ => None,
         };
-        inbox.deliver(message);
+        inbox.deliver_on(message, stream_of);
         id
     }
 
