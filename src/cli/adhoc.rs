@@ -172,5 +172,11 @@ mod tests {
             super::super::proxy::url_name("http://127.0.0.1:8080/mcp").unwrap(),
             "127-0-0-1-8080"
         );
+        // An IPv6 address says so, its colons one dash each run.
+        assert_eq!(super::super::proxy::url_name("http://[::1]:8080/mcp").unwrap(), "ipv6-1-8080");
+        assert_eq!(
+            super::super::proxy::url_name("https://user@[2001:db8::5]/").unwrap(),
+            "ipv6-2001-db8-5"
+        );
     }
 }

@@ -104,8 +104,9 @@ fn entry(args: &ProxyArgs) -> Result<ServerConfig, String> {
 }
 
 /// The entry's name for a remote server's URL: its host (and port), `.`
-/// and `:` made `-` (the token store keeps sign-ins by name and URL); `None`
-/// for a URL that is not http(s) or names no host. Shared with ad-hoc URLs.
+/// and `:` made `-` (the token store keeps sign-ins by name and URL); an
+/// IPv6 address begun `ipv6-`, each run of its colons one `-`. `None` for
+/// a URL that is not http(s) or names no host. Shared with ad-hoc URLs.
 pub(super) fn url_name(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;
     if !matches!(scheme.to_ascii_lowercase().as_str(), "https" | "http") {
@@ -116,14 +117,19 @@ pub(super) fn url_name(url: &str) -> Option<String> {
     if host.is_empty() {
         return None;
     }
-    let name: String = host
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
-        .collect::<String>()
-        .trim_matches('-')
-        .chars()
-        .take(48)
-        .collect();
+    let ipv6 = host.starts_with('[');
+    let mut name = String::with_capacity(host.len() + 5);
+    if ipv6 {
+        name.push_str("ipv6-");
+    }
+    for c in host.chars() {
+        if c.is_ascii_alphanumeric() {
+            name.push(c.to_ascii_lowercase());
+        } else if !(ipv6 && name.ends_with('-')) {
+            name.push('-');
+        }
+    }
+    let name: String = name.trim_matches('-').chars().take(48).collect();
     Some(if name.is_empty() { "remote".into() } else { name })
 }
 
