@@ -47,11 +47,15 @@ pub(crate) fn serve(n: usize, args: &[String]) {
         front_times.extend(sequential(&front, "echo__echo", 100));
         thread::sleep(Duration::from_secs(1));
     }
-    let serving = serving_pid(tether);
-    let mut serving_ticks = 0;
+    let serving = process_pid(tether, "serve");
+    let me = std::env::current_exe().unwrap().display().to_string();
+    let relaying = process_pid(&me, "relay");
+    let (mut serving_ticks, mut relay_ticks) = (0, 0);
     for _ in 0..rounds {
         direct_times.extend(sequential(&direct, "echo", n / 4));
+        let before = relaying.map_or(0, cpu_ticks);
         relay_times.extend(sequential(&relay, "echo", n / 4));
+        relay_ticks += relaying.map_or(0, cpu_ticks) - before;
         let before = serving.map_or(0, cpu_ticks);
         front_times.extend(sequential(&front, "echo__echo", n / 4));
         serving_ticks += serving.map_or(0, cpu_ticks) - before;
@@ -119,9 +123,10 @@ pub(crate) fn serve(n: usize, args: &[String]) {
     // Clock ticks are 10 ms: over thousands of calls, close enough.
     let per_call = |ticks: u64, calls: usize| ticks as f64 * 1e4 / calls.max(1) as f64;
     println!(
-        "the serving process's CPU per call: {:.1} us sequential, {:.1} us x{IN_FLIGHT}",
+        "the serving process's CPU per call: {:.1} us sequential, {:.1} us x{IN_FLIGHT}; the relay's {:.1} us sequential",
         per_call(serving_ticks, front_times.len().min(n * rounds / 4)),
-        per_call(conc_ticks, n)
+        per_call(conc_ticks, n),
+        per_call(relay_ticks, relay_times.len().min(n * rounds / 4)),
     );
     println!(
         "spawn to initialize answered {:.1} ms; serving process idle RSS {:.1} MB; exit {:.0} ms after stdin closed",
@@ -319,16 +324,16 @@ fn concurrent(client: &Arc<Client>, tool: &str, n: usize) -> f64 {
     n as f64 / began.elapsed().as_secs_f64()
 }
 
-/// The `tether serve` process this benchmark started: the child of one of
-/// this process's supervisors whose command line is `TETHER ... serve`.
-fn serving_pid(tether: &str) -> Option<u32> {
+/// A process this benchmark started (through one of its supervisors) whose
+/// command line is `PROGRAM ... WORD` (`TETHER ... serve`, `BENCH relay ...`).
+fn process_pid(program: &str, word: &str) -> Option<u32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
         let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
         let words: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-        let is_serving = words.first().is_some_and(|first| *first == tether.as_bytes())
-            && words.iter().any(|word| *word == b"serve");
-        (is_serving && status_field(pid, "VmRSS:") > 0).then_some(pid)
+        let found = words.first().is_some_and(|first| *first == program.as_bytes())
+            && words.contains(&word.as_bytes());
+        (found && status_field(pid, "VmRSS:") > 0).then_some(pid)
     })
 }
 
