@@ -21,7 +21,7 @@ use super::pipe_out::PipeOut;
 use super::streams::{Route, Streams};
 use crate::client::CancelHandle;
 use crate::jsonrpc::{Frame, RequestId, RpcError};
-use crate::protocol::{LogMessage, Progress};
+use crate::protocol::{LogLevel, LogMessage, Progress};
 use crate::sync::lock;
 
 /// How long a frame waits for room in the writer's queue.
@@ -42,6 +42,9 @@ pub(super) struct Peer {
     /// with the kinds of change it asked for (`toolsListChanged`, …). Such a
     /// client hears of changes only through these.
     pub(super) listens: Vec<(RequestId, Value)>,
+    /// The least severe log message a handshake client takes, once it set
+    /// one (`logging/setLevel`); every message until then.
+    pub(super) log_level: Option<LogLevel>,
 }
 
 /// Where a link's frames go.
@@ -230,6 +233,9 @@ impl Link {
                 return;
             }
             if !peer.stateless {
+                if method == "notifications/message" && !admits(peer.log_level, params) {
+                    return;
+                }
                 vec![(None, Frame::notification(method, params))]
             } else {
                 let Some(kind) = listen_kind(method) else { return };
@@ -452,6 +458,16 @@ impl Links {
         for link in self.all() {
             link.notify(method, params);
         }
+    }
+}
+
+/// True when a log message (`params`) is at `least` or above; one at a
+/// level MCP does not name passes.
+fn admits(least: Option<LogLevel>, params: Option<&Value>) -> bool {
+    let level = params.and_then(|params| params.get("level")).and_then(Value::as_str);
+    match (least, level.and_then(LogLevel::from_name)) {
+        (Some(least), Some(level)) => level >= least,
+        _ => true,
     }
 }
 

@@ -1175,3 +1175,32 @@ fn a_stateless_client_hears_the_log_of_its_own_request() {
     front.close();
     tag.assert_gone();
 }
+
+// A client that sent `initialize` hears every server's log messages, at the
+// level it set (`logging/setLevel`) or above; a level MCP does not name is
+// refused. Before, tether answered the level and sent every message.
+#[test]
+fn a_handshake_client_hears_logs_at_the_level_it_set() {
+    let tag = Tag::new();
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &["--logging"])}), &[]);
+    front.initialize(json!({}));
+    front.tools_with("fx__logs");
+    let set = front.request(2, "logging/setLevel", json!({"level": "warning"}));
+    assert_eq!(set["result"], json!({}), "{set}");
+    let answer =
+        front.request(3, "tools/call", json!({"name": "fx__logs", "arguments": {"tag": "w"}}));
+    assert_eq!(answer["result"]["content"][0]["text"], "logged", "{answer}");
+    let warned = front.next("the warning", |message| message["params"]["data"] == "w warning");
+    assert_eq!(warned["method"], "notifications/message", "{warned}");
+    // The info message would have come before it, on the same thread.
+    assert!(!front.raw.lock().unwrap().iter().any(|line| line.contains("w info")));
+    let set = front.request(4, "logging/setLevel", json!({"level": "info"}));
+    assert_eq!(set["result"], json!({}), "{set}");
+    front.request(5, "tools/call", json!({"name": "fx__logs", "arguments": {"tag": "i"}}));
+    front.next("the info", |message| message["params"]["data"] == "i info");
+    front.next("the warning", |message| message["params"]["data"] == "i warning");
+    let refused = front.request(6, "logging/setLevel", json!({"level": "loud"}));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    front.close();
+    tag.assert_gone();
+}

@@ -176,7 +176,19 @@ impl Answerer<'_> {
         match method {
             "initialize" => Ok(self.initialize(link, params)),
             "server/discover" => Ok(self.discover()),
-            "ping" | "logging/setLevel" => Ok(json!({})),
+            "ping" => Ok(json!({})),
+            // The client's own level; the servers behind log at theirs.
+            "logging/setLevel" => {
+                let level = params.get("level").and_then(Value::as_str);
+                let Some(level) = level.and_then(LogLevel::from_name) else {
+                    return Err(rpc(
+                        INVALID_PARAMS,
+                        format!("invalid log level {}", params["level"]),
+                    ));
+                };
+                lock(&link.peer).log_level = Some(level);
+                Ok(json!({}))
+            }
             "tools/list" => {
                 self.hub.wait_started_for(LIST_WAIT);
                 // Once the one server served alone connected (announced as
