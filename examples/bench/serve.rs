@@ -78,29 +78,18 @@ pub(crate) fn serve(n: usize, args: &[String]) {
     let added_p50 = percentile(&front_times, 0.5).saturating_sub(percentile(&direct_times, 0.5));
     let added_p99 = percentile(&front_times, 0.99).saturating_sub(percentile(&direct_times, 0.99));
     println!("calls: {n} sequential (4 alternating rounds), {n} with {IN_FLIGHT} in flight");
-    println!(
-        "direct  p50 {:>7.1} us  p99 {:>7.1} us  {:>8.0} calls/s seq  {:>8.0} calls/s x{IN_FLIGHT}",
-        us(percentile(&direct_times, 0.5)),
-        us(percentile(&direct_times, 0.99)),
-        direct_seq,
-        direct_conc
-    );
-    if rounds > 0 {
+    let way = |name: &str, times: &[Duration], seq: f64, conc: f64| {
         println!(
-            "relay   p50 {:>7.1} us  p99 {:>7.1} us  {:>8.0} calls/s seq  {:>8.0} calls/s x{IN_FLIGHT}",
-            us(percentile(&relay_times, 0.5)),
-            us(percentile(&relay_times, 0.99)),
-            relay_seq,
-            relay_conc
+            "{name:<7} p50 {:>7.1} us  p99 {:>7.1} us  {seq:>8.0} calls/s seq  {conc:>8.0} calls/s x{IN_FLIGHT}",
+            us(percentile(times, 0.5)),
+            us(percentile(times, 0.99)),
         );
+    };
+    way("direct", &direct_times, direct_seq, direct_conc);
+    if rounds > 0 {
+        way("relay", &relay_times, relay_seq, relay_conc);
     }
-    println!(
-        "serve   p50 {:>7.1} us  p99 {:>7.1} us  {:>8.0} calls/s seq  {:>8.0} calls/s x{IN_FLIGHT}",
-        us(percentile(&front_times, 0.5)),
-        us(percentile(&front_times, 0.99)),
-        front_seq,
-        front_conc
-    );
+    way("serve", &front_times, front_seq, front_conc);
     println!(
         "added   p50 {:>7.1} us  p99 {:>7.1} us;  throughput ratio {:.2} seq, {:.2} x{IN_FLIGHT}",
         us(added_p50),
