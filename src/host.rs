@@ -121,9 +121,19 @@ pub trait Host: Send + Sync {
         let _ = (server, method, reason);
     }
 
-    /// Sees every notification that is not a response's progress.
+    /// Sees every notification that is not a response's progress, nor a
+    /// log message a call took ([`Host::log_taken`]).
     fn notification(&self, server: &str, notification: &Notification) {
         let _ = (server, notification);
+    }
+
+    /// Sees a log message (`notifications/message`) that a call took
+    /// ([`crate::CallOptions::with_log`]) after the call's callback had it,
+    /// on the events thread. By default it is seen as every other
+    /// notification is ([`Host::notification`]); a host that passes log
+    /// messages on to several parties may leave this one to the call's.
+    fn log_taken(&self, server: &str, notification: &Notification) {
+        self.notification(server, notification);
     }
 
     /// Sees each line a stdio server writes to its stderr (without the line

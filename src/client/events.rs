@@ -32,6 +32,8 @@ use crate::transport::Outlet;
 pub(super) enum Event {
     Request(Request),
     Notification(Notification),
+    /// A log message a call took (`CallOptions::with_log`).
+    TakenLog(Notification),
     /// A line of a stdio server's stderr.
     Stderr(String),
     Stop,
@@ -174,7 +176,9 @@ impl EventQueue {
         match event {
             Event::Stop => None,
             Event::Stderr(_) => Some((&self.stderr_queued, STDERR_QUEUE)),
-            Event::Request(_) | Event::Notification(_) => Some((&self.queued, self.limit)),
+            Event::Request(_) | Event::Notification(_) | Event::TakenLog(_) => {
+                Some((&self.queued, self.limit))
+            }
         }
     }
 
@@ -470,7 +474,7 @@ fn events_loop(queue: &EventQueue) {
             Event::Notification(notification) => {
                 queue.past_close() || !queue.known_completion(notification)
             }
-            Event::Stderr(_) => queue.past_close(),
+            Event::Stderr(_) | Event::TakenLog(_) => queue.past_close(),
             Event::Stop => false,
         };
         if dropped {
@@ -484,6 +488,11 @@ fn events_loop(queue: &EventQueue) {
                     catch_unwind(AssertUnwindSafe(|| host.notification(server, &notification)));
                 if seen.is_err() {
                     log::warn!("{server}: the host panicked on {}", notification.method);
+                }
+            }
+            Event::TakenLog(message) => {
+                if catch_unwind(AssertUnwindSafe(|| host.log_taken(server, &message))).is_err() {
+                    log::warn!("{server}: the host panicked on a log message");
                 }
             }
             Event::Stderr(line) => {

@@ -62,6 +62,9 @@ impl Client {
         if options.cancel.as_ref().is_some_and(CancelHandle::is_cancelled) {
             return Err(Error::Cancelled);
         }
+        if let Some((level, _)) = &options.log {
+            self.lower_log_level(*level);
+        }
         let id = self.router.pending().next_id();
         let progress_token = (options.progress.is_some() || method == "tools/call").then_some(id);
         let channel = ReplyChannel::take();

@@ -11,7 +11,8 @@ use super::{CallOptions, CancelHandle, Client};
 use crate::error::Error;
 use crate::host;
 use crate::jsonrpc::Frame;
-use crate::protocol::{ServerInfo, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::protocol::{LogLevel, ServerInfo, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::sync::lock;
 use crate::transport::outbox::Closed;
 use crate::transport::SessionKind;
 
@@ -90,8 +91,34 @@ impl Client {
             ..CallOptions::default()
         };
         let params = json!({"level": level});
-        if let Err(err) = self.exchange("logging/setLevel", Some(&params), &options) {
-            log::info!("{}: logging/setLevel {level}: {err}", self.router.server());
+        match self.exchange("logging/setLevel", Some(&params), &options) {
+            Ok(_) => *lock(&self.told_log_level) = LogLevel::from_name(level),
+            Err(err) => log::info!("{}: logging/setLevel {level}: {err}", self.router.server()),
+        }
+    }
+
+    /// Tells a handshake-era server that logs to send from `level` on, when
+    /// a call asks for messages below the level it was told: the level is
+    /// the session's, so it goes down and stays down (the messages each call
+    /// takes are its own to filter, `Pending::log_to`).
+    pub(super) fn lower_log_level(&self, level: LogLevel) {
+        let logs = self.info.get().is_some_and(|info| {
+            info.capabilities.get("logging").is_some_and(|logging| !logging.is_null())
+        });
+        if !logs || self.era() != crate::protocol::Era::Legacy {
+            return;
+        }
+        {
+            let mut told = lock(&self.told_log_level);
+            match *told {
+                Some(current) if current > level => *told = Some(level),
+                _ => return,
+            }
+        }
+        let params = json!({"level": level.as_str()});
+        if let Err(err) = self.exchange("logging/setLevel", Some(&params), &CallOptions::default())
+        {
+            log::info!("{}: logging/setLevel {}: {err}", self.router.server(), level.as_str());
         }
     }
 }

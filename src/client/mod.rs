@@ -16,7 +16,7 @@
 //! dropped. When the transport closes, every waiter is woken at once with the
 //! reason, and later requests fail without being sent.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -105,6 +105,9 @@ pub struct Client {
     session: OnceLock<Session>,
     /// What the last tool list said: output schemas, tools run as tasks.
     listed: listed::ListedTools,
+    /// The level a handshake-era server that logs was last told
+    /// (`logging/setLevel`), for the whole session.
+    told_log_level: Mutex<Option<crate::protocol::LogLevel>>,
 }
 
 impl Client {
@@ -154,6 +157,7 @@ impl Client {
             options,
             session: OnceLock::new(),
             listed: listed::ListedTools::default(),
+            told_log_level: Mutex::new(None),
         })
     }
 

@@ -235,6 +235,10 @@ pub struct CallOptions {
     /// checked against the tool's output schema (`tether serve`, whose
     /// client in front checks what it wants to).
     pub(crate) pass_on: bool,
+    /// A stateless server is asked for no log messages about the call,
+    /// whatever the connection's level (`tether serve`, for a client that
+    /// did not ask for them).
+    pub(crate) quiet_logs: bool,
 }
 
 impl CallOptions {

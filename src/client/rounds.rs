@@ -86,10 +86,19 @@ impl Client {
         options: &CallOptions,
     ) -> Result<Value, Error> {
         let mut params = with_meta(params, meta);
-        // The call's own log level, in place of the connection's.
-        if let (Some((level, _)), Some(Value::Object(fields))) = (&options.log, &mut params) {
+        // The call's own log level (or none), in place of the connection's.
+        if let Some(Value::Object(fields)) = &mut params {
             if let Some(Value::Object(meta)) = fields.get_mut("_meta") {
-                meta.insert("io.modelcontextprotocol/logLevel".into(), level.as_str().into());
+                const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+                match &options.log {
+                    Some((level, _)) => {
+                        meta.insert(LOG_LEVEL.into(), level.as_str().into());
+                    }
+                    None if options.quiet_logs => {
+                        meta.remove(LOG_LEVEL);
+                    }
+                    None => {}
+                }
             }
         }
         // Every round shares the call's ceiling (as progress does).

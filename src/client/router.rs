@@ -5,7 +5,7 @@
 //! A response goes straight to the channel of the caller waiting for it
 //! (`pending.rs`), a progress notification to the same channel (resetting
 //! that caller's timer), and so does a log message about a request that
-//! asked for it (the host sees it too); a `ping` is answered on the spot, and everything
+//! asked for it (the host sees it after, as one a call took); a `ping` is answered on the spot, and everything
 //! else (server requests, other notifications, a stdio server's stderr
 //! lines) is queued for the host (`events.rs`). What a stateless server's
 //! messages mean is asked of `stateless.rs`. The router owns those three
@@ -194,16 +194,19 @@ impl Router {
 
     /// A log message, to the request it is about when one asked for it
     /// (`Pending::log_to`): on its caller's channel, so that the caller
-    /// has it before the answer the server sent after it. The host sees
-    /// it too, as every notification.
-    fn route_log(&self, notification: &Notification, stream_of: Option<i64>) {
+    /// has it before the answer the server sent after it. True when one
+    /// took it.
+    fn route_log(&self, notification: &Notification, stream_of: Option<i64>) -> bool {
         let params = notification.params.as_ref();
         let level = params.and_then(|params| params.get("level")).and_then(Value::as_str);
         let level = level.and_then(crate::protocol::LogLevel::from_name);
-        if let Some((id, UpdateTo::Caller(replies, queued))) = self.pending.log_to(stream_of, level)
-        {
-            let params = params.cloned().unwrap_or(Value::Null);
-            offer(&replies, &queued, id, Reply::Log(params));
+        match self.pending.log_to(stream_of, level) {
+            Some((id, UpdateTo::Caller(replies, queued))) => {
+                let params = params.cloned().unwrap_or(Value::Null);
+                offer(&replies, &queued, id, Reply::Log(params));
+                true
+            }
+            _ => false,
         }
     }
 }
@@ -253,11 +256,21 @@ impl Inbox for Router {
     }
 
     fn deliver_on(&self, message: Message, stream_of: Option<i64>) {
-        if let Message::Notification(notification) = &message {
-            if notification.method == "notifications/message" {
-                self.route_log(notification, stream_of);
+        let message = match message {
+            Message::Notification(notification)
+                if notification.method == "notifications/message"
+                    && self.route_log(&notification, stream_of) =>
+            {
+                // The host sees it as one a call took (`Host::log_taken`).
+                if self.events.push(Event::TakenLog(notification)).is_err() {
+                    self.dropped.warn(|| {
+                        format!("{}: too many notifications queued; dropping some", self.server)
+                    });
+                }
+                return;
             }
-        }
+            message => message,
+        };
         match message {
             Message::Response(response) => self.deliver_response(response.id, response.outcome),
             Message::Notification(notification)

@@ -162,6 +162,16 @@ pub(super) struct HubHost {
     pub(super) log_sink: Option<Arc<dyn LogSink>>,
 }
 
+impl HubHost {
+    /// A server's log message, to the log sink if there is one.
+    fn to_sink(&self, server: &str, notification: &Notification) {
+        if let Some(sink) = &self.log_sink {
+            let params = notification.params.as_ref().unwrap_or(&Value::Null);
+            sink.log(server, &LogMessage::from_params(params));
+        }
+    }
+}
+
 impl Host for HubHost {
     fn roots(&self) -> Vec<Root> {
         self.user.roots()
@@ -192,19 +202,15 @@ impl Host for HubHost {
             "notifications/tools/list_changed" => {
                 self.relist.push(server);
             }
-            "notifications/message" => {
-                if let Some(sink) = &self.log_sink {
-                    sink.log(
-                        server,
-                        &LogMessage::from_params(
-                            notification.params.as_ref().unwrap_or(&Value::Null),
-                        ),
-                    );
-                }
-            }
+            "notifications/message" => self.to_sink(server, notification),
             _ => {}
         }
         self.user.notification(server, notification);
+    }
+
+    fn log_taken(&self, server: &str, notification: &Notification) {
+        self.to_sink(server, notification);
+        self.user.log_taken(server, notification);
     }
 
     fn stderr(&self, server: &str, line: &str) {

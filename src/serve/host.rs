@@ -3,8 +3,9 @@
 //! requests to a client in front, and its answer comes back through that
 //! client's reader. A 2026-07-28 client's call is asked through its own
 //! `input_required` rounds (`rounds.rs`); otherwise the handshake client
-//! active last that takes the request is asked. Log messages and list
-//! changes go to every client.
+//! active last that takes the request is asked. List changes go to every
+//! client; a log message a call took went to that call's client only, and
+//! every other to each handshake client that takes its level.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,6 +140,10 @@ impl Host for LinkHost {
         }
         self.rounds.withdraw(server, method);
     }
+
+    // A log message a call took went to that call's client, on its
+    // stream (`Asked::options`), and to no one else.
+    fn log_taken(&self, _server: &str, _notification: &Notification) {}
 
     fn notification(&self, server: &str, notification: &Notification) {
         match notification.method.as_str() {

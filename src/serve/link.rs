@@ -461,14 +461,12 @@ impl Links {
     }
 }
 
-/// True when a log message (`params`) is at `least` or above; one at a
+/// True when a log message (`params`) is at `least` or above (`info`, the
+/// level tether asks of its servers, while the client set none); one at a
 /// level MCP does not name passes.
 fn admits(least: Option<LogLevel>, params: Option<&Value>) -> bool {
     let level = params.and_then(|params| params.get("level")).and_then(Value::as_str);
-    match (least, level.and_then(LogLevel::from_name)) {
-        (Some(least), Some(level)) => level >= least,
-        _ => true,
-    }
+    level.and_then(LogLevel::from_name).is_none_or(|level| level >= least.unwrap_or(LogLevel::Info))
 }
 
 /// The listen filter's key for a list-change notification.

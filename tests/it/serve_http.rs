@@ -497,3 +497,34 @@ fn a_calls_log_messages_come_on_its_own_http_stream() {
     serve.stop();
     tag.assert_gone();
 }
+
+// A handshake session over HTTP with no GET stream open hears the log
+// messages about its own call on that call's response stream, before the
+// answer (a cold trial saw only the answer there).
+#[test]
+fn a_sessions_call_brings_its_own_log_messages() {
+    let tag = Tag::new();
+    let serve = HttpServe::start(json!({"fx": misbehave_entry(&tag, &["--logging"])}), &[]);
+    let (status, head, _) = serve.post(&initialize(), "");
+    assert_eq!(status, 200, "{head}");
+    let session = format!("Mcp-Session-Id: {}\r\n", session_of(&head));
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(serve.post(&initialized, &session).0, 202);
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "fx__logs", "arguments": {"tag": "s"}}});
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let events = loop {
+        let (status, _, events) = serve.post(&call, &session);
+        if status == 200 && events.contains("logged") {
+            break events;
+        }
+        assert!(Instant::now() < deadline, "fx__logs never answered: {events}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let at = |text: &str| events.find(text).unwrap_or_else(|| panic!("no {text}: {events}"));
+    assert!(at("s info") < at("\"result\"") && at("s warning") < at("\"result\""), "{events}");
+    // tether asks its servers for info and up.
+    assert!(!events.contains("s debug"), "{events}");
+    serve.stop();
+    tag.assert_gone();
+}

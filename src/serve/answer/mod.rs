@@ -84,8 +84,13 @@ impl Answerer<'_> {
         let stateless = lock(&link.peer).stateless || request.method == "server/discover";
         let empty = Value::Object(serde_json::Map::new());
         let params = request.params.as_ref().unwrap_or(&empty);
-        // Only a stateless client asks for log messages request by request.
-        let log_level = if stateless { asked_log_level(params)? } else { None };
+        // A stateless client asks for log messages request by request; a
+        // handshake client takes those about its calls at the level it set
+        // (its others come session-wide, `LinkHost::notification`).
+        let log_level = match stateless {
+            true => asked_log_level(params)?,
+            false => Some(lock(&link.peer).log_level.unwrap_or(LogLevel::Info)),
+        };
         let asked = Asked { link, id: &request.id, params, cancel, log_level };
         let answered = self.answer_bare(request, &asked, !stateless)?;
         if !stateless {
@@ -367,8 +372,9 @@ pub(super) fn learn_stateless(link: &Link, params: &Value) {
 }
 
 /// One request of a client's, as passing it upstream needs it: whose it
-/// is, its parameters, its cancellation, and the log level a stateless
-/// client asked for.
+/// is, its parameters, its cancellation, and the level of the log messages
+/// about it that the client takes (a stateless client's asked, a handshake
+/// client's set), if any.
 pub(super) struct Asked<'r> {
     pub(super) link: &'r Arc<Link>,
     pub(super) id: &'r RequestId,
@@ -405,6 +411,9 @@ impl Asked<'_> {
                 }
             };
             options.log = Some((level, log));
+        } else {
+            // A stateless server behind is not asked for what nobody takes.
+            options.quiet_logs = true;
         }
         options
     }
