@@ -37,7 +37,7 @@ mod listed;
 mod listen;
 mod lists;
 mod options;
-mod param_headers;
+pub(crate) mod param_headers;
 mod pending;
 mod probe;
 mod rounds;

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 /// One annotated parameter: the header's name part, and where its value is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct ParamHeader {
+pub(crate) struct ParamHeader {
     pub(super) name: String,
     pub(super) path: Vec<String>,
 }
@@ -24,7 +24,7 @@ const KEY: &str = "x-mcp-header";
 const SAFE_INTEGER: i64 = (1 << 53) - 1;
 
 /// The annotated parameters of an input schema, or why the tool is invalid.
-pub(super) fn annotations(schema: &Value) -> Result<Vec<ParamHeader>, String> {
+pub(crate) fn annotations(schema: &Value) -> Result<Vec<ParamHeader>, String> {
     let mut found = Vec::new();
     collect(schema, &mut Vec::new(), &mut found)?;
     let reachable = found.len();
@@ -111,7 +111,7 @@ fn is_token(name: &str) -> bool {
 /// # Errors
 /// A present value a header cannot carry (not a string, a boolean or a
 /// safe integer): the server would refuse the call without its header.
-pub(super) fn for_call(
+pub(crate) fn for_call(
     headers: &[ParamHeader],
     arguments: &Value,
 ) -> Result<Vec<(String, String)>, String> {

@@ -397,6 +397,15 @@ impl<'a> Front<'a> {
                 return Ok(After::Next);
             }
         };
+        // What a gateway may have routed on must agree with the body.
+        if stateless {
+            let schema = |name: &str| self.core.answerer.input_schema(name);
+            if let Some(why) = super::mirrored::mismatch(request, &asked, schema) {
+                let text = format!("header mismatch: {why}");
+                let code = super::mirrored::HEADER_MISMATCH;
+                return rpc_refusal(stream, Some(&asked.id), 400, code, &text, keep);
+            }
+        }
         let takes_events =
             request.header("accept").is_some_and(|accept| accept.contains("text/event-stream"));
         let session_header = new_session.as_deref().map(|id| ("Mcp-Session-Id", id));

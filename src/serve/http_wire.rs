@@ -77,6 +77,23 @@ impl HttpRequest {
     pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
     }
+
+    /// How many times header `name` (lower case) is sent.
+    pub(super) fn header_count(&self, name: &str) -> usize {
+        self.headers.iter().filter(|(key, _)| key == name).count()
+    }
+
+    /// A POST with these headers (names in lower case) and no body.
+    #[cfg(test)]
+    pub(super) fn for_test(headers: &[(&str, &str)]) -> HttpRequest {
+        HttpRequest {
+            method: "POST".into(),
+            path: "/mcp".into(),
+            headers: headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            body: Vec::new(),
+            keep_alive: false,
+        }
+    }
 }
 
 /// What one read of a request gave.

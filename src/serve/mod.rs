@@ -31,6 +31,7 @@ mod housekeeping;
 mod http;
 mod http_wire;
 mod link;
+mod mirrored;
 mod pipe_out;
 mod queue;
 mod rounds;

@@ -84,11 +84,14 @@ impl HttpServe {
         (status, head.to_owned(), body.to_owned())
     }
 
-    /// A POST of `message` with the token (and `extra` header lines).
+    /// A POST of `message` with the token (and `extra` header lines); a
+    /// 2026-07-28 request (`extra` names the version) also mirrors its
+    /// method and name into headers, as the revision asks.
     fn post(&self, message: &Value, extra: &str) -> (u16, String, String) {
         let head = format!(
             "POST /mcp HTTP/1.1\r\nHost: {{address}}\r\nAuthorization: Bearer {{token}}\r\n\
-             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{extra}"
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{extra}{}",
+            mirrored(message, extra)
         );
         self.exchange(&head, message.to_string().as_bytes())
     }
@@ -107,6 +110,20 @@ impl Drop for HttpServe {
         self.child.kill().ok();
         self.child.wait().ok();
     }
+}
+
+/// The `Mcp-Method` and `Mcp-Name` header lines of a 2026-07-28 request
+/// (when `extra` says that revision); none otherwise.
+fn mirrored(message: &Value, extra: &str) -> String {
+    let Some(method) = message["method"].as_str().filter(|_| extra.contains("2026-07-28")) else {
+        return String::new();
+    };
+    let mut lines = format!("Mcp-Method: {method}\r\n");
+    let name = message["params"]["name"].as_str().or(message["params"]["uri"].as_str());
+    if let Some(name) = name.filter(|_| message["id"].is_number() || message["id"].is_string()) {
+        lines.push_str(&format!("Mcp-Name: {name}\r\n"));
+    }
+    lines
 }
 
 fn initialize() -> Value {
@@ -308,7 +325,7 @@ fn a_stateless_client_that_closes_its_stream_cancels_its_call() {
     let head = format!(
         "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
          Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         {version}Content-Length: {}\r\n\r\n",
+         {version}Mcp-Method: tools/call\r\nMcp-Name: fx__sleep\r\nContent-Length: {}\r\n\r\n",
         serve.address,
         serve.token,
         body.len()
@@ -525,6 +542,81 @@ fn a_sessions_call_brings_its_own_log_messages() {
     assert!(at("s info") < at("\"result\"") && at("s warning") < at("\"result\""), "{events}");
     // tether asks its servers for info and up.
     assert!(!events.contains("s debug"), "{events}");
+    serve.stop();
+    tag.assert_gone();
+}
+
+// A 2026-07-28 POST mirrors its body into headers; one whose headers are
+// missing or say otherwise than the body is refused (400, -32020), its
+// call never made: a gateway in front may have routed on the headers. A
+// cold trial saw such requests answered as their bodies said.
+#[test]
+fn a_stateless_post_whose_headers_disagree_with_its_body_is_refused() {
+    let tag = Tag::new();
+    let serve = HttpServe::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let call = |id: i64, text: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "fx__echo", "arguments": {"text": text}, "_meta": meta}})
+    };
+    let version = "MCP-Protocol-Version: 2026-07-28\r\n";
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !serve.post(&call(1, "up"), version).2.contains("up") {
+        assert!(Instant::now() < deadline, "fx never connected");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let raw = |message: &Value, headers: &str| {
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {{address}}\r\nAuthorization: Bearer {{token}}\r\n\
+             Content-Type: application/json\r\nAccept: application/json\r\n{headers}"
+        );
+        serve.exchange(&head, message.to_string().as_bytes())
+    };
+    for (headers, says) in [
+        ("", "MCP-Protocol-Version"),
+        ("MCP-Protocol-Version: 2026-07-28\r\nMcp-Name: fx__echo\r\n", "Mcp-Method"),
+        ("MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n", "Mcp-Name"),
+        (
+            "MCP-Protocol-Version: 2025-11-25\r\nMcp-Method: tools/call\r\nMcp-Name: fx__echo\r\n",
+            "MCP-Protocol-Version",
+        ),
+        (
+            "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\nMcp-Name: fx__echo\r\n",
+            "Mcp-Method",
+        ),
+        (
+            "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: fx__fail\r\n",
+            "Mcp-Name",
+        ),
+    ] {
+        let (status, head, body) = raw(&call(2, "refused"), headers);
+        assert_eq!(status, 400, "{headers:?}: {head}{body}");
+        let refused: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(refused["error"]["code"], -32020, "{body}");
+        assert_eq!(refused["id"], 2, "{body}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{headers:?}: {message}");
+    }
+    // Base64 in the sentinel is read before comparing.
+    let encoded = "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n\
+                   Mcp-Name: =?base64?ZnhfX2VjaG8=?=\r\n";
+    let (status, _, body) = raw(&call(3, "encoded"), encoded);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("encoded"), "{body}");
+    // None of the refused calls reached the server.
+    let heard = serve.post(&call(4, "count"), version).2;
+    let counted = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                         "params": {"name": "fx__request_counts", "arguments": {}, "_meta": meta}});
+    let counts = serve.post(&counted, version).2;
+    assert!(heard.contains("count"), "{heard}");
+    let calls: Value = {
+        let data = counts.lines().find_map(|line| line.strip_prefix("data: ")).unwrap_or(&counts);
+        let body: Value = serde_json::from_str(data).unwrap();
+        serde_json::from_str(body["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
+    };
+    // The first call that reached fx, 3, 4 and this one: not the six refused.
+    assert!(calls["tools/call"].as_u64().unwrap() <= 4, "{calls}");
     serve.stop();
     tag.assert_gone();
 }

@@ -12,6 +12,7 @@ use crate::client::PassedResult;
 use crate::config::Exposure;
 use crate::error::Error;
 use crate::jsonrpc::RpcError;
+use crate::model::RegisteredTool;
 use crate::serve::rounds;
 use crate::server_state::ServerState;
 
@@ -172,6 +173,12 @@ impl Answerer<'_> {
     /// one), nor a script's tool called directly. Looked up in the shared
     /// registry: a call copies two names, not every tool.
     fn server_tool(&self, name: &str) -> Option<(String, String)> {
+        self.served_tool(name, |entry| (entry.server.clone(), entry.tool.name.clone()))
+    }
+
+    /// What `read` finds in the tool the client calls `name`, if tools/list
+    /// offers it (`server_tool`).
+    fn served_tool<T>(&self, name: &str, read: impl FnOnce(&RegisteredTool) -> T) -> Option<T> {
         let registry = self.hub.registry();
         let entry = match self.options.passthrough.as_deref() {
             Some(server) => registry.tools().iter().find(|entry| {
@@ -181,7 +188,12 @@ impl Answerer<'_> {
         };
         entry
             .filter(|entry| matches!(entry.exposure, Exposure::Direct | Exposure::Deferred))
-            .map(|entry| (entry.server.clone(), entry.tool.name.clone()))
+            .map(read)
+    }
+
+    /// The input schema of the tool the client calls `name`, as served.
+    pub(in crate::serve) fn input_schema(&self, name: &str) -> Option<Value> {
+        self.served_tool(name, |entry| entry.tool.input_schema.clone())
     }
 
     /// [`Answerer::server_tool`] of a call that a server answers, which can
