@@ -417,14 +417,14 @@ impl<'a> Front<'a> {
             let pieces = streams.open_post(&asked.id, true);
             // A handshake session's: refused on its own stream.
             if !stateless && link.refuses_listen(&asked.id) {
-                return self.stream_events(stream, &headers, &pieces, stopped);
+                return self.stream_events(stream, &headers, &pieces, stopped, None);
             }
             // Listening: the link hears the hub's changes while it lasts.
             if stateless {
                 self.links.add(&link);
             }
             link.listen(&asked.id, asked.params.as_ref());
-            let streamed = self.stream_events(stream, &headers, &pieces, stopped);
+            let streamed = self.stream_events(stream, &headers, &pieces, stopped, None);
             link.stop_listening(&asked.id);
             if stateless {
                 self.links.remove(&link);
@@ -436,10 +436,12 @@ impl<'a> Front<'a> {
         let id = asked.id.clone();
         let pieces = streams.open_post(&id, events);
         self.core.submit(&link, asked);
+        // A stateless answer that comes before any news goes as JSON, its
+        // status saying what its error is (404 for a method not served).
         let answered = if events {
-            self.stream_events(stream, &headers, &pieces, stopped)
+            self.stream_events(stream, &headers, &pieces, stopped, stateless.then_some(keep))
         } else {
-            self.answer_json(stream, &headers, &pieces, stopped, keep)
+            self.answer_json(stream, &headers, &pieces, stopped, keep, stateless)
         };
         streams.close_post(&id);
         // The client went before its answer: what it asked is given up.
@@ -453,14 +455,41 @@ impl<'a> Front<'a> {
     }
 
     /// Writes a request's stream (its news, then its answer) as events.
+    /// With `deferred` (a stateless request's: whether the connection is
+    /// kept), the stream starts only with the first news: an answer that
+    /// comes first goes as JSON instead (`answer_json`), with its status.
     fn stream_events(
         &self,
         stream: &mut TcpStream,
         headers: &[(&str, &str)],
         pieces: &Receiver<Piece>,
         stopped: &AtomicBool,
+        deferred: Option<bool>,
     ) -> std::io::Result<After> {
+        let mut first = None;
+        if let Some(keep) = deferred {
+            let deadline = Instant::now() + QUIET;
+            while first.is_none() && Instant::now() < deadline {
+                if stopped.load(Ordering::SeqCst) {
+                    return Ok(After::Close);
+                }
+                match pieces.recv_timeout(TICK) {
+                    Ok(piece) if piece.last => {
+                        return self.write_answer(stream, headers, &piece, keep, true);
+                    }
+                    Ok(piece) => first = Some(piece),
+                    Err(RecvTimeoutError::Timeout) if http_wire::peer_gone(stream) => {
+                        return Ok(After::Close)
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return Ok(After::Close),
+                }
+            }
+        }
         http_wire::start_events(stream, headers)?;
+        if let Some(piece) = first.filter(|piece| !piece.bytes.is_empty()) {
+            http_wire::event(stream, &piece.bytes)?;
+        }
         let mut quiet_since = Instant::now();
         while !stopped.load(Ordering::SeqCst) {
             match pieces.recv_timeout(TICK) {
@@ -489,7 +518,8 @@ impl<'a> Front<'a> {
         Ok(After::Close)
     }
 
-    /// Waits for a request's answer alone and writes it as JSON.
+    /// Waits for a request's answer alone and writes it as JSON; a
+    /// stateless one's status says what its error is.
     fn answer_json(
         &self,
         stream: &mut TcpStream,
@@ -497,19 +527,12 @@ impl<'a> Front<'a> {
         pieces: &Receiver<Piece>,
         stopped: &AtomicBool,
         keep: bool,
+        stateless: bool,
     ) -> std::io::Result<After> {
         while !stopped.load(Ordering::SeqCst) {
             match pieces.recv_timeout(TICK) {
                 Ok(piece) if piece.last => {
-                    if piece.bytes.is_empty() {
-                        // Cancelled: no answer, as MCP says.
-                        http_wire::respond(stream, 202, headers, b"", keep)?;
-                    } else {
-                        let mut with_type = headers.to_vec();
-                        with_type.push(("Content-Type", "application/json"));
-                        http_wire::respond(stream, 200, &with_type, &piece.bytes, keep)?;
-                    }
-                    return Ok(After::Next);
+                    return self.write_answer(stream, headers, &piece, keep, stateless);
                 }
                 Err(RecvTimeoutError::Timeout) if http_wire::peer_gone(stream) => break,
                 Ok(_) | Err(RecvTimeoutError::Timeout) => {}
@@ -517,6 +540,28 @@ impl<'a> Front<'a> {
             }
         }
         Ok(After::Close)
+    }
+
+    /// A request's answer as JSON (none for one cancelled, as MCP says);
+    /// with `statused` (2026-07-28), an error's status as the revision
+    /// gives it: 404 for a method not served, 400 for a request refused.
+    fn write_answer(
+        &self,
+        stream: &mut TcpStream,
+        headers: &[(&str, &str)],
+        piece: &Piece,
+        keep: bool,
+        statused: bool,
+    ) -> std::io::Result<After> {
+        if piece.bytes.is_empty() {
+            http_wire::respond(stream, 202, headers, b"", keep)?;
+        } else {
+            let mut with_type = headers.to_vec();
+            with_type.push(("Content-Type", "application/json"));
+            let status = if statused { status_of(&piece.bytes) } else { 200 };
+            http_wire::respond(stream, status, &with_type, &piece.bytes, keep)?;
+        }
+        Ok(After::Next)
     }
 
     /// A GET: the session's own stream, for what concerns no request.
@@ -540,7 +585,7 @@ impl<'a> Front<'a> {
             Err((status, text)) => return rpc_refusal(stream, None, status, -32001, text, keep),
         };
         let (number, pieces) = streams.open_general();
-        let streamed = self.stream_events(stream, &[], &pieces, stopped);
+        let streamed = self.stream_events(stream, &[], &pieces, stopped, None);
         streams.close_general(number);
         streamed
     }
@@ -609,6 +654,27 @@ impl<'a> Front<'a> {
 /// one. What tether answers itself at once is plain JSON.
 fn has_news(request: &Request) -> bool {
     !super::answer::answers(&request.method)
+}
+
+/// The HTTP status of a stateless answer: 404 for a method not served, 400
+/// for a request refused as malformed, invalid or unsupported, else 200.
+fn status_of(answer: &[u8]) -> u16 {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        error: Option<Code>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    let code = serde_json::from_slice::<Answer>(answer).ok().and_then(|answer| answer.error);
+    match code.map(|error| error.code) {
+        Some(-32601) => 404,
+        // Parse error, invalid request, invalid params, header mismatch,
+        // a capability missing, a revision not spoken.
+        Some(-32700 | -32600 | -32602 | -32020 | -32021 | -32022) => 400,
+        _ => 200,
+    }
 }
 
 /// True when `params` carries 2026-07-28's `_meta` (a stateless request).

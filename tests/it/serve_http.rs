@@ -231,10 +231,22 @@ fn sessions_are_bounded() {
     }
     let (status, _, body) = serve.post(&initialize(), "");
     assert_eq!(status, 503, "{body}");
-    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping",
-                      "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
-    let (status, _, body) = serve.post(&ping, "MCP-Protocol-Version: 2026-07-28\r\n");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let list = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list",
+                      "params": {"_meta": meta}});
+    let (status, _, body) = serve.post(&list, "MCP-Protocol-Version: 2026-07-28\r\n");
     assert_eq!(status, 200, "a stateless request needs no session: {body}");
+    // A method 2026-07-28 does not have is 404 and -32601, as the revision
+    // says, and so is one tether does not serve.
+    for method in ["ping", "no/such"] {
+        let asked =
+            json!({"jsonrpc": "2.0", "id": 10, "method": method, "params": {"_meta": meta}});
+        let (status, head, body) = serve.post(&asked, "MCP-Protocol-Version: 2026-07-28\r\n");
+        assert_eq!(status, 404, "{method}: {head}{body}");
+        let refused: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(refused["error"]["code"], -32601, "{body}");
+    }
     serve.stop();
 }
 

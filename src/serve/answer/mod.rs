@@ -87,6 +87,10 @@ impl Answerer<'_> {
         // A stateless client asks for log messages request by request; a
         // handshake client takes those about its calls at the level it set
         // (its others come session-wide, `LinkHost::notification`).
+        if stateless && matches!(request.method.as_str(), "ping" | "logging/setLevel") {
+            let removed = format!("2026-07-28 has no {}", request.method);
+            return Err(rpc(METHOD_NOT_FOUND, removed));
+        }
         let log_level = match stateless {
             true => asked_log_level(params)?,
             false => Some(lock(&link.peer).log_level.unwrap_or(LogLevel::Info)),
