@@ -1211,3 +1211,31 @@ fn a_handshake_client_hears_logs_at_the_level_it_set() {
     front.close();
     tag.assert_gone();
 }
+
+// A 2026-07-28 request names a revision tether speaks and declares the
+// client's capabilities, or is refused as the revision says (-32022 naming
+// the one spoken, -32602); each result names tether as its server, not
+// the server behind whose result it passes on (a cold trial saw
+// `misbehave`'s name there).
+#[test]
+fn a_stateless_request_is_checked_and_answered_as_tethers() {
+    let tag = Tag::new();
+    let mut front = Front::start(json!({"md": misbehave_entry(&tag, &["--era", "modern"])}), &[]);
+    front.tools_with("md__echo");
+    let call =
+        |meta: Value| json!({"name": "md__echo", "arguments": {"text": "hi"}, "_meta": meta});
+    let answer = front.request(2, "tools/call", call(stateless_meta(json!({}))));
+    assert_eq!(answer["result"]["content"][0]["text"], "hi", "{answer}");
+    let server = &answer["result"]["_meta"]["io.modelcontextprotocol/serverInfo"];
+    assert_eq!(server["name"], "tether", "{answer}");
+    let future = json!({"io.modelcontextprotocol/protocolVersion": "2099-01-01",
+                        "io.modelcontextprotocol/clientCapabilities": {}});
+    let refused = front.request(3, "tools/call", call(future));
+    assert_eq!(refused["error"]["code"], -32022, "{refused}");
+    assert_eq!(refused["error"]["data"]["supported"], json!(["2026-07-28"]), "{refused}");
+    let bare = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+    let refused = front.request(4, "tools/call", call(bare));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    front.close();
+    tag.assert_gone();
+}

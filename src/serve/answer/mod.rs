@@ -87,6 +87,9 @@ impl Answerer<'_> {
         // A stateless client asks for log messages request by request; a
         // handshake client takes those about its calls at the level it set
         // (its others come session-wide, `LinkHost::notification`).
+        if stateless {
+            envelope_refusal(&request.method, params)?;
+        }
         if stateless && matches!(request.method.as_str(), "ping" | "logging/setLevel") {
             let removed = format!("2026-07-28 has no {}", request.method);
             return Err(rpc(METHOD_NOT_FOUND, removed));
@@ -103,6 +106,15 @@ impl Answerer<'_> {
         let mut result = answered.into_value();
         if let Some(fields) = result.as_object_mut() {
             fields.entry("resultType").or_insert_with(|| json!("complete"));
+            // Who answers is tether, not the server whose result it passes
+            // on (serving one server alone, that server: its own stands).
+            if self.options.passthrough.is_none() {
+                let meta = fields.entry("_meta").or_insert_with(|| json!({}));
+                if let Some(meta) = meta.as_object_mut() {
+                    let tether = json!({"name": "tether", "version": env!("CARGO_PKG_VERSION")});
+                    meta.insert("io.modelcontextprotocol/serverInfo".into(), tether);
+                }
+            }
             let cacheable = matches!(
                 request.method.as_str(),
                 "server/discover"
@@ -421,6 +433,32 @@ impl Asked<'_> {
         }
         options
     }
+}
+
+/// Why a request's 2026-07-28 `_meta` is not one tether serves: a revision
+/// it does not speak (-32022, naming the one it does), or the client's
+/// capabilities missing (-32602). A request that names no revision is
+/// taken as the client's others were (a bare `server/discover`, say).
+fn envelope_refusal(method: &str, params: &Value) -> Result<(), RpcError> {
+    let meta = params.get("_meta");
+    let version = meta.and_then(|meta| meta.get("io.modelcontextprotocol/protocolVersion"));
+    match version {
+        None => return Ok(()),
+        Some(Value::String(version)) if version == MODERN_PROTOCOL_VERSION => {}
+        Some(version) => {
+            return Err(RpcError {
+                code: -32022,
+                message: format!("unsupported protocol version {version}"),
+                data: Some(json!({"supported": [MODERN_PROTOCOL_VERSION], "requested": version})),
+            })
+        }
+    }
+    let capabilities = meta.and_then(|meta| meta.get("io.modelcontextprotocol/clientCapabilities"));
+    if method != "server/discover" && !capabilities.is_some_and(Value::is_object) {
+        let missing = "params._meta lacks io.modelcontextprotocol/clientCapabilities".to_owned();
+        return Err(rpc(INVALID_PARAMS, missing));
+    }
+    Ok(())
 }
 
 /// The log level a stateless client asked for in `_meta`, if any; one MCP
