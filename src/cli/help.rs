@@ -223,7 +223,8 @@ Options:
 
 Exit: 0 when stdin ended (with --check: every server connected), 1 with
 --check when one did not, 2 bad usage or an unknown server, 3 the --http
-port cannot be listened on.
+port cannot be listened on; ended by a signal, 128 + its number (130 for
+SIGINT, 143 for SIGTERM), as a shell says.
 
 Example:
   {\"mcpServers\": {\"all\": {\"command\": \"tether\", \"args\": [\"serve\"]}}}
@@ -269,7 +270,8 @@ Options:
                                  --allow-origin ORIGIN)
 
 Exit: 0 when stdin ended (with --check: connected), 1 with --check when it did
-not, 2 bad usage.
+not, 2 bad usage, 3 the --http port cannot be listened on; ended by a signal,
+128 + its number (130 for SIGINT, 143 for SIGTERM).
 
 Example:
   {\"mcpServers\": {\"linear\": {\"command\": \"tether\",
