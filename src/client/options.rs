@@ -271,10 +271,11 @@ impl CallOptions {
     /// request's `_meta` (in place of [`ClientOptions::log_level`]); over
     /// Streamable HTTP it sends them on the call's own response stream. A
     /// handshake-era server logs for the whole session, at the level the
-    /// connection set. Where messages share one stream (stdio, or a
-    /// session's), each goes to the oldest call under way that asked for
-    /// messages at its level. The host sees every message too
-    /// ([`crate::Host::notification`]).
+    /// connection set; a call asking below it lowers it first
+    /// (`logging/setLevel`), for the session. Where messages share one
+    /// stream (stdio, or a session's), each goes to the oldest call under
+    /// way that asked for messages at its level. The host then sees a
+    /// message a call took as [`crate::Host::log_taken`].
     pub fn with_log(
         mut self,
         level: LogLevel,

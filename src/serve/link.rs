@@ -43,7 +43,7 @@ pub(super) struct Peer {
     /// client hears of changes only through these.
     pub(super) listens: Vec<(RequestId, Value)>,
     /// The least severe log message a handshake client takes, once it set
-    /// one (`logging/setLevel`); every message until then.
+    /// one (`logging/setLevel`); `info` until then.
     pub(super) log_level: Option<LogLevel>,
 }
 

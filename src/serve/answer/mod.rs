@@ -84,9 +84,6 @@ impl Answerer<'_> {
         let stateless = lock(&link.peer).stateless || request.method == "server/discover";
         let empty = Value::Object(serde_json::Map::new());
         let params = request.params.as_ref().unwrap_or(&empty);
-        // A stateless client asks for log messages request by request; a
-        // handshake client takes those about its calls at the level it set
-        // (its others come session-wide, `LinkHost::notification`).
         if stateless {
             envelope_refusal(&request.method, params)?;
         }
@@ -94,6 +91,9 @@ impl Answerer<'_> {
             let removed = format!("2026-07-28 has no {}", request.method);
             return Err(rpc(METHOD_NOT_FOUND, removed));
         }
+        // A stateless client asks for log messages request by request; a
+        // handshake client takes those about its calls at the level it set
+        // (its others come session-wide, `LinkHost::notification`).
         let log_level = match stateless {
             true => asked_log_level(params)?,
             false => Some(lock(&link.peer).log_level.unwrap_or(LogLevel::Info)),
