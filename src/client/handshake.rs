@@ -100,14 +100,10 @@ impl Client {
     /// Tells a handshake-era server that logs to send from `level` on, when
     /// a call asks for messages below the level it was told: the level is
     /// the session's, so it goes down and stays down (the messages each call
-    /// takes are its own to filter, `Pending::log_to`).
+    /// takes are its own to filter, `Pending::log_to`). Only a handshake-era
+    /// server that logs was ever told a level (`set_log_level`), so nothing
+    /// else is looked at.
     pub(super) fn lower_log_level(&self, level: LogLevel) {
-        let logs = self.info.get().is_some_and(|info| {
-            info.capabilities.get("logging").is_some_and(|logging| !logging.is_null())
-        });
-        if !logs || self.era() != crate::protocol::Era::Legacy {
-            return;
-        }
         {
             let mut told = lock(&self.told_log_level);
             match *told {

@@ -399,7 +399,9 @@ impl<'a> Front<'a> {
         };
         // What a gateway may have routed on must agree with the body.
         if stateless {
-            let schema = |name: &str| self.core.answerer.input_schema(name);
+            let schema = |name: &str, check: super::mirrored::SchemaCheck<'_>| {
+                self.core.answerer.with_input_schema(name, check)?
+            };
             if let Some(why) = super::mirrored::mismatch(request, &asked, schema) {
                 let text = format!("header mismatch: {why}");
                 let code = super::mirrored::HEADER_MISMATCH;

@@ -22,13 +22,16 @@ pub(super) const HEADER_MISMATCH: i64 = -32020;
 /// The headers that route a request: each at most once.
 const ROUTING: [&str; 3] = ["mcp-protocol-version", "mcp-method", "mcp-name"];
 
+/// What checks a tool's input schema as served, if there is such a tool.
+pub(super) type SchemaCheck<'c> = &'c mut dyn FnMut(&Value) -> Option<String>;
+
 /// Why `request`'s headers do not agree with `asked`, its body; `None`
-/// when they do. `input_schema` gives the input schema of a tool as served
-/// (for its `x-mcp-header` parameters).
+/// when they do. `with_schema` runs a check on the input schema of a tool
+/// as served (for its `x-mcp-header` parameters), where it lies.
 pub(super) fn mismatch(
     request: &HttpRequest,
     asked: &Request,
-    input_schema: impl FnOnce(&str) -> Option<Value>,
+    with_schema: impl FnOnce(&str, SchemaCheck<'_>) -> Option<String>,
 ) -> Option<String> {
     if let Some(twice) = ROUTING.iter().find(|name| request.header_count(name) > 1) {
         return Some(format!("the {twice} header is sent more than once"));
@@ -76,8 +79,8 @@ pub(super) fn mismatch(
         Some(Some(_)) => {}
     }
     if asked.method == "tools/call" {
-        let arguments = params.and_then(|params| params.get("arguments"));
-        return param_mismatch(request, &input_schema(named)?, arguments?);
+        let arguments = params.and_then(|params| params.get("arguments"))?;
+        return with_schema(named, &mut |schema| param_mismatch(request, schema, arguments));
     }
     None
 }
@@ -169,7 +172,7 @@ mod tests {
     // sent twice or badly encoded is refused, saying which.
     #[test]
     fn the_mirrored_headers_must_agree_with_the_body() {
-        let none = |_: &str| None;
+        let none = |_: &str, _: SchemaCheck<'_>| None;
         let asked = call("fx__echo", json!({"text": "hi"}));
         assert_eq!(mismatch(&post(&AGREEING), &asked, none), None);
         let encoded = [AGREEING[0], AGREEING[1], ("mcp-name", "=?base64?ZnhfX2VjaG8=?=")];
@@ -200,10 +203,8 @@ mod tests {
         let schema = json!({"type": "object", "properties": {
             "region": {"type": "string", "x-mcp-header": "Region"},
             "count": {"type": "integer", "x-mcp-header": "Count"}}});
-        let schema_of = || {
-            let schema = schema.clone();
-            move |name: &str| (name == "fx__echo").then_some(schema)
-        };
+        let schema_of =
+            || |name: &str, check: SchemaCheck<'_>| (name == "fx__echo").then(|| check(&schema))?;
         let asked = call("fx__echo", json!({"region": "eu", "count": 42}));
         let mut headers = AGREEING.to_vec();
         headers.extend([("mcp-param-region", "eu"), ("mcp-param-count", "42.0")]);

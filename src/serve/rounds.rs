@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, select, Sender};
 use serde_json::{json, Map, Value};
 
+use super::answer::asked_log_level;
 use super::link::{takes, Link, Underway};
 use super::streams::Route;
 use crate::client::{CancelHandle, LogCallback, ProgressCallback};
@@ -103,10 +104,8 @@ impl Attempt {
     fn of(link: &Arc<Link>, request: &Request) -> Attempt {
         let params = request.params.as_ref();
         let progress = params.and_then(|params| params.pointer("/_meta/progressToken"));
-        let log_level = params
-            .and_then(|params| params.pointer("/_meta/io.modelcontextprotocol~1logLevel"))
-            .and_then(Value::as_str)
-            .and_then(LogLevel::from_name);
+        // Refused before any round began when it names no level.
+        let log_level = params.and_then(|params| asked_log_level(params).ok().flatten());
         Attempt {
             link: Arc::clone(link),
             id: request.id.clone(),

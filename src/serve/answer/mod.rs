@@ -463,7 +463,7 @@ fn envelope_refusal(method: &str, params: &Value) -> Result<(), RpcError> {
 
 /// The log level a stateless client asked for in `_meta`, if any; one MCP
 /// does not name is refused.
-fn asked_log_level(params: &Value) -> Result<Option<LogLevel>, RpcError> {
+pub(super) fn asked_log_level(params: &Value) -> Result<Option<LogLevel>, RpcError> {
     let Some(asked) = params.pointer("/_meta/io.modelcontextprotocol~1logLevel") else {
         return Ok(None);
     };

@@ -191,9 +191,14 @@ impl Answerer<'_> {
             .map(read)
     }
 
-    /// The input schema of the tool the client calls `name`, as served.
-    pub(in crate::serve) fn input_schema(&self, name: &str) -> Option<Value> {
-        self.served_tool(name, |entry| entry.tool.input_schema.clone())
+    /// What `read` finds in the input schema of the tool the client calls
+    /// `name`, as served (read in place: a call need not copy it).
+    pub(in crate::serve) fn with_input_schema<T>(
+        &self,
+        name: &str,
+        read: impl FnOnce(&Value) -> T,
+    ) -> Option<T> {
+        self.served_tool(name, |entry| read(&entry.tool.input_schema))
     }
 
     /// [`Answerer::server_tool`] of a call that a server answers, which can
