@@ -83,6 +83,8 @@ pub(crate) const INVALID_PARAMS: i64 = -32602;
 #[derive(Deserialize)]
 struct Incoming {
     #[serde(default)]
+    jsonrpc: Option<Version>,
+    #[serde(default)]
     id: Option<Value>,
     #[serde(default)]
     method: Option<String>,
@@ -108,6 +110,41 @@ struct Skeleton {
     id: Option<IdField>,
     #[serde(default)]
     method: Option<IgnoredAny>,
+}
+
+/// A frame's `jsonrpc` member: whether it is exactly `"2.0"`, read without
+/// keeping it.
+struct Version(bool);
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Seen;
+        impl serde::de::Visitor<'_> for Seen {
+            type Value = Version;
+            fn expecting(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+                out.write_str("a JSON-RPC version")
+            }
+            fn visit_str<E>(self, text: &str) -> Result<Version, E> {
+                Ok(Version(text == "2.0"))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Version, E> {
+                Ok(Version(false))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Version, E> {
+                Ok(Version(false))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Version, E> {
+                Ok(Version(false))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Version, E> {
+                Ok(Version(false))
+            }
+            fn visit_unit<E>(self) -> Result<Version, E> {
+                Ok(Version(false))
+            }
+        }
+        deserializer.deserialize_any(Seen)
+    }
 }
 
 /// A frame's `id`, read without building what it holds: a number or a
@@ -263,6 +300,11 @@ impl Message {
             Some(Value::String(text)) => Some(RequestId::String(text)),
             Some(other) => return Err(format!("unsupported id {other}")),
         };
+        // A request or notification in another JSON-RPC (1.0 has no such
+        // member) is not one tether takes; an answer is still an answer.
+        if incoming.method.is_some() && !incoming.jsonrpc.is_some_and(|version| version.0) {
+            return Err("not JSON-RPC 2.0: \"jsonrpc\" is not \"2.0\"".to_owned());
+        }
         match (incoming.method, id) {
             (Some(method), Some(id)) => {
                 Ok(Message::Request(Request { id, method, params: incoming.params }))
@@ -504,6 +546,25 @@ mod tests {
         // An id of that many values is skipped as it is read: no request.
         let frame = format!(r#"{{"jsonrpc":"2.0","id":[{zeros}],"result":1}}"#);
         assert!(Message::parse(frame.as_bytes()).unwrap_err().contains("more than"));
+    }
+
+    #[test]
+    fn a_request_must_say_json_rpc_2_0_and_an_answer_need_not() {
+        for frame in [
+            r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+            r#"{"id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":2.0,"method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":null,"id":"a","method":"ping"}"#,
+        ] {
+            let why = Message::parse(frame.as_bytes()).unwrap_err();
+            assert!(why.contains("JSON-RPC 2.0"), "{frame}: {why}");
+        }
+        assert!(matches!(
+            Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Ok(Message::Request(_))
+        ));
+        // A sloppy server's answer still reaches its caller.
+        assert!(matches!(Message::parse(br#"{"id":1,"result":{}}"#), Ok(Message::Response(_))));
     }
 
     #[test]

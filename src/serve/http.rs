@@ -434,10 +434,16 @@ impl<'a> Front<'a> {
             }
             return streamed;
         }
+        // An id the session's client uses for a request under way already
+        // would name two requests (and two streams).
+        let Some(cancel) = link.admit(&asked.id) else {
+            let text = format!("request id {} is in use by a request under way", asked.id);
+            return rpc_refusal(stream, Some(&asked.id), 400, -32600, &text, keep);
+        };
         let events = takes_events && has_news(&asked);
         let id = asked.id.clone();
         let pieces = streams.open_post(&id, events);
-        self.core.submit(&link, asked);
+        self.core.submit(&link, super::Admitted { request: asked, cancel });
         // A stateless answer that comes before any news goes as JSON, its
         // status saying what its error is (404 for a method not served).
         let answered = if events {

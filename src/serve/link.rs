@@ -125,6 +125,27 @@ impl Link {
         self.cancel_all();
     }
 
+    /// Takes in request `id` of the client's: under way from now on, so
+    /// that its cancellation finds it even while it waits for a worker.
+    /// `None` when a request of that id is under way already: one id would
+    /// name two requests, and the client could not tell their answers apart.
+    pub(super) fn admit(&self, id: &RequestId) -> Option<CancelHandle> {
+        use std::collections::hash_map::Entry;
+        match lock(&self.in_flight).entry(id.clone()) {
+            Entry::Occupied(_) => None,
+            Entry::Vacant(vacant) => {
+                let cancel = CancelHandle::new();
+                vacant.insert(Underway::Answered(cancel.clone()));
+                Some(cancel)
+            }
+        }
+    }
+
+    /// Forgets request `id` of the client's: answered, or given up.
+    pub(super) fn forget(&self, id: &RequestId) {
+        lock(&self.in_flight).remove(id);
+    }
+
     /// Gives up every request of the client's under way.
     pub(super) fn cancel_all(&self) {
         // Given up with the lock let go: a flight forgets itself.

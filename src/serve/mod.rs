@@ -339,10 +339,18 @@ impl Downstream {
     }
 }
 
+/// A request of a client's taken in (`Link::admit`): its cancellation
+/// finds it from now on, queued or being answered, until it is answered.
+struct Admitted {
+    request: Request,
+    /// Given up by the client's cancellation, its going, the serving's end.
+    cancel: CancelHandle,
+}
+
 /// A request, and the client whose it is.
 struct Job {
     link: Arc<Link>,
-    request: Request,
+    admitted: Admitted,
     /// Counted among the link's requests under way from the moment it is
     /// queued until a worker has answered it: between the worker taking it
     /// and beginning its answer, nothing else would count it, and the end
@@ -380,17 +388,38 @@ struct Core<'a> {
 impl Core<'_> {
     /// A request from `link`'s client, for a worker; answered "busy" at
     /// once when every worker is taken and the queue is full.
-    fn submit(&self, link: &Arc<Link>, request: Request) {
+    fn submit(&self, link: &Arc<Link>, admitted: Admitted) {
         self.links.touch(link);
-        let job = Job { link: Arc::clone(link), request, _counted: Counted::new(link) };
+        let job = Job { link: Arc::clone(link), admitted, _counted: Counted::new(link) };
         if let Err(job) = self.jobs.push(job, Duration::ZERO) {
             let busy = RpcError {
                 code: -32000,
                 message: "tether is busy: too many requests at once".into(),
                 data: None,
             };
-            let id = &job.request.id;
+            let id = &job.admitted.request.id;
+            job.link.forget(id);
             job.link.send(Route::Answer(id), Frame::response(id, &Err(busy)));
+        }
+    }
+
+    /// Takes in `request` of `link`'s client (`Link::admit`), or refuses
+    /// it at once when its id names a request of the client's under way
+    /// (MCP forbids reusing an id): answered twice under one id, the
+    /// client could not tell which answer is which, nor cancel one.
+    fn admit(&self, link: &Arc<Link>, request: Request) -> Option<Admitted> {
+        match link.admit(&request.id) {
+            Some(cancel) => Some(Admitted { request, cancel }),
+            None => {
+                let id = &request.id;
+                let refused = RpcError {
+                    code: -32600,
+                    message: format!("request id {id} is in use by a request under way"),
+                    data: None,
+                };
+                link.send(Route::Answer(id), Frame::response(id, &Err(refused)));
+                None
+            }
         }
     }
 
@@ -399,32 +428,33 @@ impl Core<'_> {
     /// the answer, nobody waiting. A handshake client's call of a server's
     /// tool that is ready and read by a thread of its own goes so; any
     /// other request is handed back, for a worker.
-    fn send_ahead(&self, link: &Arc<Link>, request: Request) -> Option<Request> {
+    fn send_ahead(&self, link: &Arc<Link>, admitted: Admitted) -> Option<Admitted> {
+        let request = &admitted.request;
         if request.method != "tools/call" {
-            return Some(request);
+            return Some(admitted);
         }
-        let Some(params) = request.params.as_ref() else { return Some(request) };
+        let Some(params) = request.params.as_ref() else { return Some(admitted) };
         // A 2026-07-28 client says so on every request.
         answer::learn_stateless(link, params);
         // Its answer, written by the thread that reads the server, must
         // find room at once: every flight's, and a frame more.
         if lock(&link.peer).stateless || !link.has_room(flights::MAX_FLYING + 1) {
-            return Some(request);
+            return Some(admitted);
         }
         let Some(name) = params.get("name").and_then(serde_json::Value::as_str) else {
-            return Some(request);
+            return Some(admitted);
         };
-        let Some((server, tool)) = self.answerer.passed_tool(name) else { return Some(request) };
+        let Some((server, tool)) = self.answerer.passed_tool(name) else { return Some(admitted) };
         let empty = json!({});
         let arguments = match params.get("arguments") {
             None | Some(serde_json::Value::Null) => &empty,
             Some(arguments) if arguments.is_object() => arguments,
             // A worker refuses it.
-            Some(_) => return Some(request),
+            Some(_) => return Some(admitted),
         };
         let token = params.pointer("/_meta/progressToken").cloned();
         let Some(flight) = self.flights.begin(link, &request.id, token, &server) else {
-            return Some(request);
+            return Some(admitted);
         };
         self.links.touch(link);
         let sink = Arc::clone(&flight) as Arc<dyn crate::client::Sink>;
@@ -432,12 +462,12 @@ impl Core<'_> {
             Ok(Some((client, sent))) => flight.sent(client, sent),
             Ok(None) => {
                 flight.not_sent();
-                return Some(request);
+                return Some(admitted.readmitted(link));
             }
             // A worker answers an unknown tool as the client named it.
             Err(err) if matches!(err.root(), Error::UnknownTool(_)) => {
                 flight.not_sent();
-                return Some(request);
+                return Some(admitted.readmitted(link));
             }
             Err(err) => flight.answer(Err(err)),
         }
@@ -448,12 +478,19 @@ impl Core<'_> {
     /// the stdio reader's). A stateless client's call that may ask it
     /// something is a round (`rounds.rs`): its answer goes to whichever of
     /// the client's requests waits for it then.
-    fn answer(&self, link: &Arc<Link>, request: Request) {
+    fn answer(&self, link: &Arc<Link>, admitted: Admitted) {
+        let Admitted { request, cancel } = admitted;
+        // Cancelled while it waited for a worker: no answer, as MCP says
+        // (over HTTP its stream still ends).
+        if cancel.is_cancelled() {
+            link.forget(&request.id);
+            link.send_bytes(Route::Answer(&request.id), Vec::new());
+            return;
+        }
         let rounds = self.rounds;
         if rounds.retry(link, &request) {
             return;
         }
-        let cancel = CancelHandle::new();
         let answering = Answering::begin(link, &request.id, &cancel);
         let round = rounds.begin(link, &request, &cancel);
         let outcome =
@@ -494,8 +531,18 @@ impl Core<'_> {
     }
 }
 
-/// A request of a link's being answered: counted, and its cancellation
-/// findable by its id, until this is dropped (however the answer ends).
+impl Admitted {
+    /// Under way on `link` again, as a request a worker answers: a flight
+    /// that could not be sent forgot it.
+    fn readmitted(self, link: &Link) -> Admitted {
+        let underway = Underway::Answered(self.cancel.clone());
+        lock(&link.in_flight).insert(self.request.id.clone(), underway);
+        self
+    }
+}
+
+/// A request of a link's being answered: counted until this is dropped
+/// (however the answer ends), when the link forgets it.
 struct Answering<'a> {
     link: &'a Link,
     id: &'a RequestId,
@@ -504,7 +551,6 @@ struct Answering<'a> {
 impl<'a> Answering<'a> {
     fn begin(link: &'a Link, id: &'a RequestId, cancel: &CancelHandle) -> Answering<'a> {
         link.answering.fetch_add(1, Ordering::Relaxed);
-        lock(&link.in_flight).insert(id.clone(), Underway::Answered(cancel.clone()));
         // Closed since a worker took it: given up as the others were.
         if link.is_closed() {
             cancel.cancel();
@@ -515,15 +561,15 @@ impl<'a> Answering<'a> {
 
 impl Drop for Answering<'_> {
     fn drop(&mut self) {
-        lock(&self.link.in_flight).remove(self.id);
+        self.link.forget(self.id);
         self.link.answering.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 /// What a frame read from a byte stream came to.
 enum Taken {
-    /// A request to answer.
-    Request(Request),
+    /// A request to answer, taken in.
+    Request(Admitted),
     /// Anything else, dealt with already.
     Heard,
 }
@@ -539,7 +585,11 @@ fn take_frame(frame: &[u8], core: &Core<'_>, link: &Arc<Link>) -> Taken {
                 link.listen(&request.id, request.params.as_ref());
             }
         }
-        Ok(Message::Request(request)) => return Taken::Request(request),
+        Ok(Message::Request(request)) => {
+            if let Some(admitted) = core.admit(link, request) {
+                return Taken::Request(admitted);
+            }
+        }
         Ok(message) => core.hear(link, message),
         Err(why) => {
             log::warn!("the client in front of tether sent a frame that is not JSON-RPC: {why}");
@@ -598,8 +648,8 @@ fn read_all(input: &mut impl Read, core: &Core<'_>, link: &Arc<Link>) {
     loop {
         match framer.next_frame() {
             Ok(Next::Frame(frame)) => {
-                if let Taken::Request(request) = take_frame(frame, core, link) {
-                    core.submit(link, request);
+                if let Taken::Request(admitted) = take_frame(frame, core, link) {
+                    core.submit(link, admitted);
                 }
             }
             Ok(Next::More) => match framer.fill_from(input) {
@@ -652,10 +702,12 @@ fn heard(hub: &Hub, link: &Link, method: &str, params: Option<&serde_json::Value
 
 /// A worker: answers requests until the queue closes.
 fn work(jobs: &Queue<Job>, core: &Core<'_>) {
-    while let Some(Job { link, request, _counted }) = jobs.pop() {
+    while let Some(Job { link, admitted, _counted }) = jobs.pop() {
         // Its client is gone (a session ended, a connection closed).
-        if !link.is_closed() {
-            core.answer(&link, request);
+        if link.is_closed() {
+            link.forget(&admitted.request.id);
+        } else {
+            core.answer(&link, admitted);
         }
     }
 }

@@ -24,9 +24,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::link::Link;
-use super::{take_frame, Core, Taken};
+use super::{take_frame, Admitted, Core, Taken};
 use crate::framing::{Framer, Next};
-use crate::jsonrpc::Request;
 use crate::sync::{lock, wait_timeout};
 
 /// How long a request answered on the reading thread may hold the input
@@ -60,7 +59,7 @@ struct Turns<R> {
 /// What reading came to.
 enum Came {
     /// A request that came alone: the reading thread answers it.
-    Alone(Request),
+    Alone(Admitted),
     /// The end of the input (or a break in it).
     End,
 }
@@ -132,7 +131,7 @@ impl<R: Read + AsFd> Turns<R> {
                     self.end(core, link);
                     return;
                 }
-                Came::Alone(request) => {
+                Came::Alone(admitted) => {
                     {
                         let mut state = lock(&self.state);
                         state.input = Some((input, framer));
@@ -143,7 +142,7 @@ impl<R: Read + AsFd> Turns<R> {
                             self.turn.notify_one();
                         }
                     }
-                    core.answer(link, request);
+                    core.answer(link, admitted);
                     let mut state = lock(&self.state);
                     state.answering_since = None;
                     if state.ended {
@@ -213,17 +212,17 @@ fn read<R: Read + AsFd>(
     loop {
         match framer.next_frame() {
             Ok(Next::Frame(frame)) => {
-                if let Taken::Request(request) = take_frame(frame, core, link) {
+                if let Taken::Request(admitted) = take_frame(frame, core, link) {
                     let alone = alone_allowed
                         && !framer.buffered()
                         && link.answering.load(Ordering::Relaxed) == 0
                         && !readable_now(input);
                     if alone {
                         core.links.touch(link);
-                        return Came::Alone(request);
+                        return Came::Alone(admitted);
                     }
-                    if let Some(request) = core.send_ahead(link, request) {
-                        core.submit(link, request);
+                    if let Some(admitted) = core.send_ahead(link, admitted) {
+                        core.submit(link, admitted);
                     }
                 }
             }

@@ -20,7 +20,7 @@ pub struct Front {
     stdin: Option<ChildStdin>,
     lines: Receiver<Value>,
     /// What came that was not the answer waited for.
-    seen: Vec<Value>,
+    pub seen: Vec<Value>,
     /// Every line as it came.
     raw: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     _dir: Option<TempDir>,
@@ -68,14 +68,14 @@ impl Front {
         Front { child, stdin, lines, seen: Vec::new(), raw, _dir: None }
     }
 
-    fn send(&mut self, message: Value) {
+    pub fn send(&mut self, message: Value) {
         let stdin = self.stdin.as_mut().unwrap();
         writeln!(stdin, "{message}").unwrap();
         stdin.flush().unwrap();
     }
 
     /// Several frames in one write: they reach tether together.
-    fn send_together(&mut self, messages: &[Value]) {
+    pub fn send_together(&mut self, messages: &[Value]) {
         let mut text = String::new();
         for message in messages {
             text.push_str(&message.to_string());
@@ -87,7 +87,7 @@ impl Front {
     }
 
     /// The next message that `wanted` accepts; the others are kept in `seen`.
-    fn next(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+    pub fn next(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
         if let Some(at) = self.seen.iter().position(&wanted) {
             return self.seen.remove(at);
         }
@@ -718,7 +718,7 @@ fn an_upstream_task_is_answered_whole_through_serve() {
 }
 
 /// A 2026-07-28 client's `_meta`, declaring `capabilities`.
-fn stateless_meta(capabilities: Value) -> Value {
+pub fn stateless_meta(capabilities: Value) -> Value {
     json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
            "io.modelcontextprotocol/clientInfo": {"name": "front", "version": "1"},
            "io.modelcontextprotocol/clientCapabilities": capabilities})
@@ -954,7 +954,7 @@ fn round_questions_go_to_their_own_call_and_end_with_the_client() {
     tag.assert_gone();
 }
 
-fn tool_call(id: i64, name: &str, arguments: Value) -> Value {
+pub fn tool_call(id: i64, name: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
            "params": {"name": name, "arguments": arguments}})
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::serve::Front;
+use crate::serve::{stateless_meta, tool_call, Front};
 use crate::support::{
     config_dir, misbehave_entry, run_tether, run_tether_with_stdin, stderr_of, stdout_of,
     tether_bin, wait_exit, Tag, TempDir,
@@ -47,6 +47,8 @@ fn frames_that_are_not_requests_are_answered_as_json_rpc_says() {
         r#"{"jsonrpc": "2.0", "id": 7, "method": 5}"#.to_owned(),
         r#"{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}"#.to_owned(),
         json!({"jsonrpc": "2.0", "id": 99, "result": {}}).to_string(),
+        json!({"jsonrpc": "1.0", "id": 9, "method": "ping"}).to_string(),
+        json!({"id": 10, "method": "ping"}).to_string(),
         json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}).to_string(),
     ];
     let input = lines.join("\n") + "\n";
@@ -61,11 +63,88 @@ fn frames_that_are_not_requests_are_answered_as_json_rpc_says() {
         (null.clone(), json!(-32600)),
         (json!(7), json!(-32600)),
         (null.clone(), json!(-32600)),
+        (json!(9), json!(-32600)),
+        (json!(10), json!(-32600)),
         (json!(8), null),
     ];
     assert_eq!(codes, expected, "{seen:?}");
     assert_eq!(seen[1]["error"]["message"], "batches are not served");
-    assert_eq!(seen[5]["result"], json!({}));
+    assert_eq!(seen[7]["result"], json!({}));
+}
+
+// MCP forbids a client to use an id twice in a session. A second request
+// under the id of one under way was answered as well, two answers under
+// one id, and the first could no longer be cancelled: it is refused at
+// once now, and the first goes on (and is cancelled by that id). Once
+// answered, an id names nothing under way.
+#[test]
+fn a_request_under_the_id_of_one_under_way_is_refused() {
+    let tag = Tag::new();
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
+    front.initialize(json!({}));
+    front.tools_with("fx__echo");
+    let sleep = tool_call(5, "fx__sleep", json!({"ms": 30000}));
+    front.send_together(&[sleep, tool_call(5, "fx__echo", json!({"text": "twin"}))]);
+    let refused = front.next("the refusal", |message| message["id"] == 5);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("in use"), "{refused}");
+    front.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": 5}}));
+    thread::sleep(Duration::from_millis(300));
+    let again =
+        front.request(6, "tools/call", json!({"name": "fx__echo", "arguments": {"text": "a"}}));
+    assert_eq!(again["result"]["content"][0]["text"], "a", "{again}");
+    assert!(!front.seen.iter().any(|message| message["id"] == 5), "{:?}", front.seen);
+    let reused =
+        front.request(6, "tools/call", json!({"name": "fx__echo", "arguments": {"text": "b"}}));
+    assert_eq!(reused["result"]["content"][0]["text"], "b", "{reused}");
+    front.close();
+    tag.assert_gone();
+}
+
+// A request cancelled while it waited for a worker was answered all the
+// same once one was free: a cancellation found only the requests being
+// answered. It finds the queued ones too, and they get no answer.
+#[test]
+fn a_request_cancelled_in_the_queue_is_never_answered() {
+    let tag = Tag::new();
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
+    let meta = stateless_meta(json!({}));
+    let call = |id: i64, name: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments, "_meta": meta}})
+    };
+    let warm = front.request(
+        2,
+        "tools/call",
+        call(2, "fx__echo", json!({"text": "up"}))["params"].clone(),
+    );
+    assert_eq!(warm["result"]["content"][0]["text"], "up", "{warm}");
+    // A 2026-07-28 client's calls go to the workers: eight sleeps take
+    // them all, and the ninth call waits in the queue.
+    let mut calls: Vec<Value> =
+        (20..28).map(|id| call(id, "fx__sleep", json!({"ms": 30000}))).collect();
+    calls.push(call(29, "fx__echo", json!({"text": "queued"})));
+    front.send_together(&calls);
+    thread::sleep(Duration::from_millis(300));
+    for id in [29].into_iter().chain(20..28) {
+        front.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": id}}));
+    }
+    thread::sleep(Duration::from_millis(500));
+    let after = front.request(
+        30,
+        "tools/call",
+        call(30, "fx__echo", json!({"text": "on"}))["params"].clone(),
+    );
+    assert_eq!(after["result"]["content"][0]["text"], "on", "{after}");
+    thread::sleep(Duration::from_millis(100));
+    let answered: Vec<&Value> =
+        front.seen.iter().filter(|message| message.get("id").is_some()).collect();
+    assert!(answered.is_empty(), "cancelled requests were answered: {answered:?}");
+    front.close();
+    tag.assert_gone();
 }
 
 // A script that writes its requests and closes its input at once hears the

@@ -632,3 +632,41 @@ fn a_stateless_post_whose_headers_disagree_with_its_body_is_refused() {
     serve.stop();
     tag.assert_gone();
 }
+
+// Two POSTs of one session under one id, the first still under way: the
+// second is refused (400, -32600) rather than answered too, and the first
+// keeps its stream and its answer.
+#[test]
+fn a_sessions_request_under_an_id_under_way_is_refused() {
+    let tag = Tag::new();
+    let serve = HttpServe::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
+    let (status, head, _) = serve.post(&initialize(), "");
+    assert_eq!(status, 200, "{head}");
+    let session = format!("Mcp-Session-Id: {}\r\n", session_of(&head));
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(serve.post(&initialized, &session).0, 202);
+    let echo = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "fx__echo", "arguments": {"text": "twin"}}});
+    // The server behind connects in the background.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !serve.post(&echo, &session).2.contains("twin") {
+        assert!(Instant::now() < deadline, "fx__echo never answered");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sleep = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                       "params": {"name": "fx__sleep", "arguments": {"ms": 1500}}});
+    std::thread::scope(|scope| {
+        let first = scope.spawn(|| serve.post(&sleep, &session));
+        std::thread::sleep(Duration::from_millis(400));
+        let (status, _, body) = serve.post(&echo, &session);
+        assert_eq!(status, 400, "{body}");
+        let refused: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(refused["id"], 7, "{body}");
+        assert_eq!(refused["error"]["code"], -32600, "{body}");
+        let (status, _, body) = first.join().unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("\"result\"") && !body.contains("twin"), "{body}");
+    });
+    serve.stop();
+    tag.assert_gone();
+}
