@@ -12,7 +12,9 @@ use super::{CallOptions, CancelHandle, Client};
 use crate::error::Error;
 use crate::host::{self, Host};
 use crate::jsonrpc::RpcError;
-use crate::protocol::{ServerInfo, MODERN_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::protocol::{
+    ServerInfo, LOG_LEVEL_META, MODERN_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
+};
 use crate::transport::outbox::Closed;
 use crate::transport::SessionKind;
 
@@ -173,7 +175,7 @@ impl Client {
             self.options.declared.client_info.to_json(),
         );
         if let Some(level) = &self.options.log_level {
-            meta.insert("io.modelcontextprotocol/logLevel".into(), level.as_str().into());
+            meta.insert(LOG_LEVEL_META.into(), level.as_str().into());
         }
         Value::Object(meta)
     }

@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 use super::{CallOptions, Client};
 use crate::error::Error;
 use crate::host;
+use crate::protocol::LOG_LEVEL_META;
 
 impl Client {
     /// Answers an `inputRequests` map through the host, on this thread:
@@ -89,13 +90,12 @@ impl Client {
         // The call's own log level (or none), in place of the connection's.
         if let Some(Value::Object(fields)) = &mut params {
             if let Some(Value::Object(meta)) = fields.get_mut("_meta") {
-                const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
                 match &options.log {
                     Some((level, _)) => {
-                        meta.insert(LOG_LEVEL.into(), level.as_str().into());
+                        meta.insert(LOG_LEVEL_META.into(), level.as_str().into());
                     }
                     None if options.quiet_logs => {
-                        meta.remove(LOG_LEVEL);
+                        meta.remove(LOG_LEVEL_META);
                     }
                     None => {}
                 }

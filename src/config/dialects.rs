@@ -34,7 +34,7 @@ pub(super) fn read(source: &Path, text: &str) -> Result<Read, String> {
     let document: Value = if toml {
         from_toml(text).map_err(|err| format!("{shown}: {err}"))?
     } else {
-        serde_json::from_slice(super::import::strip_jsonc(text).as_bytes())
+        serde_json::from_slice(super::jsonc::strip_jsonc(text).as_bytes())
             .map_err(|err| super::syntax_error(&shown, &err))?
     };
     let mut read = Read::default();

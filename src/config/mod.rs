@@ -22,6 +22,8 @@ pub(crate) mod expand;
 pub(crate) mod file;
 #[cfg(feature = "desktop")]
 pub(crate) mod import;
+#[cfg(feature = "desktop")]
+mod jsonc;
 mod keywords;
 mod loader;
 mod manage;

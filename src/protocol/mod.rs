@@ -20,6 +20,7 @@ pub use items::{
     Completion, CompletionRef, Prompt, PromptArgument, PromptResult, Resource, ResourceContents,
     ResourceTemplate,
 };
+pub(crate) use news::LOG_LEVEL_META;
 pub use news::{LogLevel, LogMessage, Progress};
 pub use tasks::{Task, TaskStart, TaskStatus, UrlElicitation};
 pub(crate) use tools::decoded_size;

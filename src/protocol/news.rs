@@ -46,7 +46,19 @@ impl LogLevel {
     pub fn as_str(self) -> &'static str {
         Self::NAMES[self as usize].1
     }
+
+    /// The level a 2026-07-28 request asks its log messages at (its
+    /// `_meta`'s [`LOG_LEVEL_META`]): `None` when it asks none, the value
+    /// given when MCP names no such level.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub(crate) fn asked_by(params: &Value) -> Option<Result<LogLevel, &Value>> {
+        let asked = params.get("_meta")?.get(LOG_LEVEL_META)?;
+        Some(asked.as_str().and_then(LogLevel::from_name).ok_or(asked))
+    }
 }
+
+/// Where a 2026-07-28 request's `_meta` asks for the log messages about it.
+pub(crate) const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 
 /// A server's `notifications/message`.
 #[derive(Debug, Clone, PartialEq)]

@@ -29,7 +29,6 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, select, Sender};
 use serde_json::{json, Map, Value};
 
-use super::answer::asked_log_level;
 use super::link::{takes, Link, Underway};
 use super::streams::Route;
 use crate::client::{CancelHandle, LogCallback, ProgressCallback};
@@ -105,7 +104,7 @@ impl Attempt {
         let params = request.params.as_ref();
         let progress = params.and_then(|params| params.pointer("/_meta/progressToken"));
         // Refused before any round began when it names no level.
-        let log_level = params.and_then(|params| asked_log_level(params).ok().flatten());
+        let log_level = params.and_then(LogLevel::asked_by).and_then(Result::ok);
         Attempt {
             link: Arc::clone(link),
             id: request.id.clone(),

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::stdio::StdioCommand;
+use super::command::StdioCommand;
 use crate::config::StdioConfig;
 
 /// Variables every server gets from tether's environment.

@@ -25,7 +25,7 @@ use std::thread;
 
 use crossbeam_channel::Sender;
 
-use super::stdio::StdioCommand;
+use super::command::StdioCommand;
 
 /// How many spawner threads start servers side by side.
 const SPAWNERS: usize = 4;

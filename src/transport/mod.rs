@@ -8,6 +8,7 @@
 //! Routing, ids and timeouts live above, in `client`, so that every
 //! transport behaves the same for a caller.
 
+mod command;
 mod environment;
 pub(crate) mod http;
 mod launch;
@@ -29,8 +30,8 @@ use crate::error::{CloseReason, Error};
 use crate::jsonrpc::{Frame, Message};
 
 pub(crate) use crate::net::socket::Caller;
+pub use command::StdioCommand;
 pub use http::{sign_in, HttpTarget};
-pub use stdio::StdioCommand;
 
 /// How to reach a server.
 #[derive(Debug, Clone)]

@@ -15,7 +15,6 @@
 
 use std::fs;
 use std::io;
-use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -24,6 +23,7 @@ use std::time::{Duration, Instant};
 use crate::error::{CloseReason, Error};
 use crate::sync::{lock, wait_timeout};
 use crate::threads::NamedThread;
+use crate::transport::command::StdioCommand;
 use crate::transport::launch::{self, ServerChild, Started};
 use crate::transport::outbox::Outbox;
 use crate::transport::reading::{Pipe, Reading};
@@ -36,36 +36,6 @@ const GRACE: Duration = Duration::from_secs(2);
 /// How long shutdown waits for an I/O thread whose pipe some escaped process
 /// still holds open before leaving it behind.
 const JOIN_WAIT: Duration = Duration::from_secs(1);
-
-/// A fully resolved command: what to run, with exactly this environment.
-#[derive(Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StdioCommand {
-    /// The program: a path, or a name looked up in the environment's `PATH`.
-    pub program: String,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// The complete environment of the child (nothing else is inherited).
-    pub env: Vec<(String, String)>,
-    /// The working directory; tether's own when `None`.
-    pub cwd: Option<PathBuf>,
-    /// How long the server gets to exit after its stdin closes, before
-    /// SIGTERM (2 s when `None`).
-    pub shutdown_grace: Option<Duration>,
-}
-
-impl std::fmt::Debug for StdioCommand {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The environment may hold secrets: show only the names.
-        let names: Vec<&str> = self.env.iter().map(|(name, _)| name.as_str()).collect();
-        f.debug_struct("StdioCommand")
-            .field("program", &self.program)
-            .field("args", &format_args!("[{} arguments]", self.args.len()))
-            .field("env", &names)
-            .field("cwd", &self.cwd)
-            .finish()
-    }
-}
 
 /// A running server process and the threads that talk to it.
 pub(crate) struct StdioEndpoint {

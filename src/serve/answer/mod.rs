@@ -463,13 +463,11 @@ fn envelope_refusal(method: &str, params: &Value) -> Result<(), RpcError> {
 
 /// The log level a stateless client asked for in `_meta`, if any; one MCP
 /// does not name is refused.
-pub(super) fn asked_log_level(params: &Value) -> Result<Option<LogLevel>, RpcError> {
-    let Some(asked) = params.pointer("/_meta/io.modelcontextprotocol~1logLevel") else {
-        return Ok(None);
-    };
-    match asked.as_str().and_then(LogLevel::from_name) {
-        Some(level) => Ok(Some(level)),
-        None => Err(rpc(
+fn asked_log_level(params: &Value) -> Result<Option<LogLevel>, RpcError> {
+    match LogLevel::asked_by(params) {
+        None => Ok(None),
+        Some(Ok(level)) => Ok(Some(level)),
+        Some(Err(asked)) => Err(rpc(
             INVALID_PARAMS,
             format!(
                 "invalid log level {asked}: one of debug, info, notice, warning, error, \
