@@ -603,7 +603,7 @@ server that offers resource subscriptions (resources.subscribe), in either
 era (2026-07-28 servers through subscriptions/listen).
 
 Options:
-      --count N     stop after N updates
+      --count N     stop after N updates (1 or more)
       --read        also print the resource as it is after each update
       --json        one JSON object a line: at, uri, and with --read contents
       --stdio CMD   an ad-hoc server in place of SERVER

@@ -446,6 +446,7 @@ fn shapes_a_new_user_tries() {
         (vec!["add", "c", "http://"], "not a valid URL"),
         (vec!["add", "d", "http://exa mple.com"], "not a valid URL"),
         (vec!["add", "http://127.0.0.1:1/mcp"], "give the server a name first"),
+        (vec!["watch", "a", "x://y", "--count", "0"], "--count takes a number of updates, 1 or"),
     ] {
         let (code, _, err) = run(&bad);
         assert_eq!(code, Some(2), "{bad:?}: {err}");

@@ -16,7 +16,11 @@ pub(super) fn parse_watch(parser: &mut lexopt::Parser) -> Result<Command, lexopt
     let (mut words, mut count, mut read, mut json) = (Vec::new(), None, false, false);
     while let Some(arg) = parser.next()? {
         match arg {
-            Long("count") => count = Some(number(parser, "--count", "a number of updates")?),
+            Long("count") => {
+                let at_least_one: std::num::NonZeroUsize =
+                    number(parser, "--count", "a number of updates, 1 or more")?;
+                count = Some(at_least_one.get());
+            }
             Long("read") => read = true,
             Long("json") => json = true,
             Long("stdio") if words.is_empty() => words.push(stdio_server(parser)?),
