@@ -76,6 +76,8 @@ pub struct Framer {
     /// How many unconsumed bytes are known to hold no newline, so that a
     /// long line arriving in many reads is scanned once, not once a read.
     scanned: usize,
+    /// The last read took less than it had room for.
+    drained: bool,
 }
 
 impl Default for Framer {
@@ -87,7 +89,16 @@ impl Default for Framer {
 impl Framer {
     /// A framer with another limit than 16 MiB (tests use small ones).
     pub fn with_limit(limit: usize) -> Self {
-        Framer { buffer: Vec::new(), start: 0, end: 0, limit, ended: false, wanted: 0, scanned: 0 }
+        Framer {
+            buffer: Vec::new(),
+            start: 0,
+            end: 0,
+            limit,
+            ended: false,
+            wanted: 0,
+            scanned: 0,
+            drained: false,
+        }
     }
 
     /// Reads once from `input` (which may block) into the buffer; the bytes
@@ -111,6 +122,7 @@ impl Framer {
             let doubled = (self.buffer.len() * 2).min(self.limit + 2 * READ_CHUNK);
             self.buffer.resize((self.end + room).max(doubled).max(READ_CHUNK), 0);
         }
+        let room = self.buffer.len() - self.end;
         let read = loop {
             match input.read(&mut self.buffer[self.end..]) {
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
@@ -118,10 +130,19 @@ impl Framer {
             }
         };
         self.end += read;
+        self.drained = read < room;
         if read == 0 {
             self.ended = true;
         }
         Ok(read)
+    }
+
+    /// True when the last read took less than it had room for: a pipe or
+    /// socket held nothing more at that moment (what `poll` would have
+    /// said, without asking the kernel again).
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub fn drained(&self) -> bool {
+        self.drained
     }
 
     /// True when bytes read are not yet consumed (more of a frame, or
@@ -267,6 +288,19 @@ fn content_length(line: &[u8]) -> io::Result<Option<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_that_took_less_than_its_room_drained_the_stream() {
+        let mut framer = Framer::default();
+        let mut short = &b"{\"id\":1}\n"[..];
+        framer.fill_from(&mut short).unwrap();
+        assert!(framer.drained());
+        // A stream with more than a read's room: the read filled it.
+        let long = vec![b'x'; 64 * 1024];
+        let mut framer = Framer::default();
+        framer.fill_from(&mut &long[..]).unwrap();
+        assert!(!framer.drained());
+    }
 
     /// Every frame of `input`, read `chunk` bytes at a time.
     fn frames_in_chunks(input: &[u8], limit: usize, chunk: usize) -> Vec<Result<String, String>> {

@@ -3,8 +3,9 @@
 //!
 //! Handing each request to a worker costs a thread switch per call, which
 //! on one CPU is a good part of what serving adds to a call. So when a
-//! request comes alone (nothing else read and waiting, nothing more in the
-//! pipe, no other request of the client's under way), the thread that read
+//! request comes alone (nothing else read and waiting, the read that brought
+//! it emptied the pipe, no other request of the client's under way), the
+//! thread that read
 //! it answers it itself, as a worker would, and puts the input down for the
 //! other thread meanwhile. That one keeps watch: once the answer has taken
 //! longer than `TAKE_OVER` (a slow tool, a question to the client, whose
@@ -66,8 +67,8 @@ enum Came {
 
 /// Reads the client's frames from `input` until it ends, answering a
 /// request that comes alone on the thread that read it. The descriptor is
-/// read directly: a buffer in between (std's `Stdin` has one) would hide
-/// from `poll` what waits.
+/// read directly: a buffer in between (std's `Stdin` has one) would take
+/// more than a read's room holds, and hide whether the pipe was emptied.
 pub(super) fn read_in_turns(input: BorrowedFd<'_>, core: &Core<'_>, link: &Arc<Link>) {
     let input = Raw(input);
     let turns = Turns {
@@ -213,10 +214,12 @@ fn read<R: Read + AsFd>(
         match framer.next_frame() {
             Ok(Next::Frame(frame)) => {
                 if let Taken::Request(admitted) = take_frame(frame, core, link) {
+                    // Nothing else came with it: the read that brought it
+                    // emptied the pipe, and nothing of it is left over.
                     let alone = alone_allowed
                         && !framer.buffered()
-                        && link.answering.load(Ordering::Relaxed) == 0
-                        && !readable_now(input);
+                        && framer.drained()
+                        && link.answering.load(Ordering::Relaxed) == 0;
                     if alone {
                         core.links.touch(link);
                         return Came::Alone(admitted);
@@ -241,11 +244,6 @@ fn read<R: Read + AsFd>(
             }
         }
     }
-}
-
-/// True when more of the client's input waits in the pipe already.
-fn readable_now(input: &impl AsFd) -> bool {
-    crate::poll::readable(input.as_fd().as_raw_fd(), Duration::ZERO).unwrap_or(false)
 }
 
 /// The client's input, read with plain `read`s.
