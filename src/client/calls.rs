@@ -77,7 +77,9 @@ impl Client {
     /// result (or the failure) to `sink`, as it hands progress. Only where
     /// the server's output is read by a thread of its own (stdio) and the
     /// call is plain; `None` otherwise, and nothing was sent (call
-    /// [`Client::call_tool_passed`] instead). The call's limits are the
+    /// [`Client::call_tool_passed`] instead). The log messages about it at
+    /// `logs` or above go to the sink too, unless the server must first be
+    /// told a lower level (then `None`: that takes a caller's wait). The call's limits are the
     /// caller's to keep: `Sent` says them, and [`Client::give_up_sent`]
     /// ends it.
     ///
@@ -91,14 +93,18 @@ impl Client {
         name: &str,
         arguments: &Value,
         sink: std::sync::Arc<dyn Sink>,
+        logs: Option<crate::protocol::LogLevel>,
     ) -> Result<Option<Sent>, Error> {
         use super::pending::{ReplyTo, Waiter};
         use crate::jsonrpc::Frame;
         let default = CallOptions::default();
         let read_for_us = self.router.reading().is_some();
+        // Telling the server a lower level is an exchange to wait for: a
+        // caller's to make, not the sender's.
         if !read_for_us
             || self.endpoint.traits().exchange_per_request
             || !self.passes_plain(name, &default)
+            || logs.is_some_and(|level| self.would_lower_log_level(level))
         {
             return Ok(None);
         }
@@ -109,7 +115,7 @@ impl Client {
             patient: false,
             cancel_on_close: true,
             passing: true,
-            logs: None,
+            logs,
         };
         pending.register(id, waiter)?;
         let params = super::exchange::ToolCallParams { name, arguments, progress_token: Some(id) };
@@ -347,6 +353,10 @@ struct CheckedTool(std::sync::Arc<dyn Sink>);
 impl Sink for CheckedTool {
     fn progress(&self, params: &Value) {
         self.0.progress(params);
+    }
+
+    fn log(&self, params: &Value) {
+        self.0.log(params);
     }
 
     fn finish(&self, outcome: Result<super::PassedResult, Error>) {

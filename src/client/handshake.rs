@@ -97,6 +97,13 @@ impl Client {
         }
     }
 
+    /// True when a call asking for log messages from `level` on would have
+    /// the server told a lower level first ([`Client::lower_log_level`]).
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub(super) fn would_lower_log_level(&self, level: LogLevel) -> bool {
+        lock(&self.told_log_level).is_some_and(|told| told > level)
+    }
+
     /// Tells a handshake-era server that logs to send from `level` on, when
     /// a call asks for messages below the level it was told: the level is
     /// the session's, so it goes down and stays down (the messages each call

@@ -48,6 +48,9 @@ pub(super) enum Reply {
 pub(crate) trait Sink: Send + Sync {
     /// A progress update's parameters, as the server sent them.
     fn progress(&self, params: &Value);
+    /// A log message about the call (at the level it was sent asking
+    /// for, or above), its parameters as the server sent them.
+    fn log(&self, params: &Value);
     /// The call's end, once: its result, or why it failed.
     fn finish(&self, outcome: Result<super::PassedResult, Error>);
 }

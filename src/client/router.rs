@@ -206,7 +206,11 @@ impl Router {
                 offer(&replies, &queued, id, Reply::Log(params));
                 true
             }
-            _ => false,
+            Some((_, UpdateTo::Sink(sink))) => {
+                sink.log(params.unwrap_or(&Value::Null));
+                true
+            }
+            None => false,
         }
     }
 }

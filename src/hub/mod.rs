@@ -327,9 +327,10 @@ impl Hub {
 
     /// [`Hub::pass_server_tool`] with no thread waiting for it: sent to a
     /// server that is ready now, its answer handed to `sink` by the thread
-    /// that reads it ([`Client::send_tool_call`]). `None` when the call
-    /// cannot go so (a server starting or gone, a task, an HTTP server):
-    /// nothing was sent.
+    /// that reads it ([`Client::send_tool_call`]), with the log messages
+    /// about it at `logs` or above. `None` when the call cannot go so (a
+    /// server starting or gone, a task, an HTTP server, a log level the
+    /// server must first be told): nothing was sent.
     ///
     /// # Errors
     /// [`Error::UnknownTool`] as [`Hub::call_server_tool`] says it, or the
@@ -341,12 +342,13 @@ impl Hub {
         tool: &str,
         arguments: &Value,
         sink: Arc<dyn crate::client::Sink>,
+        logs: Option<crate::protocol::LogLevel>,
     ) -> Result<Option<(Arc<Client>, crate::client::Sent)>, Error> {
         let Some(connected) = self.core.shared.ready(server) else { return Ok(None) };
         let tool_name = self.tool_of(&connected, tool)?;
         let client = &connected.client;
         let sent = client
-            .send_tool_call(&tool_name, arguments, sink)
+            .send_tool_call(&tool_name, arguments, sink, logs)
             .map_err(|err| err.for_server(client.server_name()))?;
         Ok(sent.map(|sent| (Arc::clone(client), sent)))
     }

@@ -8,7 +8,8 @@
 //! thread of its own, is written upstream by the thread that read it
 //! (`Core::send_ahead`) and becomes a `Flight`: the client's `Sink`. The
 //! thread that reads the upstream's answer writes the answer in front,
-//! as it passes progress on; nobody waits in between.
+//! as it passes progress and the log messages about the call on (at the
+//! level the client set, so before the answer); nobody waits in between.
 //!
 //! What a waiting worker did, a flight does by itself. A downstream
 //! cancellation gives it up (the upstream is told) and nothing is
@@ -43,7 +44,7 @@ use super::streams::Route;
 use crate::client::{Client, Limits, PassedResult, Sent, Sink};
 use crate::error::{CloseReason, Error, Step, Timeout};
 use crate::jsonrpc::{Frame, RequestId};
-use crate::protocol::Progress;
+use crate::protocol::{LogMessage, Progress};
 use crate::sync::{lock, wait_timeout};
 
 /// The most calls that fly at once.
@@ -325,6 +326,13 @@ impl Sink for Flight {
         if let Some(token) = &self.token {
             self.link.progress(&self.id, token, &Progress::from_params(params));
         }
+    }
+
+    fn log(&self, params: &Value) {
+        if self.ended.load(Ordering::SeqCst) || self.cancelled.load(Ordering::SeqCst) {
+            return;
+        }
+        self.link.log(&self.id, &self.server, &LogMessage::from_params(params));
     }
 
     fn finish(&self, outcome: Result<PassedResult, Error>) {

@@ -458,7 +458,10 @@ impl Core<'_> {
         };
         self.links.touch(link);
         let sink = Arc::clone(&flight) as Arc<dyn crate::client::Sink>;
-        match self.hub.send_server_tool(&server, &tool, arguments, sink) {
+        // The log messages about it, at the level the client set, go before
+        // its answer as a worker's call's do.
+        let logs = Some(lock(&link.peer).log_level.unwrap_or(crate::protocol::LogLevel::Info));
+        match self.hub.send_server_tool(&server, &tool, arguments, sink, logs) {
             Ok(Some((client, sent))) => flight.sent(client, sent),
             Ok(None) => {
                 flight.not_sent();

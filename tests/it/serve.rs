@@ -1208,6 +1208,23 @@ fn a_handshake_client_hears_logs_at_the_level_it_set() {
     assert!(at("i info").unwrap() < answered && at("i warning").unwrap() < answered, "{lines:?}");
     let refused = front.request(6, "logging/setLevel", json!({"level": "loud"}));
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    // Calls that come together fly (no thread waits for them): theirs come
+    // before their answers too, each at the level set. They had gone the
+    // way of any other message, and often came after the answer.
+    let calls: Vec<Value> =
+        (10..30).map(|id| tool_call(id, "fx__logs", json!({"tag": format!("f{id}")}))).collect();
+    front.send_together(&calls);
+    for id in 10..30 {
+        front.next("a flight's answer", |message| message["id"] == id);
+    }
+    let lines = front.raw.lock().unwrap().clone();
+    let at = |text: &str| lines.iter().position(|line| line.contains(text));
+    for id in 10..30 {
+        let answered = at(&format!("\"id\":{id},")).unwrap();
+        let (info, warning) = (at(&format!("f{id} info")), at(&format!("f{id} warning")));
+        assert!(info.unwrap() < answered && warning.unwrap() < answered, "{id}: {lines:?}");
+        assert!(at(&format!("f{id} debug")).is_none(), "{lines:?}");
+    }
     front.close();
     tag.assert_gone();
 }
