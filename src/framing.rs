@@ -78,6 +78,9 @@ pub struct Framer {
     scanned: usize,
     /// The last read took less than it had room for.
     drained: bool,
+    /// The rest of a line too large to read is being dropped, up to its
+    /// newline ([`Framer::skip_oversized`]).
+    skipping: bool,
 }
 
 impl Default for Framer {
@@ -98,6 +101,7 @@ impl Framer {
             wanted: 0,
             scanned: 0,
             drained: false,
+            skipping: false,
         }
     }
 
@@ -152,6 +156,18 @@ impl Framer {
         self.end > self.start
     }
 
+    /// Drops the line that was [`FrameError::TooLarge`]: what was read of
+    /// it now, the rest as it comes, up to its newline; the frames after it
+    /// are read as before. The buffer never holds more of it than the
+    /// limit. (A `Content-Length` frame that large cannot be skipped so:
+    /// what follows its header reads as lines until one ends.)
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub fn skip_oversized(&mut self) {
+        self.skipping = true;
+        self.scanned = 0;
+        self.wanted = 0;
+    }
+
     /// Lets go of a buffer a big frame left behind, so that a 15 MiB
     /// answer is not held twice (as bytes here and as the caller's value).
     pub fn release_large(&mut self) {
@@ -175,6 +191,20 @@ impl Framer {
     /// `Content-Length` frame.
     pub fn next_frame(&mut self) -> Result<Next<'_>, FrameError> {
         loop {
+            if self.skipping {
+                let pending = &self.buffer[self.start..self.end];
+                match pending.iter().position(|&byte| byte == b'\n') {
+                    Some(newline) => {
+                        self.start += newline + 1;
+                        self.skipping = false;
+                    }
+                    None => {
+                        self.start = self.end;
+                        self.release_large();
+                        return Ok(if self.ended { Next::End } else { Next::More });
+                    }
+                }
+            }
             let pending = &self.buffer[self.start..self.end];
             // Only the first limit + 1 bytes may hold the line's end.
             let window = &pending[..pending.len().min(self.limit + 1)];
@@ -288,6 +318,36 @@ fn content_length(line: &[u8]) -> io::Result<Option<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_too_large_is_skipped_and_the_next_read() {
+        for chunk in [7, 64, 4096] {
+            let mut input = b"{\"a\":1}\n".to_vec();
+            input.extend(std::iter::repeat_n(b'x', 3000));
+            input.extend(b"\n{\"b\":2}\n");
+            let mut framer = Framer::with_limit(1000);
+            let mut source = Chunks { data: &input, chunk };
+            let mut seen = Vec::new();
+            loop {
+                match framer.next_frame() {
+                    Ok(Next::Frame(frame)) => {
+                        seen.push(String::from_utf8_lossy(frame).into_owned())
+                    }
+                    Ok(Next::More) => {
+                        framer.fill_from(&mut source).unwrap();
+                    }
+                    Ok(Next::End) => break,
+                    Err(FrameError::TooLarge { .. }) => {
+                        seen.push("too large".to_owned());
+                        framer.skip_oversized();
+                    }
+                    Err(FrameError::Io(err)) => panic!("{err}"),
+                }
+                assert!(framer.buffer.len() < 4000, "{}", framer.buffer.len());
+            }
+            assert_eq!(seen, ["{\"a\":1}", "too large", "{\"b\":2}"], "chunk {chunk}");
+        }
+    }
 
     #[test]
     fn a_read_that_took_less_than_its_room_drained_the_stream() {

@@ -54,7 +54,7 @@ use crossbeam_channel::bounded;
 
 use crate::client::{CancelHandle, PassedResult};
 use crate::error::Error;
-use crate::framing::{Framer, Next};
+use crate::framing::{FrameError, Framer, Next};
 use crate::host::Host;
 use crate::hub::Hub;
 use crate::jsonrpc::{Frame, Message, Request, RequestId, RpcError};
@@ -644,6 +644,29 @@ fn refusal(frame: &[u8], why: &str) -> Option<serde_json::Value> {
     Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}))
 }
 
+/// What a byte-stream client's frame that cannot be read comes to: a line
+/// past the 16 MiB a frame may hold is answered -32600 (its id unread,
+/// null) and skipped, and reading goes on (true); anything else (the input
+/// failed, a `Content-Length` header that is not one) ends the input.
+fn read_on_after(err: FrameError, framer: &mut Framer, link: &Link) -> bool {
+    match err {
+        FrameError::TooLarge { .. } => {
+            let mib = crate::framing::MAX_FRAME >> 20;
+            log::warn!("the client in front of tether sent a line of more than {mib} MiB: skipped");
+            let message = format!("invalid request: a message of more than {mib} MiB");
+            let refused = json!({"jsonrpc": "2.0", "id": null,
+                                 "error": {"code": -32600, "message": message}});
+            link.send_bytes(Route::Announce, serde_json::to_vec(&refused).unwrap_or_default());
+            framer.skip_oversized();
+            true
+        }
+        FrameError::Io(err) => {
+            log::warn!("the client in front of tether sent what tether cannot read: {err}");
+            false
+        }
+    }
+}
+
 /// A Unix socket client's reader: frames from it until its input ends,
 /// each request for the workers.
 fn read_all(input: &mut impl Read, core: &Core<'_>, link: &Arc<Link>) {
@@ -664,10 +687,9 @@ fn read_all(input: &mut impl Read, core: &Core<'_>, link: &Arc<Link>) {
             },
             Ok(Next::End) => return,
             Err(err) => {
-                log::warn!(
-                    "the client in front of tether sent a frame tether cannot read: {err:?}"
-                );
-                return;
+                if !read_on_after(err, &mut framer, link) {
+                    return;
+                }
             }
         }
     }

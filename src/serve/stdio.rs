@@ -25,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::link::Link;
-use super::{take_frame, Admitted, Core, Taken};
+use super::{read_on_after, take_frame, Admitted, Core, Taken};
 use crate::framing::{Framer, Next};
 use crate::sync::{lock, wait_timeout};
 
@@ -237,10 +237,9 @@ fn read<R: Read + AsFd>(
             }
             Ok(Next::End) => return Came::End,
             Err(err) => {
-                log::warn!(
-                    "the client in front of tether sent a frame tether cannot read: {err:?}"
-                );
-                return Came::End;
+                if !read_on_after(err, framer, link) {
+                    return Came::End;
+                }
             }
         }
     }

@@ -147,6 +147,29 @@ fn a_request_cancelled_in_the_queue_is_never_answered() {
     tag.assert_gone();
 }
 
+// A line past the 16 MiB a message may hold ended the serving (exit 0, as
+// if stdin had ended) and gave up the calls under way. It is answered
+// -32600 and skipped; what came before and after it is answered.
+#[test]
+fn a_line_too_large_is_refused_and_the_serving_goes_on() {
+    let tag = Tag::new();
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
+    front.initialize(json!({}));
+    front.tools_with("fx__echo");
+    front.send(tool_call(2, "fx__sleep", json!({"ms": 1000})));
+    let huge = "x".repeat(17 * 1024 * 1024);
+    front.send(tool_call(3, "fx__echo", json!({"text": huge})));
+    let refused = front.next("the refusal", |message| message["error"]["code"] == -32600);
+    assert_eq!(refused["id"], Value::Null, "{refused}");
+    let pong = front.request(4, "ping", json!({}));
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    let slept = front.next("the call under way", |message| message["id"] == 2);
+    assert!(slept.get("result").is_some(), "{slept}");
+    assert!(!front.seen.iter().any(|message| message["id"] == 3), "{:?}", front.seen);
+    front.close();
+    tag.assert_gone();
+}
+
 // A script that writes its requests and closes its input at once hears the
 // quick ones: the end of the input gives what is under way a moment before
 // giving it up. The answer to `initialize` was lost 9 times in 30.
