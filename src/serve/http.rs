@@ -40,8 +40,12 @@ pub(super) const PATH: &str = "/mcp";
 const MAX_CONNECTIONS: usize = 64;
 /// Sessions kept at once.
 const MAX_SESSIONS: usize = 32;
-/// A session idle this long may give its place to a new one.
-const SESSION_IDLE: Duration = Duration::from_secs(300);
+/// A session idle this long (no request, no stream open) may give its
+/// place to a new one when `MAX_SESSIONS` live: a client that crashed
+/// never ends its session, and one that restarts often must not lock every
+/// other out for long. A client whose session ended so is told 404 and
+/// initializes again, as MCP asks.
+const SESSION_IDLE: Duration = Duration::from_secs(10);
 /// The largest request body.
 const MAX_BODY: usize = 4 * 1024 * 1024;
 /// How long a kept connection waits for its next request.
@@ -199,6 +203,7 @@ impl<'a> Front<'a> {
                 Incoming::Refused(status, why) => {
                     let _ =
                         http_wire::respond(&mut conn.stream, status, &[], why.as_bytes(), false);
+                    http_wire::linger(&mut conn.stream);
                     return;
                 }
                 Incoming::Request(request) => {
@@ -234,7 +239,10 @@ impl<'a> Front<'a> {
                 Some((status, text)) => {
                     http_wire::respond(stream, status, &[], text.as_bytes(), keep)?
                 }
-                None if origin.is_some() => http_wire::preflight(stream, keep)?,
+                None if origin.is_some() => {
+                    let asked = request.header("access-control-request-headers").unwrap_or("");
+                    http_wire::preflight(stream, asked, keep)?;
+                }
                 None => http_wire::respond(
                     stream,
                     405,

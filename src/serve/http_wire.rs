@@ -14,7 +14,7 @@
 
 use std::cell::RefCell;
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
 /// The longest request head.
@@ -31,8 +31,12 @@ thread_local! {
 
 /// What a browser is told a page may send and read here.
 const CORS_METHODS: &str = "GET, POST, DELETE, OPTIONS";
-const CORS_HEADERS: &str =
-    "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID";
+const CORS_HEADERS: &str = "Authorization, Content-Type, Accept, Mcp-Session-Id, \
+     Mcp-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name";
+/// How long a connection whose request was refused unread is read on, and
+/// how much of it at most, before it closes ([`linger`]).
+const LINGER: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 64 * 1024 * 1024;
 const CORS_EXPOSED: &str = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate";
 
 /// The request this thread answers next came from `origin`, a page allowed
@@ -42,14 +46,26 @@ pub(super) fn answering_origin(origin: Option<&str>) {
 }
 
 /// The CORS lines of a response head, for the origin answered now.
-fn cors_lines(out: &mut String, preflight: bool) {
+fn cors_lines(out: &mut String, preflight: Option<&str>) {
     ORIGIN.with(|kept| {
         if let Some(origin) = kept.borrow().as_deref() {
             out.push_str(&format!("Access-Control-Allow-Origin: {origin}\r\nVary: Origin\r\n"));
-            if preflight {
+            if let Some(asked) = preflight {
+                // A 2026-07-28 request mirrors its tool's `x-mcp-header`
+                // parameters into `Mcp-Param-{Name}`: those it asks for.
+                let params: String = asked
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|name| {
+                        name.len() > 10
+                            && name[..10].eq_ignore_ascii_case("mcp-param-")
+                            && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
+                    })
+                    .map(|name| format!(", {name}"))
+                    .collect();
                 out.push_str(&format!(
                     "Access-Control-Allow-Methods: {CORS_METHODS}\r\n\
-                     Access-Control-Allow-Headers: {CORS_HEADERS}\r\n\
+                     Access-Control-Allow-Headers: {CORS_HEADERS}{params}\r\n\
                      Access-Control-Max-Age: 600\r\n"
                 ));
             } else {
@@ -305,7 +321,7 @@ pub(super) fn respond(
     for (name, value) in headers {
         out.push_str(&format!("{name}: {value}\r\n"));
     }
-    cors_lines(&mut out, false);
+    cors_lines(&mut out, None);
     out.push_str(&format!("Content-Length: {}\r\n", body.len()));
     if !keep_alive {
         out.push_str("Connection: close\r\n");
@@ -325,22 +341,44 @@ pub(super) fn start_events(stream: &mut TcpStream, headers: &[(&str, &str)]) -> 
     for (name, value) in headers {
         out.push_str(&format!("{name}: {value}\r\n"));
     }
-    cors_lines(&mut out, false);
+    cors_lines(&mut out, None);
     out.push_str("\r\n");
     stream.write_all(out.as_bytes())
 }
 
 /// The answer to a CORS preflight (`OPTIONS`) from an allowed page: what
 /// it may send.
-pub(super) fn preflight(stream: &mut TcpStream, keep_alive: bool) -> io::Result<()> {
+/// `asked` is the page's `Access-Control-Request-Headers`.
+pub(super) fn preflight(stream: &mut TcpStream, asked: &str, keep_alive: bool) -> io::Result<()> {
     let mut out = String::from("HTTP/1.1 204 No Content\r\n");
-    cors_lines(&mut out, true);
+    cors_lines(&mut out, Some(asked));
     out.push_str("Content-Length: 0\r\n");
     if !keep_alive {
         out.push_str("Connection: close\r\n");
     }
     out.push_str("\r\n");
     stream.write_all(out.as_bytes())
+}
+
+/// Closes a connection whose request was refused before its body was read
+/// (too large): the answer sent, the rest the client still sends is read
+/// and dropped for a moment (at most [`LINGER`], [`LINGER_BYTES`]), so
+/// that the client reads the answer rather than a reset.
+pub(super) fn linger(stream: &mut TcpStream) {
+    let _ = stream.shutdown(Shutdown::Write);
+    let until = Instant::now() + LINGER;
+    let mut dropped = [0u8; 16 * 1024];
+    let mut total = 0;
+    while total < LINGER_BYTES {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match stream.read(&mut dropped) {
+            Ok(0) | Err(_) => return,
+            Ok(read) => total += read,
+        }
+    }
 }
 
 /// One JSON-RPC message as one event (each line of it a `data:` line).

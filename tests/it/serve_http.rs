@@ -170,6 +170,13 @@ fn the_http_front_guards_its_port_and_serves_a_session() {
     );
     let (status, _, _) = serve.exchange(&huge, b"");
     assert_eq!(status, 413, "a body past the limit is refused before it is read");
+    // A client that sends the whole body before it reads reads the 413
+    // too, not a reset: the rest of the body is read and dropped.
+    let body = vec![b' '; 5 * 1024 * 1024];
+    let sent_whole = "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n";
+    for _ in 0..3 {
+        assert_eq!(serve.exchange(sent_whole, &body).0, 413, "a body sent whole");
+    }
     let batch = serve.post(&json!([initialize()]), "");
     assert_eq!(batch.0, 400, "{batch:?}");
     let tools = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
@@ -221,16 +228,29 @@ fn the_http_front_guards_its_port_and_serves_a_session() {
 }
 
 // At most 32 sessions live at once: the 33rd `initialize` is refused (503)
-// while every session is fresh, and the port is still served after.
+// while every session is fresh, and the port is still served after. Once
+// they have been idle 10 s, a new one takes the place of the one idle
+// longest, whose client is told 404 (a cold trial's 32 clients that never
+// ended their sessions had locked every other out for 5 minutes).
 #[test]
 fn sessions_are_bounded() {
     let serve = HttpServe::start(json!({}), &[]);
+    let began = Instant::now();
+    let mut first = String::new();
     for n in 0..32 {
         let (status, head, _) = serve.post(&initialize(), "");
         assert_eq!(status, 200, "session {n}: {head}");
+        if n == 0 {
+            first = format!("Mcp-Session-Id: {}\r\n", session_of(&head));
+        }
     }
     let (status, _, body) = serve.post(&initialize(), "");
     assert_eq!(status, 503, "{body}");
+    std::thread::sleep(Duration::from_millis(10_300).saturating_sub(began.elapsed()));
+    let (status, head, _) = serve.post(&initialize(), "");
+    assert_eq!(status, 200, "a session idle 10 s gave its place: {head}");
+    let ping = json!({"jsonrpc": "2.0", "id": 5, "method": "ping"});
+    assert_eq!(serve.post(&ping, &first).0, 404, "the idlest session ended");
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                       "io.modelcontextprotocol/clientCapabilities": {}});
     let list = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list",
@@ -459,6 +479,23 @@ fn an_allowed_page_passes_the_browsers_cors_checks() {
     assert!(lower.contains("access-control-allow-headers: authorization, content-type"), "{head}");
     let elsewhere = preflight.replace("https://app.example.com", "https://evil.example");
     assert_eq!(serve.exchange(&elsewhere, b"").0, 403);
+    // A 2026-07-28 page sends the headers it mirrors from its body; a
+    // preflight that refused them left it no way to send its requests.
+    let modern = preflight.replace(
+        "authorization, content-type",
+        "authorization, content-type, mcp-method, mcp-name, mcp-param-region, bad header",
+    );
+    let (status, head, _) = serve.exchange(&modern, b"");
+    assert_eq!(status, 204, "{head}");
+    let allowed = head
+        .lines()
+        .find_map(|line| line.strip_prefix("Access-Control-Allow-Headers: "))
+        .unwrap_or_else(|| panic!("{head}"))
+        .to_ascii_lowercase();
+    for name in ["mcp-method", "mcp-name", "mcp-param-region", "mcp-protocol-version"] {
+        assert!(allowed.split(", ").any(|allowed| allowed == name), "{name}: {head}");
+    }
+    assert!(!allowed.contains("bad"), "{head}");
 
     let (status, head, _) = serve.post(&initialize(), "Origin: https://app.example.com\r\n");
     assert_eq!(status, 200, "{head}");
