@@ -23,9 +23,9 @@ use super::starting::only_server;
 use super::{output, status};
 
 /// How long the servers may take to close once the client in front went
-/// away. The issue gives the whole end half a second: the requests' grace
-/// comes before it, and an orphaned supervisor's 0.3 s grace after it for a
-/// server that ignores its input's end and SIGTERM.
+/// away, or a signal came. The issue gives the whole end half a second:
+/// the requests' grace comes before it, and an orphaned supervisor's 0.3 s
+/// grace after it for a server that ignores its input's end and SIGTERM.
 const CLOSE_AFTER_CLIENT: Duration = Duration::from_millis(100);
 
 pub(super) fn serve(
@@ -123,6 +123,7 @@ pub(super) fn serve_config(
     let downstream = Downstream::new();
     let hub_options = hub_options.with_host(downstream.host()).with_name_style(style);
     let hub = signals.start_hub_now(config, hub_options);
+    signals.close_within_on_signal(CLOSE_AFTER_CLIENT);
     let served = match listener {
         // Until a signal: the watch ends the servers and exits.
         Some(listener) => downstream.serve_http(&hub, listener, &options),

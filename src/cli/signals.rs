@@ -4,7 +4,7 @@
 //! exits at once.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,10 @@ static SIGNALLED: AtomicI32 = AtomicI32::new(0);
 static AT_EXIT: Mutex<Vec<Box<dyn FnOnce() + Send>>> = Mutex::new(Vec::new());
 /// Set once the terminal was told why tether waits for its servers.
 static SAID_SLOW: AtomicBool = AtomicBool::new(false);
+/// How long a signal's closing may take, in milliseconds, before tether
+/// exits and leaves the servers to their supervisors; 0: until they are
+/// gone (`SignalWatch::close_within_on_signal`).
+static SIGNAL_CLOSE_MS: AtomicU64 = AtomicU64::new(0);
 /// How long closing may take before the terminal is told why it waits.
 const SLOW_CLOSING: Duration = Duration::from_secs(1);
 /// Whether every server has a supervisor that ends its tree when tether
@@ -87,9 +91,12 @@ impl SignalWatch {
                     // On a thread of its own, so that a second signal is heard;
                     // that thread ends the process.
                     let hub = lock(&watched).clone();
+                    let within = SIGNAL_CLOSE_MS.load(Ordering::SeqCst);
+                    let by = (within > 0 && SUPERVISED)
+                        .then(|| Instant::now() + Duration::from_millis(within));
                     let stop = move || {
                         if let Some(hub) = hub {
-                            close(hub, None);
+                            close(hub, by);
                         }
                         for then in std::mem::take(&mut *lock(&AT_EXIT)) {
                             then();
@@ -172,6 +179,15 @@ impl SignalWatch {
                 ));
             }
         }
+    }
+
+    /// From now on a signal's closing takes at most `within`: then tether
+    /// exits, and the servers' supervisors end what is left (`tether
+    /// serve`, whose host waits for it to be gone).
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub(super) fn close_within_on_signal(&self, within: Duration) {
+        let ms = u64::try_from(within.as_millis()).unwrap_or(u64::MAX).max(1);
+        SIGNAL_CLOSE_MS.store(ms, Ordering::SeqCst);
     }
 
     /// Shuts the hub down, and stops watching. Within `stop_by` (and a

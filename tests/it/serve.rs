@@ -143,7 +143,20 @@ impl Front {
     }
 
     /// Closes stdin and waits for the exit; how long it took.
-    pub fn close(mut self) -> (Option<i32>, Duration) {
+    pub fn close(self) -> (Option<i32>, Duration) {
+        self.end_by(|front| drop(front.stdin.take()))
+    }
+
+    /// Sends SIGTERM and waits for the exit; how long it took.
+    pub fn terminate(self) -> (Option<i32>, Duration) {
+        self.end_by(|front| {
+            // SAFETY: a signal to the child this test started.
+            unsafe { libc::kill(front.child.id() as i32, libc::SIGTERM) };
+        })
+    }
+
+    fn end_by(mut self, end: impl FnOnce(&mut Front)) -> (Option<i32>, Duration) {
+        end(&mut self);
         drop(self.stdin.take());
         let closed = Instant::now();
         loop {

@@ -377,6 +377,14 @@ fn a_server_that_ignores_its_end_is_gone_soon_after_the_client() {
     assert_eq!(code, Some(0));
     assert!(took < Duration::from_secs(1), "exited {took:?} after stdin closed");
     tag.assert_gone_within(Duration::from_millis(500));
+    // SIGTERM too: tether had waited for such a server for 1.6 s.
+    let mut front = Front::start(json!({"fx": misbehave_entry(&tag, &flags)}), &[]);
+    front.initialize(json!({}));
+    front.tools_with("fx__echo");
+    let (code, took) = front.terminate();
+    assert_eq!(code, Some(143));
+    assert!(took < Duration::from_millis(400), "exited {took:?} after SIGTERM");
+    tag.assert_gone_within(Duration::from_millis(500));
 }
 
 // `initialize` is answered before the one server served alone connects, so
