@@ -344,7 +344,7 @@ impl<'a> Front<'a> {
         if !json {
             return plain(stream, 415, "MCP messages are application/json", keep);
         }
-        let message = match Message::parse(&request.body) {
+        let message = match super::parse(&request.body) {
             Ok(message) => message,
             Err(why) => {
                 let refused = super::refusal(&request.body, &why).unwrap_or_else(|| {

@@ -581,7 +581,7 @@ enum Taken {
 /// dealt with at once (a listen held open, a notification, an answer to
 /// tether, a frame that is not JSON-RPC).
 fn take_frame(frame: &[u8], core: &Core<'_>, link: &Arc<Link>) -> Taken {
-    match Message::parse(frame) {
+    match parse(frame) {
         // Held open, not answered: it never takes a worker.
         Ok(Message::Request(request)) if request.method == "subscriptions/listen" => {
             if !link.refuses_listen(&request.id) {
@@ -602,6 +602,36 @@ fn take_frame(frame: &[u8], core: &Core<'_>, link: &Arc<Link>) -> Taken {
         }
     }
     Taken::Heard
+}
+
+/// A client's frame as a message. One with a method and a null id is a
+/// request in JSON-RPC's words (a notification has no id at all), which
+/// MCP forbids: refused, where `Message::parse` (lenient with servers)
+/// reads it as a notification.
+fn parse(frame: &[u8]) -> Result<Message, String> {
+    let message = Message::parse(frame)?;
+    if matches!(message, Message::Notification(_)) && has_null_id(frame) {
+        return Err("a request's id may not be null".to_owned());
+    }
+    Ok(message)
+}
+
+/// True when `frame`'s top level has an `id` member that is null (read
+/// again, skipped through: only a notification is asked).
+fn has_null_id(frame: &[u8]) -> bool {
+    use serde::de::IgnoredAny;
+    use serde::Deserialize;
+    #[derive(Deserialize)]
+    struct Shape {
+        #[serde(default, deserialize_with = "present")]
+        id: Option<Option<IgnoredAny>>,
+    }
+    fn present<'de, D: serde::Deserializer<'de>>(
+        member: D,
+    ) -> Result<Option<Option<IgnoredAny>>, D::Error> {
+        Option::<IgnoredAny>::deserialize(member).map(Some)
+    }
+    serde_json::from_slice::<Shape>(frame).is_ok_and(|shape| matches!(shape.id, Some(None)))
 }
 
 /// The answer to a frame that is not a message tether takes (JSON-RPC 2.0,

@@ -49,6 +49,7 @@ fn frames_that_are_not_requests_are_answered_as_json_rpc_says() {
         json!({"jsonrpc": "2.0", "id": 99, "result": {}}).to_string(),
         json!({"jsonrpc": "1.0", "id": 9, "method": "ping"}).to_string(),
         json!({"id": 10, "method": "ping"}).to_string(),
+        json!({"jsonrpc": "2.0", "id": null, "method": "ping"}).to_string(),
         json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}).to_string(),
     ];
     let input = lines.join("\n") + "\n";
@@ -65,11 +66,12 @@ fn frames_that_are_not_requests_are_answered_as_json_rpc_says() {
         (null.clone(), json!(-32600)),
         (json!(9), json!(-32600)),
         (json!(10), json!(-32600)),
+        (null.clone(), json!(-32600)),
         (json!(8), null),
     ];
     assert_eq!(codes, expected, "{seen:?}");
     assert_eq!(seen[1]["error"]["message"], "batches are not served");
-    assert_eq!(seen[7]["result"], json!({}));
+    assert_eq!(seen[8]["result"], json!({}));
 }
 
 // MCP forbids a client to use an id twice in a session. A second request
