@@ -27,6 +27,30 @@ use crate::sync::lock;
 /// How long a frame waits for room in the writer's queue.
 const SEND_WAIT: Duration = Duration::from_secs(5);
 
+/// Sends `bytes` down a byte stream. An answer too big for what is held
+/// for a client that is not reading its output (`PipeOut`'s bound) gives
+/// its place to a short error under its id: every request is answered.
+fn piped(out: &PipeOut, route: Route<'_>, bytes: Vec<u8>, wait: Duration) -> bool {
+    let size = bytes.len();
+    if out.send(bytes, wait) {
+        return true;
+    }
+    let Route::Answer(id) = route else { return false };
+    if size <= super::pipe_out::SMALL_FRAME {
+        return false;
+    }
+    let error = RpcError {
+        code: -32603,
+        message: format!(
+            "tether dropped this answer ({size} bytes): the client was not reading its output, \
+             and {} MiB waited for it already",
+            super::pipe_out::MAX_QUEUED_BYTES >> 20
+        ),
+        data: None,
+    };
+    out.send(Frame::response(id, &Err(error)).bytes, Duration::ZERO)
+}
+
 /// What the downstream said of itself.
 #[derive(Default)]
 pub(super) struct Peer {
@@ -180,7 +204,7 @@ impl Link {
         let out = lock(&self.out).clone();
         match out {
             Outlet::Closed => false,
-            Outlet::Pipe(out) => out.send(bytes, SEND_WAIT),
+            Outlet::Pipe(out) => piped(&out, route, bytes, SEND_WAIT),
             Outlet::Streams(streams) => streams.send(route, bytes, SEND_WAIT),
         }
     }
@@ -190,7 +214,7 @@ impl Link {
     /// the thread that reads a server, must never wait for the client.
     pub(super) fn has_room(&self, frames: usize) -> bool {
         match &*lock(&self.out) {
-            Outlet::Pipe(out) => out.room() >= frames,
+            Outlet::Pipe(out) => out.room() >= frames && out.roomy(),
             _ => false,
         }
     }
@@ -201,7 +225,7 @@ impl Link {
         let out = lock(&self.out).clone();
         match out {
             Outlet::Closed => false,
-            Outlet::Pipe(out) => out.send(bytes, Duration::ZERO),
+            Outlet::Pipe(out) => piped(&out, route, bytes, Duration::ZERO),
             Outlet::Streams(streams) => streams.send(route, bytes, Duration::ZERO),
         }
     }

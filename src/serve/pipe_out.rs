@@ -13,20 +13,35 @@
 //! a frame go to the bounded queue that the front's writer thread drains
 //! with ordinary blocking writes; while anything waits there, every frame
 //! queues behind it, so frames are written whole and in order.
+//!
+//! The queue is bounded in frames and in bytes: a client that stops
+//! reading its output must not make tether hold every answer its servers
+//! send (a cold trial saw 870 MB and climbing). Past [`MAX_QUEUED_BYTES`]
+//! a big frame waits for room as long as its sender may, or is refused;
+//! small ones (progress, an error in place of an answer refused so) are
+//! bounded by the count alone.
 
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::sync::lock;
+use crate::sync::{lock, wait_timeout};
+
+/// The most bytes queued for a client before a big frame waits for room.
+pub(super) const MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
+/// A frame this small is never held back by the bytes queued.
+pub(super) const SMALL_FRAME: usize = 4 * 1024;
 
 /// One client's output: its descriptor, and the writer's queue.
 pub(super) struct PipeOut {
     fd: RawFd,
     state: Mutex<OutState>,
+    /// The writer wrote a frame (or the output closed): room for a frame
+    /// that waits.
+    freed: Condvar,
 }
 
 struct OutState {
@@ -34,6 +49,8 @@ struct OutState {
     queue: Option<Sender<Vec<u8>>>,
     /// Frames queued or being written by the writer thread.
     queued: usize,
+    /// Their bytes.
+    queued_bytes: usize,
     /// The descriptor takes `RWF_NOWAIT` writes (until it refuses one).
     write_through: bool,
     /// A write failed: the client is gone.
@@ -44,13 +61,20 @@ impl PipeOut {
     /// The output on `fd`, which must stay open as long as this lives;
     /// frames that cannot be written at once go to `queue`.
     pub(super) fn new(fd: RawFd, queue: Sender<Vec<u8>>) -> PipeOut {
-        let state = OutState { queue: Some(queue), queued: 0, write_through: true, broken: false };
-        PipeOut { fd, state: Mutex::new(state) }
+        let state = OutState {
+            queue: Some(queue),
+            queued: 0,
+            queued_bytes: 0,
+            write_through: true,
+            broken: false,
+        };
+        PipeOut { fd, state: Mutex::new(state), freed: Condvar::new() }
     }
 
     /// Nothing more is written: the writer ends once the queue is drained.
     pub(super) fn close(&self) {
         lock(&self.state).queue = None;
+        self.freed.notify_all();
     }
 
     /// Writes one frame (a newline added), or queues it, waiting at most
@@ -62,7 +86,19 @@ impl PipeOut {
             return true;
         }
         frame.push(b'\n');
+        let until = Instant::now() + wait;
         let mut state = lock(&self.state);
+        // A big frame behind many bytes the client has not read yet waits.
+        while frame.len() > SMALL_FRAME
+            && state.queued > 0
+            && state.queued_bytes + frame.len() > MAX_QUEUED_BYTES
+        {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || state.broken || state.queue.is_none() {
+                return false;
+            }
+            state = wait_timeout(&self.freed, state, left);
+        }
         if state.broken || state.queue.is_none() {
             return false;
         }
@@ -74,6 +110,7 @@ impl PipeOut {
                     // is let go (the queue is empty, so there is room).
                     frame.drain(..written);
                     state.queued += 1;
+                    state.queued_bytes += frame.len();
                     let queued = state.queue.as_ref().is_some_and(|q| q.try_send(frame).is_ok());
                     state.broken |= !queued;
                     return queued;
@@ -89,17 +126,28 @@ impl PipeOut {
             }
         }
         let Some(queue) = state.queue.clone() else { return false };
+        let bytes = frame.len();
         state.queued += 1;
+        state.queued_bytes += bytes;
         drop(state);
-        let queued = if wait.is_zero() {
+        let left = until.saturating_duration_since(Instant::now());
+        let queued = if left.is_zero() {
             queue.try_send(frame).is_ok()
         } else {
-            queue.send_timeout(frame, wait).is_ok()
+            queue.send_timeout(frame, left).is_ok()
         };
         if !queued {
-            lock(&self.state).queued -= 1;
+            let mut state = lock(&self.state);
+            state.queued -= 1;
+            state.queued_bytes -= bytes;
         }
         queued
+    }
+
+    /// True while fewer bytes than half the bound wait to be written: room
+    /// for calls whose answers must never wait (`flights.rs`).
+    pub(super) fn roomy(&self) -> bool {
+        lock(&self.state).queued_bytes < MAX_QUEUED_BYTES / 2
     }
 
     /// How many more frames the writer's queue takes now (none once
@@ -121,6 +169,8 @@ impl PipeOut {
             let written = write_all(self.fd, &frame);
             let mut state = lock(&self.state);
             state.queued -= 1;
+            state.queued_bytes -= frame.len();
+            self.freed.notify_all();
             if let Err(err) = written {
                 log::debug!("the client's output closed: {err}");
                 state.broken = true;
