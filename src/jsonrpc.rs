@@ -119,7 +119,7 @@ struct Version(bool);
 impl<'de> Deserialize<'de> for Version {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Seen;
-        impl serde::de::Visitor<'_> for Seen {
+        impl<'de> serde::de::Visitor<'de> for Seen {
             type Value = Version;
             fn expecting(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
                 out.write_str("a JSON-RPC version")
@@ -140,6 +140,21 @@ impl<'de> Deserialize<'de> for Version {
                 Ok(Version(false))
             }
             fn visit_unit<E>(self) -> Result<Version, E> {
+                Ok(Version(false))
+            }
+            // Skipped as they are read: any value is read, only "2.0" is it.
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Version, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Version(false))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Version, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 Ok(Version(false))
             }
         }
@@ -260,6 +275,19 @@ impl Message {
     /// value that is not a JSON-RPC message (a batch, a bad id, …), or a
     /// request or notification too big to parse.
     pub fn parse(bytes: &[u8]) -> Result<Message, String> {
+        Message::parse_with(bytes, false)
+    }
+
+    /// [`Message::parse`] that also refuses a request or notification
+    /// whose `jsonrpc` is not `"2.0"`: what a server (`tether serve`) takes
+    /// from its client. A client stays lenient with its servers, whose
+    /// requests would otherwise go unanswered.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub(crate) fn parse_strict(bytes: &[u8]) -> Result<Message, String> {
+        Message::parse_with(bytes, true)
+    }
+
+    fn parse_with(bytes: &[u8], strict: bool) -> Result<Message, String> {
         // serde would read an array as a struct's fields in order.
         match bytes.iter().find(|byte| !byte.is_ascii_whitespace()) {
             Some(b'{') => {}
@@ -301,8 +329,9 @@ impl Message {
             Some(other) => return Err(format!("unsupported id {other}")),
         };
         // A request or notification in another JSON-RPC (1.0 has no such
-        // member) is not one tether takes; an answer is still an answer.
-        if incoming.method.is_some() && !incoming.jsonrpc.is_some_and(|version| version.0) {
+        // member) is not one tether serves; an answer is still an answer.
+        if strict && incoming.method.is_some() && !incoming.jsonrpc.is_some_and(|version| version.0)
+        {
             return Err("not JSON-RPC 2.0: \"jsonrpc\" is not \"2.0\"".to_owned());
         }
         match (incoming.method, id) {
@@ -555,16 +584,21 @@ mod tests {
             r#"{"id":1,"method":"ping"}"#,
             r#"{"jsonrpc":2.0,"method":"notifications/initialized"}"#,
             r#"{"jsonrpc":null,"id":"a","method":"ping"}"#,
+            r#"{"jsonrpc":{"v":[2,0]},"id":"a","method":"ping"}"#,
         ] {
-            let why = Message::parse(frame.as_bytes()).unwrap_err();
+            let why = Message::parse_strict(frame.as_bytes()).unwrap_err();
             assert!(why.contains("JSON-RPC 2.0"), "{frame}: {why}");
+            // A server's, read by the client, still reaches the host.
+            assert!(Message::parse(frame.as_bytes()).is_ok(), "{frame}");
         }
         assert!(matches!(
-            Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Message::parse_strict(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
             Ok(Message::Request(_))
         ));
-        // A sloppy server's answer still reaches its caller.
-        assert!(matches!(Message::parse(br#"{"id":1,"result":{}}"#), Ok(Message::Response(_))));
+        // A sloppy answer still reaches its caller.
+        for frame in [&br#"{"id":1,"result":{}}"#[..], br#"{"jsonrpc":[1],"id":1,"result":{}}"#] {
+            assert!(matches!(Message::parse_strict(frame), Ok(Message::Response(_))));
+        }
     }
 
     #[test]

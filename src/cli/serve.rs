@@ -122,8 +122,8 @@ pub(super) fn serve_config(
     }
     let downstream = Downstream::new();
     let hub_options = hub_options.with_host(downstream.host()).with_name_style(style);
-    let hub = signals.start_hub_now(config, hub_options);
     signals.close_within_on_signal(CLOSE_AFTER_CLIENT);
+    let hub = signals.start_hub_now(config, hub_options);
     let served = match listener {
         // Until a signal: the watch ends the servers and exits.
         Some(listener) => downstream.serve_http(&hub, listener, &options),

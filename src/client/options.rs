@@ -327,6 +327,13 @@ impl CancelHandle {
         lock(&self.trigger).take();
     }
 
+    /// True when `other` is this handle (a clone of it), not merely
+    /// another one in the same state.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    pub(crate) fn same(&self, other: &CancelHandle) -> bool {
+        Arc::ptr_eq(&self.trigger, &other.trigger)
+    }
+
     /// True once `cancel` was called.
     pub fn is_cancelled(&self) -> bool {
         lock(&self.trigger).is_none()

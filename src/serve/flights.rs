@@ -24,8 +24,10 @@
 //!
 //! The threads that answer flights read servers or keep time, so they
 //! never wait for the client: a call flies only while the client's output
-//! has room for every flight's answer at once, and neither an answer nor
-//! its progress waits for room. A server that died is asked for the end of
+//! has room for every flight's answer at once (in frames; in bytes, while
+//! less than half of `pipe_out`'s bound waits, and answers may go past the
+//! bound up to its ceiling for frames that never wait), and neither an
+//! answer nor its progress waits for room. A server that died is asked for the end of
 //! its stderr once a second at most, not once per call it leaves.
 //!
 //! At most [`MAX_FLYING`] calls fly at once; beyond that a call goes to

@@ -45,7 +45,10 @@ const MAX_SESSIONS: usize = 32;
 /// never ends its session, and one that restarts often must not lock every
 /// other out for long. A client whose session ended so is told 404 and
 /// initializes again, as MCP asks.
-const SESSION_IDLE: Duration = Duration::from_secs(10);
+const SESSION_IDLE: Duration = Duration::from_secs(60);
+/// The same for a session whose client never said `initialized`: a
+/// handshake begun and left.
+const HALF_OPEN_IDLE: Duration = Duration::from_secs(10);
 /// The largest request body.
 const MAX_BODY: usize = 4 * 1024 * 1024;
 /// How long a kept connection waits for its next request.
@@ -631,7 +634,9 @@ impl<'a> Front<'a> {
                 let idlest = sessions
                     .iter()
                     .filter(|(_, session)| {
-                        session.used.elapsed() >= SESSION_IDLE && !session.streams.is_busy()
+                        let ready = lock(&session.link.peer).ready;
+                        let idle = if ready { SESSION_IDLE } else { HALF_OPEN_IDLE };
+                        session.used.elapsed() >= idle && !session.streams.is_busy()
                     })
                     .min_by_key(|(_, session)| session.used)
                     .map(|(id, _)| id.clone())?;

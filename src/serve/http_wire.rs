@@ -51,18 +51,7 @@ fn cors_lines(out: &mut String, preflight: Option<&str>) {
         if let Some(origin) = kept.borrow().as_deref() {
             out.push_str(&format!("Access-Control-Allow-Origin: {origin}\r\nVary: Origin\r\n"));
             if let Some(asked) = preflight {
-                // A 2026-07-28 request mirrors its tool's `x-mcp-header`
-                // parameters into `Mcp-Param-{Name}`: those it asks for.
-                let params: String = asked
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|name| {
-                        name.len() > 10
-                            && name[..10].eq_ignore_ascii_case("mcp-param-")
-                            && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
-                    })
-                    .map(|name| format!(", {name}"))
-                    .collect();
+                let params = mirrored_params(asked);
                 out.push_str(&format!(
                     "Access-Control-Allow-Methods: {CORS_METHODS}\r\n\
                      Access-Control-Allow-Headers: {CORS_HEADERS}{params}\r\n\
@@ -73,6 +62,25 @@ fn cors_lines(out: &mut String, preflight: Option<&str>) {
             }
         }
     });
+}
+
+/// The `Mcp-Param-{Name}` headers among those a preflight asks for (a
+/// 2026-07-28 request mirrors its tool's `x-mcp-header` parameters into
+/// them), each as `, NAME`: names of ASCII letters, digits and `-` only.
+fn mirrored_params(asked: &str) -> String {
+    asked
+        .split(',')
+        .map(str::trim)
+        .filter(|name| {
+            // Bytes, not a slice of the text: a name may hold any
+            // character (the head is read lossily) where byte 10 falls.
+            let bytes = name.as_bytes();
+            bytes.len() > 10
+                && bytes[..10].eq_ignore_ascii_case(b"mcp-param-")
+                && bytes.iter().all(|byte| byte.is_ascii_alphanumeric() || *byte == b'-')
+        })
+        .map(|name| format!(", {name}"))
+        .collect()
 }
 
 /// One request.
@@ -423,5 +431,20 @@ pub(super) fn peer_gone(stream: &TcpStream) -> bool {
             io::Error::last_os_error().kind(),
             io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mirrored_params;
+
+    #[test]
+    fn a_preflight_allows_the_mirrored_params_it_asks_for_and_no_other() {
+        let asked = "authorization, Mcp-Param-Region, mcp-param-x-y, mcp-param-, mcp-parama, x";
+        assert_eq!(mirrored_params(asked), ", Mcp-Param-Region, mcp-param-x-y");
+        // Where byte 10 falls inside a character: no slice of the text.
+        for asked in ["mcp-param\u{fffd}", "mcp-param\u{e9}x", "\u{fffd}\u{fffd}\u{fffd}\u{fffd}"] {
+            assert_eq!(mirrored_params(asked), "", "{asked}");
+        }
     }
 }

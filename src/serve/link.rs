@@ -43,7 +43,7 @@ fn piped(out: &PipeOut, route: Route<'_>, bytes: Vec<u8>, wait: Duration) -> boo
         code: -32603,
         message: format!(
             "tether dropped this answer ({size} bytes): the client was not reading its output, \
-             and {} MiB waited for it already",
+             and more than {} MiB waited for it already",
             super::pipe_out::MAX_QUEUED_BYTES >> 20
         ),
         data: None,
@@ -165,9 +165,14 @@ impl Link {
         }
     }
 
-    /// Forgets request `id` of the client's: answered, or given up.
-    pub(super) fn forget(&self, id: &RequestId) {
-        lock(&self.in_flight).remove(id);
+    /// Forgets request `id` of the client's, taken in with `cancel`:
+    /// answered, or given up. Only that request: once answered (a round's
+    /// `input_required`, while its call goes on), its id may name a new one.
+    pub(super) fn forget(&self, id: &RequestId, cancel: &CancelHandle) {
+        let mut in_flight = lock(&self.in_flight);
+        if matches!(in_flight.get(id), Some(Underway::Answered(own)) if own.same(cancel)) {
+            in_flight.remove(id);
+        }
     }
 
     /// Gives up every request of the client's under way.

@@ -398,26 +398,25 @@ impl Core<'_> {
                 data: None,
             };
             let id = &job.admitted.request.id;
-            job.link.forget(id);
+            job.link.forget(id, &job.admitted.cancel);
             job.link.send(Route::Answer(id), Frame::response(id, &Err(busy)));
         }
     }
 
-    /// Takes in `request` of `link`'s client (`Link::admit`), or refuses
-    /// it at once when its id names a request of the client's under way
-    /// (MCP forbids reusing an id): answered twice under one id, the
-    /// client could not tell which answer is which, nor cancel one.
+    /// Takes in `request` of `link`'s byte stream (`Link::admit`), or
+    /// refuses it at once when its id names a request of the client's under
+    /// way (MCP forbids reusing an id): answered twice under one id, the
+    /// client could not tell which answer is which, nor cancel one. The
+    /// refusal goes under a null id, the message naming the id: under that
+    /// id the client would take it for the first request's answer.
     fn admit(&self, link: &Arc<Link>, request: Request) -> Option<Admitted> {
         match link.admit(&request.id) {
             Some(cancel) => Some(Admitted { request, cancel }),
             None => {
-                let id = &request.id;
-                let refused = RpcError {
-                    code: -32600,
-                    message: format!("request id {id} is in use by a request under way"),
-                    data: None,
-                };
-                link.send(Route::Answer(id), Frame::response(id, &Err(refused)));
+                let message = format!("request id {} is in use by a request under way", request.id);
+                let refused = json!({"jsonrpc": "2.0", "id": null,
+                                     "error": {"code": -32600, "message": message}});
+                link.send_bytes(Route::Announce, serde_json::to_vec(&refused).unwrap_or_default());
                 None
             }
         }
@@ -486,7 +485,7 @@ impl Core<'_> {
         // Cancelled while it waited for a worker: no answer, as MCP says
         // (over HTTP its stream still ends).
         if cancel.is_cancelled() {
-            link.forget(&request.id);
+            link.forget(&request.id, &cancel);
             link.send_bytes(Route::Answer(&request.id), Vec::new());
             return;
         }
@@ -549,6 +548,7 @@ impl Admitted {
 struct Answering<'a> {
     link: &'a Link,
     id: &'a RequestId,
+    cancel: CancelHandle,
 }
 
 impl<'a> Answering<'a> {
@@ -558,13 +558,13 @@ impl<'a> Answering<'a> {
         if link.is_closed() {
             cancel.cancel();
         }
-        Answering { link, id }
+        Answering { link, id, cancel: cancel.clone() }
     }
 }
 
 impl Drop for Answering<'_> {
     fn drop(&mut self) {
-        self.link.forget(self.id);
+        self.link.forget(self.id, &self.cancel);
         self.link.answering.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -604,12 +604,12 @@ fn take_frame(frame: &[u8], core: &Core<'_>, link: &Arc<Link>) -> Taken {
     Taken::Heard
 }
 
-/// A client's frame as a message. One with a method and a null id is a
-/// request in JSON-RPC's words (a notification has no id at all), which
-/// MCP forbids: refused, where `Message::parse` (lenient with servers)
-/// reads it as a notification.
+/// A client's frame as a message, in JSON-RPC 2.0 only. One with a method
+/// and a null id is a request in JSON-RPC's words (a notification has no
+/// id at all), which MCP forbids: refused, where `Message::parse` (lenient
+/// with servers) reads it as a notification.
 fn parse(frame: &[u8]) -> Result<Message, String> {
-    let message = Message::parse(frame)?;
+    let message = Message::parse_strict(frame)?;
     if matches!(message, Message::Notification(_)) && has_null_id(frame) {
         return Err("a request's id may not be null".to_owned());
     }
@@ -760,7 +760,7 @@ fn work(jobs: &Queue<Job>, core: &Core<'_>) {
     while let Some(Job { link, admitted, _counted }) = jobs.pop() {
         // Its client is gone (a session ended, a connection closed).
         if link.is_closed() {
-            link.forget(&admitted.request.id);
+            link.forget(&admitted.request.id, &admitted.cancel);
         } else {
             core.answer(&link, admitted);
         }

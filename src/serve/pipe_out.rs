@@ -17,9 +17,12 @@
 //! The queue is bounded in frames and in bytes: a client that stops
 //! reading its output must not make tether hold every answer its servers
 //! send (a cold trial saw 870 MB and climbing). Past [`MAX_QUEUED_BYTES`]
-//! a big frame waits for room as long as its sender may, or is refused;
-//! small ones (progress, an error in place of an answer refused so) are
-//! bounded by the count alone.
+//! a big frame waits for room as long as its sender may; one whose sender
+//! never waits (a flight's answer, written by the thread that reads a
+//! server) is taken up to [`MAX_UNWAITED_BYTES`], so that a client that
+//! is only slow still gets the answers of the calls already flying.
+//! Past that it is refused. Small frames (progress, an error in place of
+//! an answer refused so) are bounded by the count alone.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -32,6 +35,9 @@ use crate::sync::{lock, wait_timeout};
 
 /// The most bytes queued for a client before a big frame waits for room.
 pub(super) const MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
+/// The most bytes queued before a big frame whose sender never waits is
+/// refused.
+pub(super) const MAX_UNWAITED_BYTES: usize = 128 * 1024 * 1024;
 /// A frame this small is never held back by the bytes queued.
 pub(super) const SMALL_FRAME: usize = 4 * 1024;
 
@@ -87,11 +93,12 @@ impl PipeOut {
         }
         frame.push(b'\n');
         let until = Instant::now() + wait;
+        let limit = if wait.is_zero() { MAX_UNWAITED_BYTES } else { MAX_QUEUED_BYTES };
         let mut state = lock(&self.state);
         // A big frame behind many bytes the client has not read yet waits.
         while frame.len() > SMALL_FRAME
             && state.queued > 0
-            && state.queued_bytes + frame.len() > MAX_QUEUED_BYTES
+            && state.queued_bytes + frame.len() > limit
         {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() || state.broken || state.queue.is_none() {

@@ -229,9 +229,10 @@ fn the_http_front_guards_its_port_and_serves_a_session() {
 
 // At most 32 sessions live at once: the 33rd `initialize` is refused (503)
 // while every session is fresh, and the port is still served after. Once
-// they have been idle 10 s, a new one takes the place of the one idle
-// longest, whose client is told 404 (a cold trial's 32 clients that never
-// ended their sessions had locked every other out for 5 minutes).
+// these, never `initialized`, have been idle 10 s, a new one takes the
+// place of the one idle longest, whose client is told 404 (a cold trial's
+// 32 clients that never ended their sessions had locked every other out
+// for 5 minutes).
 #[test]
 fn sessions_are_bounded() {
     let serve = HttpServe::start(json!({}), &[]);
@@ -496,6 +497,11 @@ fn an_allowed_page_passes_the_browsers_cors_checks() {
         assert!(allowed.split(", ").any(|allowed| allowed == name), "{name}: {head}");
     }
     assert!(!allowed.contains("bad"), "{head}");
+    // A name where byte 10 falls inside a character had the serving
+    // panic (a reading of the change): answered, and the port still served.
+    let odd =
+        preflight.replace("authorization, content-type", "mcp-param\u{e9}x, Mcp-Param\u{fffd}");
+    assert_eq!(serve.exchange(&odd, b"").0, 204);
 
     let (status, head, _) = serve.post(&initialize(), "Origin: https://app.example.com\r\n");
     assert_eq!(status, 200, "{head}");
