@@ -209,7 +209,7 @@ impl Link {
         let out = lock(&self.out).clone();
         match out {
             Outlet::Closed => false,
-            Outlet::Pipe(out) => piped(&out, route, bytes, SEND_WAIT),
+            Outlet::Pipe(out) => piped(&out, route, bytes, SEND_WAIT) || self.unless_gone(&out),
             Outlet::Streams(streams) => streams.send(route, bytes, SEND_WAIT),
         }
     }
@@ -230,9 +230,26 @@ impl Link {
         let out = lock(&self.out).clone();
         match out {
             Outlet::Closed => false,
-            Outlet::Pipe(out) => piped(&out, route, bytes, Duration::ZERO),
+            Outlet::Pipe(out) => {
+                piped(&out, route, bytes, Duration::ZERO) || self.unless_gone(&out)
+            }
             Outlet::Streams(streams) => streams.send(route, bytes, Duration::ZERO),
         }
+    }
+
+    /// After a frame `out` did not take: when it is broken (the client
+    /// closed its end of the pipe), nothing can reach the client any more,
+    /// so the link closes and what the client asked is given up now, not
+    /// when its input ends. False, as the frame was not sent.
+    fn unless_gone(&self, out: &PipeOut) -> bool {
+        if out.is_broken() && !self.is_closed() {
+            log::warn!(
+                "the client in front of tether closed its end of the output: \
+                 its requests under way are given up"
+            );
+            self.close();
+        }
+        false
     }
 
     /// Queues one frame only if there is room at once (progress: an update
@@ -242,7 +259,9 @@ impl Link {
         match out {
             Outlet::Closed => {}
             Outlet::Pipe(out) => {
-                out.send(frame.bytes, Duration::ZERO);
+                if !out.send(frame.bytes, Duration::ZERO) {
+                    self.unless_gone(&out);
+                }
             }
             Outlet::Streams(streams) => {
                 streams.send(route, frame.bytes, Duration::ZERO);

@@ -151,6 +151,11 @@ impl PipeOut {
         queued
     }
 
+    /// True once a write failed: the client closed its end.
+    pub(super) fn is_broken(&self) -> bool {
+        lock(&self.state).broken
+    }
+
     /// True while fewer bytes than half the bound wait to be written: room
     /// for calls whose answers must never wait (`flights.rs`).
     pub(super) fn roomy(&self) -> bool {

@@ -505,3 +505,60 @@ fn a_client_that_does_not_read_costs_bounded_memory() {
     assert_eq!(wait_exit(child, WITHIN), Some(0));
     tag.assert_gone();
 }
+
+// A client that closes its end of tether's output while a call streams
+// progress: nothing can reach it any more, so its calls are given up at
+// once (the serving said nothing and kept them going until stdin ended,
+// a cold trial found). The end of stdin still ends the serving.
+#[test]
+fn a_client_that_closes_its_output_has_its_calls_given_up() {
+    let tag = Tag::new();
+    let dir = config_dir(json!({"fx": misbehave_entry(&tag, &[])}));
+    let mut child = Command::new(tether_bin())
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["serve", "fx"])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (lines, said) = crossbeam_channel::unbounded();
+    let stderr = child.stderr.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "progress", "arguments": {"steps": 100, "interval_ms": 50},
+                                 "_meta": {"progressToken": "p"}}});
+    writeln!(stdin, "{}\n{call}", initialize(1)).unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let deadline = Instant::now() + WITHIN;
+    while !line.contains("notifications/progress") {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0 && Instant::now() < deadline);
+    }
+    drop(stdout);
+    let mut heard = String::new();
+    while !heard.contains("closed its end of the output") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match said.recv_timeout(left) {
+            Ok(line) => heard.push_str(&(line + "\n")),
+            Err(_) => {
+                child.kill().ok();
+                child.wait().ok();
+                panic!("the closed output was never noticed: {heard}");
+            }
+        }
+    }
+    drop(stdin);
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
+    tag.assert_gone();
+}
