@@ -219,7 +219,7 @@ impl Link {
     /// the thread that reads a server, must never wait for the client.
     pub(super) fn has_room(&self, frames: usize) -> bool {
         match &*lock(&self.out) {
-            Outlet::Pipe(out) => out.room() >= frames && out.roomy(),
+            Outlet::Pipe(out) => out.has_room(frames),
             _ => false,
         }
     }

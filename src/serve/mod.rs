@@ -435,9 +435,13 @@ impl Core<'_> {
         let Some(params) = request.params.as_ref() else { return Some(admitted) };
         // A 2026-07-28 client says so on every request.
         answer::learn_stateless(link, params);
+        let (stateless, log_level) = {
+            let peer = lock(&link.peer);
+            (peer.stateless, peer.log_level)
+        };
         // Its answer, written by the thread that reads the server, must
         // find room at once: every flight's, and a frame more.
-        if lock(&link.peer).stateless || !link.has_room(flights::MAX_FLYING + 1) {
+        if stateless || !link.has_room(flights::MAX_FLYING + 1) {
             return Some(admitted);
         }
         let Some(name) = params.get("name").and_then(serde_json::Value::as_str) else {
@@ -459,7 +463,7 @@ impl Core<'_> {
         let sink = Arc::clone(&flight) as Arc<dyn crate::client::Sink>;
         // The log messages about it, at the level the client set, go before
         // its answer as a worker's call's do.
-        let logs = Some(lock(&link.peer).log_level.unwrap_or(crate::protocol::LogLevel::Info));
+        let logs = Some(log_level.unwrap_or(crate::protocol::LogLevel::Info));
         match self.hub.send_server_tool(&server, &tool, arguments, sink, logs) {
             Ok(Some((client, sent))) => flight.sent(client, sent),
             Ok(None) => {

@@ -156,21 +156,17 @@ impl PipeOut {
         lock(&self.state).broken
     }
 
-    /// True while fewer bytes than half the bound wait to be written: room
-    /// for calls whose answers must never wait (`flights.rs`).
-    pub(super) fn roomy(&self) -> bool {
-        lock(&self.state).queued_bytes < MAX_QUEUED_BYTES / 2
-    }
-
-    /// How many more frames the writer's queue takes now (none once
-    /// closed or broken).
-    pub(super) fn room(&self) -> usize {
+    /// True when the writer's queue takes `frames` more frames now and
+    /// fewer bytes than half its bound wait: room for calls whose answers
+    /// must never wait (`flights.rs`). False once closed or broken.
+    pub(super) fn has_room(&self, frames: usize) -> bool {
         let state = lock(&self.state);
         match &state.queue {
             Some(queue) if !state.broken => {
-                queue.capacity().unwrap_or(usize::MAX).saturating_sub(state.queued)
+                let room = queue.capacity().unwrap_or(usize::MAX).saturating_sub(state.queued);
+                room >= frames && state.queued_bytes < MAX_QUEUED_BYTES / 2
             }
-            _ => 0,
+            _ => false,
         }
     }
 

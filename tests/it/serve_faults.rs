@@ -226,6 +226,15 @@ fn stderr_until(dir: &TempDir, wanted: &[&str]) -> String {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     writeln!(stdin, "{}", initialize(1)).unwrap();
+    let said = said_on_stderr(&mut child, wanted);
+    drop(stdin);
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
+    said
+}
+
+/// `child`'s stderr, read line by line until a line holds each of
+/// `wanted`; past the bound the child is ended and the test fails.
+fn said_on_stderr(child: &mut std::process::Child, wanted: &[&str]) -> String {
     let (lines, read) = crossbeam_channel::unbounded();
     let stderr = child.stderr.take().unwrap();
     thread::spawn(move || {
@@ -248,8 +257,6 @@ fn stderr_until(dir: &TempDir, wanted: &[&str]) -> String {
             }
         }
     }
-    drop(stdin);
-    assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
     said
 }
 
@@ -525,15 +532,6 @@ fn a_client_that_closes_its_output_has_its_calls_given_up() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let (lines, said) = crossbeam_channel::unbounded();
-    let stderr = child.stderr.take().unwrap();
-    thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                       "params": {"name": "progress", "arguments": {"steps": 100, "interval_ms": 50},
                                  "_meta": {"progressToken": "p"}}});
@@ -546,18 +544,7 @@ fn a_client_that_closes_its_output_has_its_calls_given_up() {
         assert!(stdout.read_line(&mut line).unwrap() > 0 && Instant::now() < deadline);
     }
     drop(stdout);
-    let mut heard = String::new();
-    while !heard.contains("closed its end of the output") {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match said.recv_timeout(left) {
-            Ok(line) => heard.push_str(&(line + "\n")),
-            Err(_) => {
-                child.kill().ok();
-                child.wait().ok();
-                panic!("the closed output was never noticed: {heard}");
-            }
-        }
-    }
+    said_on_stderr(&mut child, &["closed its end of the output"]);
     drop(stdin);
     assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
     tag.assert_gone();

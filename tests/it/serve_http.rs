@@ -96,6 +96,16 @@ impl HttpServe {
         self.exchange(&head, message.to_string().as_bytes())
     }
 
+    /// A session begun (`initialize`, then `initialized`): its header line.
+    fn session(&self) -> String {
+        let (status, head, _) = self.post(&initialize(), "");
+        assert_eq!(status, 200, "{head}");
+        let session = format!("Mcp-Session-Id: {}\r\n", session_of(&head));
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert_eq!(self.post(&initialized, &session).0, 202);
+        session
+    }
+
     /// SIGTERM, and how long the exit took.
     fn stop(mut self) -> (Option<i32>, Duration) {
         let began = Instant::now();
@@ -577,11 +587,7 @@ fn a_calls_log_messages_come_on_its_own_http_stream() {
 fn a_sessions_call_brings_its_own_log_messages() {
     let tag = Tag::new();
     let serve = HttpServe::start(json!({"fx": misbehave_entry(&tag, &["--logging"])}), &[]);
-    let (status, head, _) = serve.post(&initialize(), "");
-    assert_eq!(status, 200, "{head}");
-    let session = format!("Mcp-Session-Id: {}\r\n", session_of(&head));
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    assert_eq!(serve.post(&initialized, &session).0, 202);
+    let session = serve.session();
     let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                       "params": {"name": "fx__logs", "arguments": {"tag": "s"}}});
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -683,11 +689,7 @@ fn a_stateless_post_whose_headers_disagree_with_its_body_is_refused() {
 fn a_sessions_request_under_an_id_under_way_is_refused() {
     let tag = Tag::new();
     let serve = HttpServe::start(json!({"fx": misbehave_entry(&tag, &[])}), &[]);
-    let (status, head, _) = serve.post(&initialize(), "");
-    assert_eq!(status, 200, "{head}");
-    let session = format!("Mcp-Session-Id: {}\r\n", session_of(&head));
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    assert_eq!(serve.post(&initialized, &session).0, 202);
+    let session = serve.session();
     let echo = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                       "params": {"name": "fx__echo", "arguments": {"text": "twin"}}});
     // The server behind connects in the background.
